@@ -1,0 +1,193 @@
+"""The sweep report: one self-contained HTML page (plus its HiPlot page) per sweep."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import plotly.graph_objects as go
+from markupsafe import Markup
+
+from dashboards._format import (
+    MISSING,
+    format_cell,
+    format_duration,
+    format_number,
+    metric_title,
+    value_label,
+)
+from dashboards._write import write_text_atomic
+from dashboards.hiplot_page import write_hiplot_page
+from dashboards.history import history_figure, history_info
+from dashboards.kfold import KFoldInfo, kfold_figure, kfold_info
+from dashboards.parallel import parallel_coordinates_figure, parallel_coordinates_info
+from dashboards.table import trials_table
+from ludwig_hpo.results import SweepResult
+
+REPORT_FILE = "report.html"
+HIPLOT_FILE = "hiplot.html"
+STATUS_ORDER = ("FINISHED", "KILLED", "FAILED", "RUNNING")
+
+# div ids of the figures in report.html
+PARALLEL_DIV_ID = "parallel-coordinates"
+HISTORY_DIV_ID = "optimization-history"
+KFOLD_DIV_ID = "kfold-vs-test"
+
+_PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def build_report(result: SweepResult, out_dir: Path) -> Path:
+    """Write the sweep's report into ``out_dir`` and return the path of ``report.html``.
+
+    Writes ``out_dir/hiplot.html`` (HiPlot view of the trials table) and then
+    ``out_dir/report.html``: a header (sweep name, metric and goal, trial counts by
+    status, wall time, best trial and its parameters), parallel coordinates, the
+    optimization history, k-fold vs test (figure and table, or a note that it was not
+    run), failed trials' errors and the trials table. The page embeds plotly.js once
+    (~4.7 MB) and works offline; it links and frames ``hiplot.html`` by relative path,
+    so the two files travel together. Each file is written atomically. ``out_dir`` is
+    created if missing.
+
+    Raises:
+        ValueError: a log-scaled parameter has a value <= 0.
+        OSError: ``out_dir`` cannot be created or written.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = trials_table(result)
+    write_hiplot_page(table, out_dir / HIPLOT_FILE)
+
+    kfold = kfold_info(result)
+    figures = [
+        (parallel_coordinates_figure(parallel_coordinates_info(result)), PARALLEL_DIV_ID),
+        (history_figure(history_info(result)), HISTORY_DIV_ID),
+    ]
+    if kfold is not None:
+        figures.append((kfold_figure(kfold), KFOLD_DIV_ID))
+    html = {
+        div_id: _figure_html(fig, div_id, first=i == 0) for i, (fig, div_id) in enumerate(figures)
+    }
+
+    page = (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            sweep=_header(result),
+            parallel_html=html[PARALLEL_DIV_ID],
+            history_html=html[HISTORY_DIV_ID],
+            kfold_html=html.get(KFOLD_DIV_ID),
+            kfold_rows=_kfold_rows(kfold) if kfold is not None else [],
+            kfold_metric=kfold.y_title if kfold is not None else "",
+            hiplot_file=HIPLOT_FILE,
+            failed=[
+                (t.trial_id, t.error or MISSING) for t in result.trials if t.status == "FAILED"
+            ],
+            table_columns=list(table.columns),
+            table_align=[_alignment(table[c]) for c in table.columns],
+            table_rows=[[format_cell(v) for v in row] for row in table.itertuples(index=False)],
+        )
+    )
+    path = out_dir / REPORT_FILE
+    write_text_atomic(path, page)
+    return path
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("dashboards", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _figure_html(fig: go.Figure, div_id: str, first: bool) -> Markup:
+    # The page's section headings name the figures, so their own titles go.
+    fig = go.Figure(fig)
+    fig.update_layout(title=None, margin_t=70 if div_id == PARALLEL_DIV_ID else 40)
+    # plotly.js goes into the first figure only; the page then holds it exactly once.
+    # Plotly's JSON escapes "<", and user strings in labels are entity-escaped already.
+    return Markup(
+        fig.to_html(
+            full_html=False,
+            include_plotlyjs=first,
+            div_id=div_id,
+            config=_PLOTLY_CONFIG,
+            default_height=f"{fig.layout.height or 450}px",
+        )
+    )
+
+
+def _alignment(column: Any) -> str:
+    """``"num"`` for a column of numbers (right-aligned), else ``"text"``."""
+    values = [v for v in column if v is not None]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return "num" if values and numeric else "text"
+
+
+def _header(result: SweepResult) -> dict[str, Any]:
+    counts = Counter(t.status for t in result.trials)
+    statuses = [s for s in STATUS_ORDER if counts[s]] + sorted(set(counts) - set(STATUS_ORDER))
+    best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
+    return {
+        "name": result.name,
+        "metric": result.metric,
+        "goal": result.goal,
+        "metric_title": metric_title(result),
+        "n_trials": len(result.trials),
+        "status_counts": [(s.lower(), counts[s]) for s in statuses],
+        "wall_time": format_duration(result.wall_time_s),
+        "output_dir": result.output_dir,
+        "tracking_uri": result.tracking_uri,
+        "best_trial_id": result.best_trial_id,
+        "best_value": format_number(best.objective_best) if best else None,
+        "best_params": _yamlish(best.params) if best else "",
+    }
+
+
+def _yamlish(params: dict[str, Any]) -> str:
+    """``key: value`` lines; strings that YAML would misread are quoted."""
+    lines = []
+    for key, value in params.items():
+        text = value_label(value)
+        if isinstance(value, str) and _needs_quotes(value):
+            text = value_label([value])[1:-1]  # JSON string literal, valid YAML
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines)
+
+
+_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "~"}
+
+
+def _needs_quotes(text: str) -> bool:
+    if text == "" or text != text.strip() or text.lower() in _YAML_WORDS:
+        return True
+    if text[0] in "!&*{}[]|>'\"%@`#,?:-":
+        return True
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return ": " in text or " #" in text
+
+
+def _kfold_rows(info: KFoldInfo) -> list[dict[str, str]]:
+    rows = []
+    for label, scores, mean, std, test in zip(
+        info.labels, info.fold_scores, info.means, info.stds, info.test_scores, strict=True
+    ):
+        mean_text = format_number(mean)
+        if std is not None:
+            mean_text += f" ± {format_number(std, 2)}"
+        rows.append(
+            {
+                "label": label,
+                "k": str(len(scores)),
+                "mean_std": mean_text,
+                "test": format_number(test) if test is not None else "failed",
+            }
+        )
+    return rows

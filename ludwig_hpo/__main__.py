@@ -1,0 +1,3 @@
+from ludwig_hpo.cli import main
+
+main()

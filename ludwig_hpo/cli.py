@@ -1,0 +1,176 @@
+"""``hpo``: the command line. User mistakes print one line and exit 2; ``--debug`` shows
+the traceback. Heavy imports (Ray, torch, MLflow) happen inside the commands."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+from rich.console import Console
+
+from ludwig_hpo.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Declarative hyperparameter sweeps for PyTorch: Optuna + Ray Tune + Ray Train DDP + MLflow.")
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+_state = {"debug": False}
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks of errors.")) -> None:
+    _state["debug"] = debug
+
+
+def _guard(fn: Callable) -> Callable:
+    """Run a command: a :class:`UserError` becomes one line on stderr and exit 2, any other
+    error one line and exit 1 (with ``--debug``: the traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            if _state["debug"]:
+                traceback.print_exc()
+            err.print(f"[red]error:[/red] {e.one_line()}", markup=True, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+        except typer.Exit:
+            raise
+        except Exception as e:
+            if _state["debug"]:
+                traceback.print_exc()
+            first = (str(e).splitlines() or [""])[0]
+            err.print(f"error: {type(e).__name__}: {first} (rerun with --debug for the traceback)", soft_wrap=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+@app.command()
+@_guard
+def sweep(
+    sweep_file: Path = typer.Argument(..., help="The sweep YAML file."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
+) -> None:
+    """Run a sweep: search, k-fold re-evaluation of the best configurations, report."""
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.sweep import Sweep
+
+    loaded = load_sweep(sweep_file)
+    out.print(f"[bold]hpo sweep[/bold] {loaded.config.name} ({sweep_file})", markup=True)
+    result = Sweep(loaded, out, output_root=output).run()
+    best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
+    out.print()
+    counts = {s: sum(t.status == s for t in result.trials) for s in ("FINISHED", "KILLED", "FAILED")}
+    out.print(f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {counts['FINISHED']} finished, "
+              f"{counts['KILLED']} stopped early, {counts['FAILED']} failed", markup=True)
+    if best is None:
+        err.print("error: no trial produced a result (see the failed trials above)")
+        raise typer.Exit(1)
+    out.print(f"best trial {best.trial_id}: {result.metric} = {best.objective_best:.6g}")
+    for k, v in best.params.items():
+        out.print(f"  {k}: {v}")
+    for k in result.kfold:
+        mean = sum(k.fold_scores) / len(k.fold_scores) if k.fold_scores else float("nan")
+        test = f"{k.test_score:.6g}" if k.test_score is not None else "failed"
+        out.print(f"config #{k.config_rank} ({k.trial_id}): {len(k.fold_scores)}-fold mean {k.metric} "
+                  f"= {mean:.6g}, test = {test}")
+    root = Path(result.output_dir)
+    out.print(f"report:  {root / 'report.html'}")
+    out.print(f"results: {root}")
+    out.print(f"mlflow:  {result.tracking_uri}  (hpo ui {root})")
+
+
+@app.command()
+@_guard
+def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")) -> None:
+    """Check a sweep file without starting Ray; print what the sweep would do."""
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.resources import plan_resources
+    from ludwig_hpo.sweep import choose_output_dir, local_resources
+
+    loaded = load_sweep(sweep_file)
+    cfg = loaded.config
+    hp = cfg.hyperopt
+    out.print(f"{sweep_file}: valid")
+    out.print(f"name: {cfg.name}   dataset: {cfg.dataset.source}")
+    out.print(f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
+              f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}")
+    out.print(f"metric: {hp.metric_key} ({hp.goal})   trials: {hp.executor.num_samples}   epochs: {cfg.trainer.epochs}"
+              f"   sampler: {hp.search_alg.sampler} (seed {hp.search_alg.seed})   scheduler: {hp.scheduler.type}")
+    out.print("search space:")
+    for path, s in hp.parameters.items():
+        if s.space == "choice":
+            out.print(f"  {path}: choice of {s.categories}")
+        elif s.space == "randint":
+            out.print(f"  {path}: randint [{s.lower}, {s.upper}) = integers {s.lower}..{s.upper - 1}")
+        else:
+            out.print(f"  {path}: {s.space} [{s.lower:g}, {s.upper:g}){' (log scale)' if s.space == 'loguniform' else ''}")
+    cpus, gpus = local_resources()
+    b = cfg.backend
+    use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
+    plan = plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
+                          cluster_cpus=cpus, cluster_gpus=gpus, max_concurrent=hp.executor.max_concurrent_trials,
+                          num_samples=hp.executor.num_samples)
+    out.print(f"resources: {plan.describe()}")
+    if cfg.kfold:
+        out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
+    out.print(f"results: {choose_output_dir(loaded, None)}")
+
+
+@app.command()
+@_guard
+def report(results_dir: Path = typer.Argument(..., help="A sweep's output folder (holding results.json).")) -> None:
+    """Rebuild report.html of a finished sweep from its results.json."""
+    from dashboards import build_report
+    from ludwig_hpo.errors import DataError
+    from ludwig_hpo.results_io import read_result
+
+    path = results_dir / "results.json"
+    if not path.is_file():
+        raise DataError("no results.json in this folder", source=str(results_dir),
+                        fix="pass the output folder printed by 'hpo sweep'")
+    try:
+        result = read_result(path)
+    except (ValueError, KeyError, TypeError) as e:
+        raise DataError(f"results.json is malformed ({type(e).__name__}: {e})", source=str(path),
+                        fix="rerun the sweep") from None
+    out.print(f"report: {build_report(result, results_dir)}")
+
+
+@app.command()
+@_guard
+def ui(
+    results_dir: Path = typer.Argument(..., help="A sweep's output folder (holding mlflow.db)."),
+    port: int = typer.Option(5000, help="Port of the MLflow UI on 127.0.0.1."),
+    host: str = typer.Option("127.0.0.1", help="Interface to bind (default: this machine only)."),
+) -> None:
+    """Start the MLflow UI on a sweep's embedded store."""
+    from ludwig_hpo.errors import DataError
+
+    db = results_dir / "mlflow.db"
+    if not db.is_file():
+        raise DataError("no mlflow.db in this folder", source=str(results_dir),
+                        fix="pass the output folder printed by 'hpo sweep'")
+    mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    uri = f"sqlite:///{db.resolve()}"
+    out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C stops it)")
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    raise typer.Exit(subprocess.call([mlflow, "ui", "--backend-store-uri", uri, "--host", host,
+                                      "--port", str(port), "--workers", "1"], env=env))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

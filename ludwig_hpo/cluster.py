@@ -1,0 +1,75 @@
+"""A private local Ray cluster for one sweep, started and stopped by the driver.
+
+Its own temp folder and dashboard port keep it apart from other Ray instances on the
+machine; the dashboard is needed because Ray Train releases a stopped trial's placement
+group through Ray's state API (``RAY_API_SERVER_ADDRESS`` points it at this cluster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from typing import Iterator
+
+#: Environment of the cluster's processes. The short health-check interval makes Ray Train
+#: notice finished workers in ~0.2 s instead of 2 s (per-trial teardown 4.9 s -> ~1 s).
+RAY_ENV = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "RAY_DEDUP_LOGS": "0",
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "PYTHONWARNINGS": "ignore::DeprecationWarning",
+}
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _env(values: dict[str, str]) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterator[None]:
+    """Start a local Ray cluster with ``trial_slots`` units of the ``trial_slot`` resource;
+    stop it and remove its temp folder on exit. Driver only.
+
+    Args:
+        num_cpus, num_gpus: logical resources of the cluster.
+        trial_slots: how many trials may run at once (each reserves one slot).
+    """
+    import ray
+
+    port = free_port()
+    temp_dir = tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp")  # short: Ray's socket paths are length-limited
+    env = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
+    env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
+    with _env(env):
+        try:
+            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},
+                     include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
+                     _temp_dir=temp_dir, log_to_driver=False, logging_level=logging.ERROR,
+                     configure_logging=True)
+            yield
+        finally:
+            ray.shutdown()
+            shutil.rmtree(temp_dir, ignore_errors=True)

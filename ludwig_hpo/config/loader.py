@@ -1,0 +1,284 @@
+"""The only YAML reader: sweep file -> validated :class:`SweepConfig`, or one-line errors.
+
+Errors name ``file:line:column``, the key path, what is wrong and the fix, and are raised
+as :class:`~ludwig_hpo.errors.ConfigError` before anything (Ray, MLflow, folders) starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ludwig_hpo.config.paths import PathError, apply_params
+from ludwig_hpo.config.schema import ChoiceSpace, LogUniformSpace, RandIntSpace, SweepConfig, UniformSpace
+from ludwig_hpo.errors import ConfigError
+
+Mark = tuple[int, int]  # 1-based (line, column)
+
+
+@dataclass(frozen=True)
+class LoadedSweep:
+    """A validated sweep file.
+
+    Attributes:
+        config: the typed config.
+        raw: the file's mapping as parsed (parameters not applied); trials apply their
+            sampled values to it with :func:`resolve_trial_config`.
+        path: the sweep file.
+        text: the file's text (hashed and logged as an artifact).
+    """
+
+    config: SweepConfig
+    raw: dict
+    path: Path
+    text: str
+
+    @property
+    def base_dir(self) -> Path:
+        """The sweep file's folder; relative dataset paths are resolved against it."""
+        return self.path.resolve().parent
+
+
+# ---------------------------------------------------------------------------- YAML with marks
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (YAML would silently keep the last)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            m = key_node.start_mark
+            raise ConfigError(f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                              source=f"{loader.name}:{m.line + 1}:{m.column + 1}", fix="keep only one of them")
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _marks(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, Mark]:
+    out: dict[tuple, Mark] = {prefix: (node.start_mark.line + 1, node.start_mark.column + 1)}
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = (*prefix, k.value)
+            out.update(_marks(v, key))
+            out[key] = (k.start_mark.line + 1, k.start_mark.column + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out.update(_marks(v, (*prefix, i)))
+    return out
+
+
+def _read(path: Path) -> tuple[str, dict, dict[tuple, Mark]]:
+    src = str(path)
+    if not path.exists():
+        raise ConfigError("file not found", source=src, fix="check the path (it is relative to the current folder)")
+    if path.is_dir():
+        raise ConfigError("is a folder, not a sweep file", source=src, fix="pass the path of a .yaml file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except PermissionError:
+        raise ConfigError("permission denied", source=src, fix="make the file readable") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"not UTF-8 text (byte {e.start})", source=src, fix="save the file as UTF-8") from None
+    try:
+        loader = _UniqueKeyLoader(text)
+        loader.name = src
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        m = e.problem_mark or e.context_mark
+        where = f"{src}:{m.line + 1}:{m.column + 1}" if m else src
+        raise ConfigError(f"invalid YAML: {e.problem or e.context}", source=where,
+                          fix="fix the YAML syntax at that position") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"invalid YAML: {e}", source=src, fix="fix the YAML syntax") from None
+    if data is None:
+        raise ConfigError("the file is empty", source=src, fix="write a sweep file (see README.md)")
+    if not isinstance(data, dict):
+        raise ConfigError(f"the top level must be a mapping of sections, not a {type(data).__name__}",
+                          source=src, fix="start the file with 'name:', 'dataset:', ... keys")
+    return text, data, _marks(node) if node is not None else {}
+
+
+# ---------------------------------------------------------------------------- pydantic -> one line
+def _unwrap(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _step_type(tp: Any, step: Any) -> tuple[Any, bool]:
+    """Type reached from ``tp`` by one loc step; second item True if the step was a union tag."""
+    tp = _unwrap(tp)
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        members = [_unwrap(a) for a in typing.get_args(tp) if a is not type(None)]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        for m in models:
+            for tag_field in ("type", "space"):
+                f = m.model_fields.get(tag_field)
+                if f is not None and step in typing.get_args(_unwrap(f.annotation)):
+                    return m, True
+        if len(models) == 1:
+            return _step_type(models[0], step)
+        return None, False
+    if origin is list:
+        return typing.get_args(tp)[0], False
+    if origin is dict:
+        return typing.get_args(tp)[1], False
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        f = tp.model_fields.get(step)
+        return (f.annotation if f else None), False
+    return None, False
+
+
+def _model_and_path(loc: tuple) -> tuple[Any, tuple]:
+    """Follow a pydantic error loc through the schema; return (model at the end, raw key path)."""
+    tp: Any = SweepConfig
+    raw_path: list = []
+    parent = SweepConfig
+    for step in loc:
+        nxt, was_tag = _step_type(tp, step)
+        if was_tag:
+            tp = nxt
+            continue
+        parent = tp
+        raw_path.append(step)
+        tp = nxt
+    return _unwrap(parent), tuple(raw_path)
+
+
+def _display(raw: dict, path: tuple) -> str:
+    out, node = "", raw
+    for step in path:
+        if isinstance(step, int):
+            name = node[step].get("name") if isinstance(node, list) and step < len(node) and isinstance(node[step], dict) else None
+            out += f"[{name}]" if isinstance(name, str) else f"[{step}]"
+        else:
+            s = str(step)
+            out += ("." if out else "") + (f'"{s}"' if "." in s else s)
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out
+
+
+def _mark_for(marks: dict[tuple, Mark], path: tuple) -> Mark | None:
+    for n in range(len(path), -1, -1):
+        if path[:n] in marks:
+            return marks[path[:n]]
+    return None
+
+
+def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, src: str,
+                                key_prefix: str = "") -> ConfigError:
+    e = err.errors(include_url=False)[0]
+    model, path = _model_and_path(tuple(e["loc"]))
+    key = _display(raw, path) or "(top level)"
+    if key_prefix:
+        key = f"{key_prefix} -> {key}"
+    mark = _mark_for(marks, path)
+    source = f"{src}:{mark[0]}:{mark[1]}" if mark else src
+    typ, msg, got = e["type"], e["msg"], e.get("input")
+    fix = None
+    if typ == "extra_forbidden":
+        allowed = sorted(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+        bad = str(path[-1]) if path else "?"
+        close = difflib.get_close_matches(bad, allowed, n=1, cutoff=0.6)
+        message = f"unknown key {bad!r}"
+        fix = f"did you mean {close[0]!r}?" if close else f"remove it (allowed keys: {', '.join(allowed)})"
+    elif typ == "missing":
+        message = "required key is missing"
+        fix = f"add '{path[-1]}:'" if path else None
+    else:
+        message = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        if typ not in ("value_error", "assertion_error") and got is not None and not isinstance(got, (dict, list)):
+            message += f", got {got!r}"
+        if typ.startswith("union_tag") or typ.startswith("literal"):
+            fix = "use one of the values listed"
+    return ConfigError(message, source=source, key=key, fix=fix)
+
+
+# ---------------------------------------------------------------------------- search space checks
+def _probe_values(space: Any) -> list[Any]:
+    if isinstance(space, (UniformSpace, LogUniformSpace, RandIntSpace)):
+        if not space.lower < space.upper:
+            raise ValueError(f"lower < upper must hold, but got (lower={space.lower}, upper={space.upper})")
+    if isinstance(space, LogUniformSpace) and space.lower <= 0:
+        raise ValueError(f"loguniform needs lower > 0, but got lower={space.lower} (bounds are values, not exponents)")
+    if isinstance(space, RandIntSpace):
+        return [space.lower, space.upper - 1]  # upper is exclusive
+    if isinstance(space, ChoiceSpace):
+        return list(space.categories)
+    return [space.lower, space.upper]
+
+
+def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> None:
+    for path, space in cfg.hyperopt.parameters.items():
+        key = f'hyperopt.parameters."{path}"' if "." in path else f"hyperopt.parameters.{path}"
+        mark = _mark_for(marks, ("hyperopt", "parameters", path))
+        source = f"{src}:{mark[0]}:{mark[1]}" if mark else src
+        try:
+            values = _probe_values(space)
+        except ValueError as e:
+            raise ConfigError(str(e), source=source, key=key, fix="correct the bounds") from None
+        for value in values:
+            try:
+                SweepConfig.model_validate(apply_params(raw, {path: value}))
+            except PathError as e:
+                raise ConfigError(str(e), source=source, key=key, fix="use a path such as "
+                                  "'trainer.learning_rate' or '<feature>.encoder.<field>'") from None
+            except ValidationError as e:
+                inner = _validation_to_config_error(e, raw, {}, src)
+                raise ConfigError(f"value {value!r} is invalid for {inner.key}: {inner.message}",
+                                  source=source, key=key, fix="change the range or categories") from None
+
+
+# ---------------------------------------------------------------------------- public
+def load_sweep(path: str | Path) -> LoadedSweep:
+    """Read and validate a sweep file. Runs in the driver; touches nothing but the file.
+
+    Raises:
+        ConfigError: unreadable file, invalid YAML, unknown key, bad value, or a parameter
+            path / range that does not fit the config. ``str(error)`` is one line.
+    """
+    path = Path(path)
+    text, raw, marks = _read(path)
+    src = str(path)
+    try:
+        cfg = SweepConfig.model_validate(raw)
+    except ValidationError as e:
+        raise _validation_to_config_error(e, raw, marks, src) from None
+    _check_parameters(cfg, raw, marks, src)
+    return LoadedSweep(config=cfg, raw=raw, path=path, text=text)
+
+
+def resolve_trial_config(raw: dict, params: dict[str, Any]) -> SweepConfig:
+    """The config of one trial: ``raw`` with the sampled ``{dotted path: value}`` applied.
+
+    Runs wherever a trial starts (driver or worker); pure.
+
+    Raises:
+        ConfigError: a sampled value does not validate (cannot happen for spaces that
+            :func:`load_sweep` accepted, except for interactions between parameters).
+    """
+    try:
+        return SweepConfig.model_validate(apply_params(raw, params))
+    except PathError as e:
+        raise ConfigError(str(e), key="hyperopt.parameters") from None
+    except ValidationError as e:
+        raise _validation_to_config_error(e, raw, {}, "trial config", key_prefix=f"params {params}") from None

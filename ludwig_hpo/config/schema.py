@@ -1,0 +1,401 @@
+"""Typed, frozen sweep-file schema (pydantic). No I/O: the loader is the only YAML reader.
+
+Every model rejects unknown keys. Cross-field rules that need the whole file (feature
+names, metric vs goal, scheduler vs epochs) live in :class:`SweepConfig`'s validator;
+parameter paths are checked by :mod:`ludwig_hpo.config.paths`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+RESERVED_NAMES = frozenset(
+    {"trainer", "combiner", "backend", "hyperopt", "dataset", "defaults", "kfold", "tracking",
+     "report", "input_features", "output_features", "combined", "name", "output_dir"}
+)
+#: Metrics each output feature type reports, and whether larger is better.
+METRICS: dict[str, dict[str, bool]] = {
+    "category": {"loss": False, "accuracy": True},
+    "binary": {"loss": False, "accuracy": True, "roc_auc": True},
+    "number": {"loss": False, "mae": False},
+    "combined": {"loss": False},
+}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------------------- data
+class SplitConfig(_Base):
+    """Fractions of rows for train / validation / test (sum to 1), and the split seed."""
+
+    train: float = Field(0.7, gt=0, lt=1)
+    validation: float = Field(0.15, gt=0, lt=1)
+    test: float = Field(0.15, gt=0, lt=1)
+    seed: int = 42
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> SplitConfig:
+        total = self.train + self.validation + self.test
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(
+                f"train + validation + test must sum to 1, but got {total:g} "
+                f"(train={self.train:g}, validation={self.validation:g}, test={self.test:g})")
+        return self
+
+
+class DatasetConfig(_Base):
+    """Where rows come from: a CSV or Parquet path (relative to the sweep file), or
+    ``sklearn:<name>`` for a dataset bundled with scikit-learn (digits, breast_cancer, wine)."""
+
+    source: str
+    split: SplitConfig = SplitConfig()
+
+
+# ---------------------------------------------------------------------------- encoders
+class PassthroughEncoder(_Base):
+    """Feeds the (batch, 1) value to the combiner unchanged."""
+
+    type: Literal["passthrough"] = "passthrough"
+
+
+class DenseEncoder(_Base):
+    """``num_layers`` fully connected layers of ``output_size`` units: (batch, 1) -> (batch, output_size)."""
+
+    type: Literal["dense"] = "dense"
+    num_layers: int = Field(1, ge=1, le=8)
+    output_size: int = Field(16, ge=1, le=4096)
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+
+class EmbedEncoder(_Base):
+    """Learned embedding of each category: (batch,) ids -> (batch, embedding_size)."""
+
+    type: Literal["dense"] = "dense"
+    embedding_size: int = Field(16, ge=1, le=4096)
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+
+class StackedCNNEncoder(_Base):
+    """``num_layers`` conv blocks (conv 3x3 -> ReLU -> max-pool when the map is >= 4 px) then a
+    fully connected layer: (batch, height, width) -> (batch, output_size)."""
+
+    type: Literal["stacked_cnn"] = "stacked_cnn"
+    num_layers: int = Field(2, ge=1, le=6)
+    channels: int = Field(16, ge=1, le=1024)
+    kernel_size: int = Field(3, ge=1, le=7)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    output_size: int = Field(64, ge=1, le=4096)
+
+
+def _default_type(default: str):
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict) and "type" not in value:
+            return {"type": default, **value}
+        return value
+    return fill
+
+
+class NumberPreprocessing(_Base):
+    """``normalization``: zscore or minmax (statistics from the training split), or none.
+    Missing values are filled with the training split's mean."""
+
+    normalization: Literal["zscore", "minmax", "none"] = "zscore"
+
+
+class ImagePreprocessing(_Base):
+    """Pixels are divided by the training split's maximum pixel value (``scale: auto``)
+    or by a given number."""
+
+    scale: Union[Literal["auto"], float] = "auto"
+
+
+class _Feature(_Base):
+    name: str = Field(min_length=1)
+    column: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if v in RESERVED_NAMES:
+            raise ValueError(f"feature name {v!r} is reserved (it names a config section); rename the feature")
+        if "." in v:
+            raise ValueError(f"feature name {v!r} contains '.', which parameter paths use as separator")
+        return v
+
+    @property
+    def source_column(self) -> str:
+        """The dataset column read for this feature (``column``, else ``name``)."""
+        return self.column or self.name
+
+
+class NumberInputFeature(_Feature):
+    type: Literal["number"]
+    encoder: Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")] = PassthroughEncoder()
+    preprocessing: NumberPreprocessing = NumberPreprocessing()
+    _fill = field_validator("encoder", mode="before")(_default_type("passthrough"))
+
+
+class BinaryInputFeature(_Feature):
+    type: Literal["binary"]
+    encoder: PassthroughEncoder = PassthroughEncoder()
+
+
+class CategoryInputFeature(_Feature):
+    type: Literal["category"]
+    encoder: EmbedEncoder = EmbedEncoder()
+    _fill = field_validator("encoder", mode="before")(_default_type("dense"))
+
+
+class ImageInputFeature(_Feature):
+    type: Literal["image"]
+    encoder: StackedCNNEncoder = StackedCNNEncoder()
+    preprocessing: ImagePreprocessing = ImagePreprocessing()
+    _fill = field_validator("encoder", mode="before")(_default_type("stacked_cnn"))
+
+
+InputFeature = Annotated[
+    Union[NumberInputFeature, BinaryInputFeature, CategoryInputFeature, ImageInputFeature],
+    Field(discriminator="type"),
+]
+
+
+class Decoder(_Base):
+    """Fully connected layers between the combiner and the output projection."""
+
+    num_fc_layers: int = Field(0, ge=0, le=8)
+    output_size: int = Field(32, ge=1, le=4096)
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+
+class OutputFeature(_Feature):
+    """A prediction target: ``category`` (cross-entropy), ``binary`` (BCE) or ``number`` (MSE)."""
+
+    type: Literal["category", "binary", "number"]
+    decoder: Decoder = Decoder()
+    loss_weight: float = Field(1.0, gt=0)
+
+
+class CombinerConfig(_Base):
+    """``concat``: concatenate encoder outputs, then ``num_fc_layers`` x (Linear(output_size), ReLU, dropout)."""
+
+    type: Literal["concat"] = "concat"
+    num_fc_layers: int = Field(1, ge=0, le=8)
+    output_size: int = Field(64, ge=1, le=4096)
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+
+# ---------------------------------------------------------------------------- trainer
+class OptimizerConfig(_Base):
+    type: Literal["adam", "adamw", "sgd"] = "adam"
+    weight_decay: float = Field(0.0, ge=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+
+
+class TrainerConfig(_Base):
+    """Training of one trial. ``batch_size`` is per DDP worker; ``auto`` lets each trial pick it
+    by a throughput search (at most ``max_batch_size``)."""
+
+    epochs: int = Field(10, ge=1, le=100_000)
+    learning_rate: float = Field(1e-3, gt=0, le=10)
+    batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
+    max_batch_size: int = Field(1024, ge=1)
+    eval_batch_size: int = Field(512, ge=1)
+    optimizer: OptimizerConfig = OptimizerConfig()
+    seed: int = 42
+
+
+class BackendConfig(_Base):
+    """How each trial runs: ``num_workers`` DDP workers (gloo on CPU, NCCL on GPU)."""
+
+    num_workers: int = Field(2, ge=1, le=4096)
+    use_gpu: Union[Literal["auto"], bool] = "auto"
+    strategy: Literal["ddp"] = "ddp"
+    cpus_per_worker: float = Field(1.0, gt=0)
+
+
+# ---------------------------------------------------------------------------- hyperopt
+class UniformSpace(_Base):
+    """Float uniformly sampled in [lower, upper)."""
+
+    space: Literal["uniform"]
+    lower: float
+    upper: float
+
+
+class LogUniformSpace(_Base):
+    """Float sampled uniformly in log space in [lower, upper); bounds are values, not exponents."""
+
+    space: Literal["loguniform"]
+    lower: float
+    upper: float
+
+
+class RandIntSpace(_Base):
+    """Integer in [lower, upper): the upper bound is exclusive, as in Ludwig and Ray Tune."""
+
+    space: Literal["randint"]
+    lower: int
+    upper: int
+
+
+class ChoiceSpace(_Base):
+    """One of ``categories`` (scalars, lists or config blocks)."""
+
+    space: Literal["choice"]
+    categories: list[Any] = Field(min_length=1)
+
+
+ParamSpace = Annotated[Union[UniformSpace, LogUniformSpace, RandIntSpace, ChoiceSpace],
+                       Field(discriminator="space")]
+
+
+class SearchAlgConfig(_Base):
+    """Optuna sampler behind Ray Tune's ``OptunaSearch``; ``seed`` makes suggestions reproducible."""
+
+    type: Literal["optuna"] = "optuna"
+    sampler: Literal["tpe", "random"] = "tpe"
+    seed: int | None = None
+    n_startup_trials: int = Field(5, ge=1)
+
+
+class SchedulerConfig(_Base):
+    """Tune trial scheduler. ``async_hyperband`` (alias ``asha``) stops trials at rungs
+    ``grace_period * reduction_factor**i`` epochs; ``fifo`` never stops early."""
+
+    type: Literal["fifo", "async_hyperband", "asha"] = "fifo"
+    grace_period: int = Field(1, ge=1)
+    max_t: int | None = Field(None, ge=1)
+    reduction_factor: float = Field(3.0, gt=1)
+
+
+class ExecutorConfig(_Base):
+    """``num_samples``: total trials. ``max_concurrent_trials``: ``auto`` = as many as the
+    cluster fits. ``time_budget_s``: stop starting trials after this many seconds (none: no limit)."""
+
+    num_samples: int = Field(10, ge=1, le=1_000_000)
+    max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
+    time_budget_s: float | None = Field(None, gt=0)
+
+
+class HyperoptConfig(_Base):
+    """The search: optimize ``<split>/<output_feature>/<metric>`` toward ``goal``."""
+
+    goal: Literal["minimize", "maximize"] = "minimize"
+    metric: str = "loss"
+    split: Literal["train", "validation"] = "validation"
+    output_feature: str = "combined"
+    parameters: dict[str, ParamSpace] = Field(min_length=1)
+    search_alg: SearchAlgConfig = SearchAlgConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    executor: ExecutorConfig = ExecutorConfig()
+
+    @field_validator("split", mode="before")
+    @classmethod
+    def _no_test(cls, v: Any) -> Any:
+        if v == "test":
+            raise ValueError("selecting trials on the test split leaks it into the search; "
+                             "use 'validation' (the test split scores the top configurations after the search)")
+        return v
+
+    @property
+    def metric_key(self) -> str:
+        """The reported metric the search optimizes, e.g. ``"validation/label/loss"``."""
+        return f"{self.split}/{self.output_feature}/{self.metric}"
+
+
+class KFoldConfig(_Base):
+    """After the search, re-run the ``top_k`` best configurations with ``k``-fold
+    cross-validation on train+validation and once on the held-out test split."""
+
+    k: int = Field(5, ge=2, le=100)
+    top_k: int = Field(3, ge=1, le=100)
+
+
+class TrackingConfig(_Base):
+    """MLflow: ``uri`` null = an embedded SQLite store in the sweep's output directory."""
+
+    uri: str | None = None
+    experiment: str | None = None
+
+
+class ReportConfig(_Base):
+    enabled: bool = True
+
+
+# ---------------------------------------------------------------------------- root
+class SweepConfig(_Base):
+    """A whole sweep file, validated. ``base_dir`` (not a key) is the sweep file's folder."""
+
+    name: str
+    dataset: DatasetConfig
+    input_features: list[InputFeature] = Field(min_length=1)
+    output_features: list[OutputFeature] = Field(min_length=1)
+    combiner: CombinerConfig = CombinerConfig()
+    trainer: TrainerConfig = TrainerConfig()
+    backend: BackendConfig = BackendConfig()
+    hyperopt: HyperoptConfig
+    kfold: KFoldConfig | None = None
+    tracking: TrackingConfig = TrackingConfig()
+    report: ReportConfig = ReportConfig()
+    output_dir: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _epochs_from_max_t(cls, data: Any) -> Any:
+        # Ludwig's rule: scheduler.max_t alone sets the epochs; trainer.epochs alone sets max_t.
+        try:
+            max_t = data["hyperopt"]["scheduler"]["max_t"]
+            trainer = data.get("trainer") or {}
+        except (KeyError, TypeError, AttributeError):
+            return data
+        if max_t is not None and isinstance(trainer, dict) and "epochs" not in trainer:
+            return {**data, "trainer": {**trainer, "epochs": max_t}}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not _NAME_RE.match(v) or ".." in v:
+            raise ValueError(f"name {v!r} must be letters, digits, '_', '.', '-' (it names the output folder)")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> SweepConfig:
+        names = [f.name for f in (*self.input_features, *self.output_features)]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"feature names must be unique, but {dupes} appear more than once")
+        hp = self.hyperopt
+        outputs = {f.name: f.type for f in self.output_features}
+        if hp.output_feature != "combined" and hp.output_feature not in outputs:
+            raise ValueError(
+                f"hyperopt.output_feature {hp.output_feature!r} is not an output feature; "
+                f"use one of {sorted(outputs) + ['combined']}")
+        ftype = "combined" if hp.output_feature == "combined" else outputs[hp.output_feature]
+        allowed = METRICS[ftype]
+        if hp.metric not in allowed:
+            raise ValueError(f"hyperopt.metric {hp.metric!r} is not reported for a {ftype} output; "
+                             f"use one of {sorted(allowed)}")
+        want = "maximize" if allowed[hp.metric] else "minimize"
+        if hp.goal != want:
+            raise ValueError(f"hyperopt.goal is {hp.goal!r} but {hp.metric!r} is better when "
+                             f"{'larger' if want == 'maximize' else 'smaller'}; set goal: {want}")
+        sch = hp.scheduler
+        if sch.max_t is not None and sch.max_t != self.trainer.epochs:
+            raise ValueError(f"hyperopt.scheduler.max_t ({sch.max_t}) contradicts trainer.epochs "
+                             f"({self.trainer.epochs}); set only one of them")
+        if sch.grace_period > self.trainer.epochs:
+            raise ValueError(f"hyperopt.scheduler.grace_period ({sch.grace_period}) must be <= "
+                             f"trainer.epochs ({self.trainer.epochs})")
+        return self
+
+    @property
+    def goal_sign(self) -> float:
+        """+1 when smaller is better, -1 when larger is better (multiply to minimize)."""
+        return 1.0 if self.hyperopt.goal == "minimize" else -1.0

@@ -1,0 +1,82 @@
+"""What a person sees while a sweep runs: one line per trial event with the best value so
+far, instead of Ray's log lines. Driver only."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from ludwig_hpo.monitor import LiveTrial
+
+
+def fmt(v: Any) -> str:
+    """Short display of a parameter or metric value."""
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e5):
+            return f"{v:.3g}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def fmt_params(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={fmt(v)}" for k, v in params.items())
+
+
+class ConsoleSink:
+    """Prints trial events (started / epoch-less progress / finished / stopped / failed) with
+    counts, the best value so far and elapsed time.
+
+    Args:
+        console: where to print.
+        metric: display name of the optimized metric.
+        goal_sign: +1 when smaller is better.
+        total: number of trials planned (for ``3/10`` counts).
+        label: what a trial is called in this phase (``trial``, ``k-fold run``).
+    """
+
+    def __init__(self, console: Console, metric: str, goal_sign: float, total: int, label: str = "trial") -> None:
+        self.console = console
+        self.metric = metric
+        self.sign = goal_sign
+        self.total = total
+        self.label = label
+        self.t0 = time.time()
+        self.counts = {"RUNNING": 0, "FINISHED": 0, "KILLED": 0, "FAILED": 0}
+        self.best: tuple[float, LiveTrial] | None = None
+
+    def _stamp(self) -> str:
+        s = int(time.time() - self.t0)
+        return f"[dim]{s // 60:3d}:{s % 60:02d}[/dim]"
+
+    def trial_started(self, t: LiveTrial) -> None:
+        self.counts["RUNNING"] += 1
+        n = sum(self.counts.values())
+        self.console.print(f"{self._stamp()} {self.label} {t.trial_id} started ({n}/{self.total}) "
+                           f"{escape(fmt_params(t.params))}", highlight=False)
+
+    def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
+        v = t.history[-1].objective
+        if math.isfinite(v) and (self.best is None or self.sign * v < self.sign * self.best[0]):
+            self.best = (v, t)
+
+    def trial_ended(self, t: LiveTrial) -> None:
+        self.counts["RUNNING"] -= 1
+        self.counts[t.status] += 1
+        word = {"FINISHED": "[green]finished[/green]", "KILLED": "[yellow]stopped early[/yellow]",
+                "FAILED": "[red]failed[/red]"}[t.status]
+        last = t.history[-1] if t.history else None
+        detail = (f"{self.metric}={fmt(last.objective)} at epoch {last.epoch}" if last else "no epoch completed")
+        if t.error:
+            detail += f": {escape(t.error)}"
+        c = self.counts
+        best = (f"best {fmt(self.best[0])} ({self.best[1].trial_id}: {escape(fmt_params(self.best[1].params))})"
+                if self.best else "best -")
+        self.console.print(f"{self._stamp()} {self.label} {t.trial_id} {word} {detail}", highlight=False)
+        self.console.print(f"      [dim]{c['RUNNING']} running, {c['FINISHED']} finished, {c['KILLED']} stopped, "
+                           f"{c['FAILED']} failed of {self.total} | {best}[/dim]", highlight=False)

@@ -1,0 +1,205 @@
+"""Preprocessing fitted on the training split only, applied to every row once per sweep.
+
+The result, :class:`PreparedData`, is numpy arrays plus the metadata the model needs; it
+goes to the Ray object store once and every trial (and every DDP rank) reads it from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data.split import kfold_indices, split_indices
+from ludwig_hpo.errors import DataError
+
+UNKNOWN = "<UNK>"
+_TRUE = {"1", "true", "yes", "y", "t", "1.0"}
+_FALSE = {"0", "false", "no", "n", "f", "0.0"}
+
+
+@dataclass(frozen=True)
+class FeatureMeta:
+    """What the model needs to know about one feature.
+
+    Attributes:
+        name, type: as in the sweep file.
+        vocab: category input: index -> value (index 0 is the unknown value); category
+            output: class index -> class value.
+        shape: image: (height, width).
+        stats: number: ``{"mean", "std", "min", "max"}`` of the training split; image: ``{"scale"}``.
+    """
+
+    name: str
+    type: str
+    vocab: tuple[Any, ...] = ()
+    shape: tuple[int, ...] = ()
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """Every row, encoded, with the sweep's splits.
+
+    Attributes:
+        inputs: per input feature: number/binary (N, 1) float32, category (N,) int64,
+            image (N, H, W) float32.
+        targets: per output feature: category (N,) int64, binary (N,) float32, number (N,) float32.
+        splits: ``{"train", "validation", "test"}`` -> sorted row indices.
+        folds: k-fold (train, held-out) row indices over train+validation (empty without k-fold).
+        meta: per feature name, see :class:`FeatureMeta`.
+    """
+
+    inputs: dict[str, np.ndarray]
+    targets: dict[str, np.ndarray]
+    splits: dict[str, np.ndarray]
+    folds: tuple[tuple[np.ndarray, np.ndarray], ...]
+    meta: dict[str, FeatureMeta]
+
+    @property
+    def num_rows(self) -> int:
+        return len(next(iter(self.targets.values())))
+
+    def nbytes(self) -> int:
+        """Size of the arrays in bytes."""
+        return sum(a.nbytes for a in (*self.inputs.values(), *self.targets.values()))
+
+
+def _column(df: pd.DataFrame, feat: Any, section: str) -> pd.Series:
+    col = feat.source_column
+    if col not in df.columns:
+        close = [c for c in df.columns if str(c).lower() == col.lower()]
+        hint = f"did you mean {close[0]!r}?" if close else "set 'column:' to one of the dataset's columns"
+        raise DataError(f"column {col!r} is not in the dataset (it has {len(df.columns)} columns)",
+                        key=f"{section}[{feat.name}]", fix=hint)
+    return df[col]
+
+
+def _to_binary(s: pd.Series, key: str) -> np.ndarray:
+    if s.isna().any():
+        raise DataError(f"{int(s.isna().sum())} missing values in a binary column", key=key,
+                        fix="fill or drop those rows")
+    values = s.astype(str).str.strip().str.lower()
+    uniq = sorted(set(values))
+    if set(uniq) <= _TRUE | _FALSE:
+        return values.isin(_TRUE).to_numpy(np.float32)
+    if len(uniq) == 2:  # any two labels: the sorted second one is the positive class
+        return (values == uniq[1]).to_numpy(np.float32)
+    raise DataError(f"a binary column needs 2 distinct values, but has {len(uniq)}: {uniq[:5]}", key=key,
+                    fix="use type: category for more than two classes")
+
+
+def _number(s: pd.Series, key: str, train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    x = pd.to_numeric(s, errors="coerce").to_numpy(np.float64)
+    bad = np.isnan(x) & s.notna().to_numpy()
+    if bad.any():
+        raise DataError(f"{int(bad.sum())} values are not numbers (e.g. {s[bad].iloc[0]!r})", key=key,
+                        fix="clean the column or use type: category")
+    tr = x[train]
+    if np.isnan(tr).all():
+        raise DataError("every training value is missing", key=key, fix="drop this feature")
+    if not np.isfinite(tr[~np.isnan(tr)]).all():
+        raise DataError("the column holds infinite values", key=key, fix="clean the column")
+    stats = {"mean": float(np.nanmean(tr)), "std": float(np.nanstd(tr)),
+             "min": float(np.nanmin(tr)), "max": float(np.nanmax(tr))}
+    return np.where(np.isnan(x), stats["mean"], x), stats
+
+
+def _image(s: pd.Series, key: str, train: np.ndarray, scale: Any) -> tuple[np.ndarray, dict[str, float]]:
+    try:
+        arr = np.stack([np.asarray(v, dtype=np.float32) for v in s])
+    except (ValueError, TypeError):
+        raise DataError("image cells must be 2-D arrays of one shape (e.g. a Parquet list column)", key=key,
+                        fix="store each image as an (H, W) array") from None
+    if arr.ndim != 3:
+        raise DataError(f"image cells must be 2-D (H, W) arrays, got shape {arr.shape[1:]}", key=key,
+                        fix="store grayscale images as (H, W) arrays")
+    s_val = float(arr[train].max()) if scale == "auto" else float(scale)
+    return arr / (s_val or 1.0), {"scale": s_val}
+
+
+def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
+    """Encode every feature of ``df`` with preprocessing fitted on the training split.
+
+    Runs in the driver, once per sweep. The split is stratified on the first output feature
+    when it is a category or binary.
+
+    Raises:
+        DataError: missing columns, non-numeric numbers, a target with one class or missing
+            values, too few rows for the split or the folds.
+    """
+    first_out = cfg.output_features[0]
+    strat = None
+    if first_out.type in ("category", "binary"):
+        col = _column(df, first_out, "output_features")
+        if col.isna().any():
+            raise DataError(f"{int(col.isna().sum())} rows have no target value",
+                            key=f"output_features[{first_out.name}]", fix="drop or fill those rows")
+        strat = pd.factorize(col.astype(str))[0]
+        if len(np.unique(strat)) < 2:
+            raise DataError("the target has a single class; there is nothing to learn",
+                            key=f"output_features[{first_out.name}]", fix="use a column with at least 2 classes")
+    sp = cfg.dataset.split
+    splits = split_indices(len(df), (sp.train, sp.validation, sp.test), sp.seed, strat)
+    train = splits["train"]
+    inputs: dict[str, np.ndarray] = {}
+    targets: dict[str, np.ndarray] = {}
+    meta: dict[str, FeatureMeta] = {}
+
+    for feat in cfg.input_features:
+        key = f"input_features[{feat.name}]"
+        s = _column(df, feat, "input_features")
+        if feat.type == "number":
+            x, stats = _number(s, key, train)
+            norm = feat.preprocessing.normalization
+            if norm == "zscore":
+                x = (x - stats["mean"]) / (stats["std"] or 1.0)
+            elif norm == "minmax":
+                x = (x - stats["min"]) / ((stats["max"] - stats["min"]) or 1.0)
+            inputs[feat.name] = x.astype(np.float32)[:, None]
+            meta[feat.name] = FeatureMeta(feat.name, "number", stats=stats)
+        elif feat.type == "binary":
+            inputs[feat.name] = _to_binary(s, key)[:, None]
+            meta[feat.name] = FeatureMeta(feat.name, "binary")
+        elif feat.type == "category":
+            values = s.astype(str).where(s.notna(), UNKNOWN)
+            counts = values.iloc[train].value_counts()
+            vocab = (UNKNOWN, *[v for v in counts.index if v != UNKNOWN])
+            lookup = {v: i for i, v in enumerate(vocab)}
+            inputs[feat.name] = values.map(lambda v: lookup.get(v, 0)).to_numpy(np.int64)  # unseen -> 0
+            meta[feat.name] = FeatureMeta(feat.name, "category", vocab=vocab)
+        else:  # image
+            x, stats = _image(s, key, train, feat.preprocessing.scale)
+            inputs[feat.name] = x
+            meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
+
+    for feat in cfg.output_features:
+        key = f"output_features[{feat.name}]"
+        s = _column(df, feat, "output_features")
+        if s.isna().any():
+            raise DataError(f"{int(s.isna().sum())} rows have no target value", key=key,
+                            fix="drop or fill those rows")
+        if feat.type == "category":
+            classes = tuple(sorted(s.unique(), key=lambda v: (str(type(v)), v)))
+            lookup = {v: i for i, v in enumerate(classes)}
+            if len(classes) < 2:
+                raise DataError("the target has a single class", key=key, fix="use a column with at least 2 classes")
+            targets[feat.name] = s.map(lookup).to_numpy(np.int64)
+            meta[feat.name] = FeatureMeta(feat.name, "category", vocab=tuple(c.item() if hasattr(c, "item") else c
+                                                                             for c in classes))
+        elif feat.type == "binary":
+            targets[feat.name] = _to_binary(s, key)
+            meta[feat.name] = FeatureMeta(feat.name, "binary")
+        else:
+            x, stats = _number(s, key, train)
+            targets[feat.name] = x.astype(np.float32)
+            meta[feat.name] = FeatureMeta(feat.name, "number", stats=stats)
+
+    folds: tuple = ()
+    if cfg.kfold is not None:
+        rows = np.sort(np.concatenate([splits["train"], splits["validation"]]))
+        folds = tuple(kfold_indices(rows, cfg.kfold.k, sp.seed, strat))
+    return PreparedData(inputs=inputs, targets=targets, splits=splits, folds=folds, meta=meta)

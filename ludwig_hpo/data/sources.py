@@ -1,0 +1,84 @@
+"""Dataset sources: a CSV or Parquet path, or ``sklearn:<name>`` for a dataset that ships
+with scikit-learn (no download). Runs in the driver, once per sweep."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ludwig_hpo.errors import DataError
+
+BUNDLED = ("digits", "breast_cancer", "wine")
+
+
+def _clean(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+
+
+def _bundled(name: str) -> pd.DataFrame:
+    from sklearn import datasets
+
+    if name == "digits":
+        d = datasets.load_digits()
+        # One column of (8, 8) pixel arrays (values 0..16) and the digit as the label.
+        return pd.DataFrame({"image": list(d.images.astype(np.float32)), "label": d.target.astype(np.int64)})
+    if name == "breast_cancer":
+        d = datasets.load_breast_cancer()
+        df = pd.DataFrame(d.data, columns=[_clean(c) for c in d.feature_names])
+        df["malignant"] = (d.target == 0).astype(np.int64)  # sklearn: 0 = malignant, 1 = benign
+        return df
+    if name == "wine":
+        d = datasets.load_wine()
+        df = pd.DataFrame(d.data, columns=[_clean(c) for c in d.feature_names])
+        df["cultivar"] = [f"cultivar_{t}" for t in d.target]
+        return df
+    raise DataError(f"unknown bundled dataset {name!r}", key="dataset.source",
+                    fix=f"use one of {', '.join('sklearn:' + b for b in BUNDLED)} or a CSV/Parquet path")
+
+
+def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
+    """Read the whole dataset into memory, one row per sample.
+
+    Args:
+        source: ``sklearn:<name>`` or a ``.csv`` / ``.parquet`` path; a relative path is
+            resolved against ``base_dir`` (the sweep file's folder).
+        base_dir: the sweep file's folder.
+
+    Returns:
+        The rows; column names as in the file (bundled datasets: ``snake_case``).
+
+    Raises:
+        DataError: unknown bundled name, missing or unreadable file, unknown format, no rows.
+    """
+    if source.startswith("sklearn:"):
+        return _bundled(source.split(":", 1)[1])
+    path = Path(source)
+    if not path.is_absolute():
+        path = base_dir / path
+    if not path.is_file():
+        raise DataError("dataset file not found", source=str(path), key="dataset.source",
+                        fix="check the path (relative paths start at the sweep file's folder)")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv"):
+            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+        elif suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(path)
+        else:
+            raise DataError(f"unknown dataset format {suffix!r}", source=str(path), key="dataset.source",
+                            fix="use a .csv, .tsv or .parquet file")
+    except DataError:
+        raise
+    except PermissionError:
+        raise DataError("permission denied", source=str(path), key="dataset.source",
+                        fix="make the file readable") from None
+    except Exception as e:  # pandas/pyarrow parse errors have many types
+        raise DataError(f"cannot read the dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                        source=str(path), key="dataset.source", fix="check the file's format") from None
+    if len(df) == 0:
+        raise DataError("the dataset has no rows", source=str(path), key="dataset.source",
+                        fix="point to a file with data")
+    return df

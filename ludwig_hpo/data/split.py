@@ -1,0 +1,69 @@
+"""Seeded train/validation/test splits (stratified for classification) and k-fold indices.
+Pure functions of (labels, fractions, seed)."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
+
+from ludwig_hpo.errors import DataError
+
+
+def _can_stratify(labels: np.ndarray | None, n_parts: int) -> bool:
+    if labels is None:
+        return False
+    _, counts = np.unique(labels, return_counts=True)
+    return counts.min() >= n_parts
+
+
+def split_indices(n_rows: int, fractions: tuple[float, float, float], seed: int,
+                  labels: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Split row indices ``0..n_rows-1`` into train / validation / test.
+
+    Args:
+        n_rows: number of rows.
+        fractions: (train, validation, test), summing to 1.
+        seed: the split is a pure function of this seed and the inputs.
+        labels: (n_rows,) class labels to stratify on, or None (regression).
+
+    Returns:
+        ``{"train": idx, "validation": idx, "test": idx}``, each sorted int64 indices.
+
+    Raises:
+        DataError: a split would be empty.
+    """
+    train_f, val_f, test_f = fractions
+    idx = np.arange(n_rows)
+    n_test, n_val = round(n_rows * test_f), round(n_rows * val_f)
+    if min(n_test, n_val, n_rows - n_test - n_val) < 1:
+        raise DataError(f"{n_rows} rows are too few for the split {fractions} (a split would be empty)",
+                        key="dataset.split", fix="use more rows or larger fractions")
+    strat = labels if _can_stratify(labels, 3) else None
+    rest, test = train_test_split(idx, test_size=n_test, random_state=seed, stratify=strat)
+    strat_rest = labels[rest] if strat is not None else None
+    train, val = train_test_split(rest, test_size=n_val, random_state=seed + 1, stratify=strat_rest)
+    return {"train": np.sort(train), "validation": np.sort(val), "test": np.sort(test)}
+
+
+def kfold_indices(rows: np.ndarray, k: int, seed: int,
+                  labels: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``k`` (train, held-out) index pairs over ``rows`` (stratified when ``labels`` allow).
+
+    Args:
+        rows: (n,) row indices to split (train + validation of the sweep).
+        k: number of folds, >= 2.
+        seed: shuffling seed.
+        labels: (n_total_rows,) labels indexed by row, or None.
+
+    Raises:
+        DataError: fewer rows than folds.
+    """
+    if len(rows) < k:
+        raise DataError(f"{len(rows)} train+validation rows are fewer than kfold.k={k}", key="kfold.k",
+                        fix="lower kfold.k")
+    sub = labels[rows] if labels is not None else None
+    if _can_stratify(sub, k):
+        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(rows, sub)
+    else:
+        splitter = KFold(n_splits=k, shuffle=True, random_state=seed).split(rows)
+    return [(np.sort(rows[a]), np.sort(rows[b])) for a, b in splitter]

@@ -1,0 +1,66 @@
+"""One small exception tree. User errors are shown by the CLI as one line, exit code 2.
+
+Every class mixes in the builtin it stands for, so callers can catch either
+(``except ValueError`` catches a :class:`ConfigError`). Each defines ``__reduce__`` so
+that it survives pickling between Ray actors.
+"""
+
+from __future__ import annotations
+
+
+class HpoError(Exception):
+    """Base of every error ludwig_hpo raises on purpose."""
+
+
+class UserError(HpoError):
+    """A mistake the user can fix (config, data, paths, services); shown as one line.
+
+    Args:
+        message: what is wrong, stating the invariant and the values seen.
+        source: the file (or service) concerned, e.g. ``"sweeps/digits.yaml:12:5"``.
+        key: the key path concerned, e.g. ``"hyperopt.goal"``.
+        fix: how to fix it, as an imperative sentence.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, key: str | None = None,
+                 fix: str | None = None) -> None:
+        self.message = message
+        self.source = source
+        self.key = key
+        self.fix = fix
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        """The error as one line: ``source: key: message (fix: ...)``."""
+        parts = [p for p in (self.source, self.key) if p]
+        text = ": ".join([*parts, self.message])
+        if self.fix:
+            text += f"; fix: {self.fix}"
+        return " ".join(text.split())
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.message, self.source, self.key, self.fix))
+
+
+def _rebuild(cls, message, source, key, fix):
+    return cls(message, source=source, key=key, fix=fix)
+
+
+class ConfigError(UserError, ValueError):
+    """The sweep file is unreadable or invalid."""
+
+
+class DataError(UserError, ValueError):
+    """The dataset cannot be read or does not fit the features."""
+
+
+class ResourceError(UserError, RuntimeError):
+    """A trial asks for more resources than the Ray cluster can give."""
+
+
+class TrackingError(UserError, RuntimeError):
+    """The MLflow tracking store cannot be reached or written."""
+
+
+class TrialError(HpoError, RuntimeError):
+    """A trial failed inside its workers (not a user input error; shown with the trial id)."""

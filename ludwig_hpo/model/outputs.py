@@ -1,0 +1,60 @@
+"""Output heads: decoder layers, the loss and the per-batch metric sums of each output type.
+
+Metrics are accumulated as sums over samples so that DDP ranks can all-reduce them and
+divide once: the reduced value is exactly the metric over the whole split.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ludwig_hpo.config import schema
+from ludwig_hpo.data.preprocess import FeatureMeta
+
+
+#: Metrics each output type reports (besides roc_auc for binary outputs, computed from scores).
+SUMMED_METRICS = {"category": ("loss", "accuracy"), "binary": ("loss", "accuracy"), "number": ("loss", "mae")}
+
+
+class OutputHead(nn.Module):
+    """(batch, combiner width) -> logits: category (batch, classes), binary / number (batch,)."""
+
+    def __init__(self, feature: schema.OutputFeature, meta: FeatureMeta, in_size: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        d = feature.decoder
+        for _ in range(d.num_fc_layers):
+            layers += [nn.Linear(in_size, d.output_size), nn.ReLU(), nn.Dropout(d.dropout)]
+            in_size = d.output_size
+        self.type = feature.type
+        n_out = len(meta.vocab) if feature.type == "category" else 1
+        self.net = nn.Sequential(*layers, nn.Linear(in_size, n_out))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        out = self.net(h)
+        return out if self.type == "category" else out.squeeze(-1)
+
+
+def loss(kind: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean loss over the batch: cross-entropy (category), BCE with logits (binary), MSE (number)."""
+    if kind == "category":
+        return F.cross_entropy(logits, target)
+    if kind == "binary":
+        return F.binary_cross_entropy_with_logits(logits, target)
+    return F.mse_loss(logits, target)
+
+
+def metric_sums(kind: str, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-batch sums (0-dim float64 tensors): ``loss`` summed over samples, ``accuracy`` as
+    the count of correct predictions, ``mae`` as the sum of absolute errors."""
+    logits, target = logits.detach().float(), target.detach()
+    if kind == "category":
+        return {"loss": F.cross_entropy(logits, target, reduction="sum").double(),
+                "accuracy": (logits.argmax(-1) == target).sum().double()}
+    if kind == "binary":
+        return {"loss": F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum").double(),
+                "accuracy": ((logits > 0).float() == target).sum().double()}
+    return {"loss": F.mse_loss(logits, target, reduction="sum").double(),
+            "mae": (logits - target).abs().sum().double()}

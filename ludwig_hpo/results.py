@@ -1,0 +1,132 @@
+"""Plain records of a finished sweep: what the report and the console read.
+
+These are immutable snapshots built in the sweep driver (from Tune results and the
+k-fold re-evaluation) or rebuilt from MLflow; they import nothing heavy, so report
+building and its tests never need Ray or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+TrialStatus = Literal["FINISHED", "KILLED", "FAILED", "RUNNING"]
+Goal = Literal["minimize", "maximize"]
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """One searched hyperparameter as declared in the sweep file.
+
+    Attributes:
+        path: dotted path into the config, e.g. ``"trainer.learning_rate"``.
+        space: the space type (``uniform``, ``loguniform``, ``randint``, ``choice``...).
+        log: True when values are sampled on a log scale (plot on log10 axes).
+        categories: the choices of a ``choice`` space, in declaration order, else None.
+        lower: lower bound of a numeric space, else None.
+        upper: upper bound of a numeric space (exclusive for integer spaces), else None.
+    """
+
+    path: str
+    space: str
+    log: bool = False
+    categories: tuple[Any, ...] | None = None
+    lower: float | None = None
+    upper: float | None = None
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """Metrics one trial reported at the end of one epoch.
+
+    Attributes:
+        epoch: 1-based epoch number.
+        objective: the sweep's metric on its split at this epoch.
+        metrics: every reported metric, keyed ``"<split>/<feature>/<metric>"``
+            (e.g. ``"validation/label/loss"``), plus ``"train/combined/loss"``.
+    """
+
+    epoch: int
+    objective: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial of the search.
+
+    Attributes:
+        trial_id: Tune's trial id (also the MLflow run name suffix).
+        status: FINISHED (ran every epoch), KILLED (stopped early by the scheduler),
+            FAILED (raised), RUNNING (still going when the record was taken).
+        params: sampled value of each searched parameter, keyed by dotted path.
+        objective_last: metric at the last reported epoch (None if nothing reported).
+        objective_best: best metric over the reported epochs (by the sweep's goal).
+        history: per-epoch records in epoch order.
+        batch_size: per-worker batch size used (chosen by the tuner when ``auto``).
+        wall_time_s: seconds from trial start to trial end (includes start-up).
+        train_time_s: seconds spent inside the worker's training and evaluation loop.
+        error: one-line error message of a FAILED trial.
+    """
+
+    trial_id: str
+    status: TrialStatus
+    params: dict[str, Any]
+    objective_last: float | None
+    objective_best: float | None
+    history: tuple[EpochRecord, ...] = ()
+    batch_size: int | None = None
+    wall_time_s: float | None = None
+    train_time_s: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class KFoldRecord:
+    """Re-evaluation of one of the top-k configurations.
+
+    Attributes:
+        config_rank: 1 for the best configuration of the search, 2 for the next...
+        trial_id: the search trial whose parameters are re-evaluated.
+        params: the parameters, keyed by dotted path.
+        fold_scores: the metric on each held-out fold (length ``k``), fold order.
+        test_score: the metric on the held-out test split after training on
+            train+validation, or None if that run failed.
+        metric: the metric's name as ``"<feature>/<metric>"``.
+    """
+
+    config_rank: int
+    trial_id: str
+    params: dict[str, Any]
+    fold_scores: tuple[float, ...]
+    test_score: float | None
+    metric: str
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Everything the report shows about one sweep.
+
+    Attributes:
+        name: the sweep's name (from the sweep file).
+        metric: the optimized metric as ``"<split>/<feature>/<metric>"``.
+        goal: ``"minimize"`` or ``"maximize"``.
+        parameters: the search space, in declaration order.
+        trials: every trial, in start order.
+        kfold: re-evaluations of the top-k configurations, rank order (may be empty).
+        best_trial_id: id of the best trial by ``objective_best``, None if none finished.
+        wall_time_s: seconds the whole sweep took.
+        output_dir: where results were written (as a string, for display).
+        tracking_uri: the MLflow tracking URI of the sweep.
+    """
+
+    name: str
+    metric: str
+    goal: Goal
+    parameters: tuple[ParamInfo, ...]
+    trials: tuple[TrialRecord, ...]
+    kfold: tuple[KFoldRecord, ...] = ()
+    best_trial_id: str | None = None
+    wall_time_s: float | None = None
+    output_dir: str = ""
+    tracking_uri: str = ""

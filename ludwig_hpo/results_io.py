@@ -1,0 +1,53 @@
+"""``results.json``: a finished sweep's :class:`SweepResult` on disk (written atomically)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+def write_result(result: SweepResult, path: Path) -> None:
+    """Write ``result`` as JSON to ``path`` (temp file + rename: never half-written)."""
+    text = json.dumps(_clean(dataclasses.asdict(result)), indent=1, default=str)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def read_result(path: Path) -> SweepResult:
+    """Read a ``results.json`` written by :func:`write_result`.
+
+    Raises:
+        OSError, ValueError, KeyError: missing or malformed file.
+    """
+    d = json.loads(Path(path).read_text())
+
+    def num(v):
+        return float(v) if isinstance(v, str) else v
+
+    trials = tuple(TrialRecord(**{**t, "objective_last": num(t["objective_last"]),
+                                  "objective_best": num(t["objective_best"]),
+                                  "history": tuple(EpochRecord(**{**h, "objective": num(h["objective"])})
+                                                   for h in t["history"])}) for t in d["trials"])
+    params = tuple(ParamInfo(**{**p, "categories": tuple(p["categories"]) if p["categories"] is not None else None})
+                   for p in d["parameters"])
+    kfold = tuple(KFoldRecord(**{**k, "fold_scores": tuple(k["fold_scores"])}) for k in d["kfold"])
+    return SweepResult(**{**d, "parameters": params, "trials": trials, "kfold": kfold})

@@ -1,0 +1,363 @@
+"""The sweep: the one module that wires config, data, Ray Tune + Train, MLflow and the report.
+
+Order matters for users: everything that can be wrong with their input (config, data,
+resources, tracking store) is checked before the output folder or any Ray process exists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ludwig_hpo import __version__
+from ludwig_hpo.config.loader import LoadedSweep
+from ludwig_hpo.data import PreparedData, load_dataframe, prepare
+from ludwig_hpo.resources import ResourcePlan, plan_resources
+from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
+from ludwig_hpo.search.space import param_infos
+
+DEFAULT_OUTPUT_ROOT = Path("hpo_results")
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    """Where one sweep writes (all under ``root``)."""
+
+    root: Path
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"sqlite:///{(self.root / 'mlflow.db').resolve()}"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "mlartifacts"
+
+    @property
+    def ray(self) -> Path:
+        return self.root / "ray"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+
+def choose_output_dir(loaded: LoadedSweep, output_root: Path | None) -> Path:
+    """``<root>/<name>``, or ``<name>_1``, ``_2``... if taken. ``root``: the ``--output`` option,
+    else the file's ``output_dir`` (relative to the current folder), else ``hpo_results``."""
+    root = output_root or (Path(loaded.config.output_dir) if loaded.config.output_dir else DEFAULT_OUTPUT_ROOT)
+    candidate, n = root / loaded.config.name, 0
+    while candidate.exists():
+        n += 1
+        candidate = root / f"{loaded.config.name}_{n}"
+    return candidate
+
+
+def local_resources() -> tuple[int, int]:
+    """(CPUs, GPUs) of this machine for a local cluster."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    except Exception:  # a broken CUDA install must not stop a CPU sweep
+        gpus = 0
+    return cpus, gpus
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"ludwig_hpo": __version__, "python": platform.python_version()}
+    for pkg in ("torch", "ray", "optuna", "mlflow"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "missing"
+    return out
+
+
+def _rank_trials(records: tuple[TrialRecord, ...], sign: float) -> list[TrialRecord]:
+    scored = [r for r in records if r.objective_best is not None and r.status != "FAILED"]
+    return sorted(scored, key=lambda r: sign * r.objective_best)
+
+
+def _distinct_top(ranked: list[TrialRecord], k: int) -> list[TrialRecord]:
+    seen, out = set(), []
+    for r in ranked:
+        key = json.dumps(r.params, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+        if len(out) == k:
+            break
+    return out
+
+
+class Sweep:
+    """One run of ``hpo sweep``: construct with a loaded sweep file, then :meth:`run`.
+
+    Args:
+        loaded: the validated sweep file.
+        console: where progress goes.
+        output_root: overrides the output root folder.
+    """
+
+    def __init__(self, loaded: LoadedSweep, console: Console, output_root: Path | None = None) -> None:
+        self.loaded = loaded
+        self.cfg = loaded.config
+        self.console = console
+        self.output_root = output_root
+        self.sign = self.cfg.goal_sign
+        self.metric = self.cfg.hyperopt.metric_key
+
+    # ------------------------------------------------------------------ checks before anything exists
+    def _prepare(self) -> tuple[PreparedData, ResourcePlan]:
+        cfg = self.cfg
+        t = time.time()
+        df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
+        data = prepare(df, cfg)
+        sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
+        self.console.print(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), "
+                           f"prepared in {time.time() - t:.1f}s", highlight=False)
+        cpus, gpus = local_resources()
+        b = cfg.backend
+        use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
+        if use_gpu and not gpus:
+            from ludwig_hpo.errors import ResourceError
+            raise ResourceError("backend.use_gpu is true but no GPU is visible", key="backend.use_gpu",
+                                fix="set use_gpu: auto or false")
+        plan = plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
+                              cluster_cpus=cpus, cluster_gpus=gpus,
+                              max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
+                              num_samples=cfg.hyperopt.executor.num_samples)
+        self.console.print(f"resources: {plan.describe()}", highlight=False)
+        return data, plan
+
+    def _open_tracking(self, paths: SweepPaths):
+        from ludwig_hpo.tracking import MlflowStore
+
+        uri = self.cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or paths.tracking_uri
+        experiment = self.cfg.tracking.experiment or self.cfg.name
+        return MlflowStore(uri, experiment, artifact_location=paths.artifacts)
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> SweepResult:
+        """Run the search, the k-fold re-evaluation and the report. Driver only.
+
+        Raises:
+            UserError: bad data, resources or tracking store (before anything is created).
+        """
+        t0 = time.time()
+        data, plan = self._prepare()
+        paths = SweepPaths(choose_output_dir(self.loaded, self.output_root))
+        paths.root.mkdir(parents=True)
+        try:
+            store = self._open_tracking(paths)
+        except BaseException:
+            shutil.rmtree(paths.root, ignore_errors=True)  # nothing half-written
+            raise
+        (paths.root / "sweep.yaml").write_text(self.loaded.text)
+        parent = self._start_parent(store, paths)
+        self.console.print(f"output: {paths.root}\nmlflow: {store.uri} (experiment "
+                           f"{self.cfg.tracking.experiment or self.cfg.name!r}, parent run {parent})", highlight=False)
+        status = "FAILED"
+        try:
+            result = self._run_ray(data, plan, store, parent, paths, t0)
+            status = "FINISHED"
+            return result
+        except KeyboardInterrupt:
+            status = "KILLED"
+            raise
+        finally:
+            store.end_run(parent, status)
+
+    def _start_parent(self, store, paths: SweepPaths) -> str:
+        cfg = self.cfg
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        tags = {"sweep_file": str(self.loaded.path), "sweep_file_sha256": hashlib.sha256(self.loaded.text.encode()).hexdigest(),
+                "host": platform.node(), "output_dir": str(paths.root.resolve()),
+                **{f"version.{k}": v for k, v in _versions().items()}}
+        hp = cfg.hyperopt
+        params = {"metric": self.metric, "goal": hp.goal, "num_samples": hp.executor.num_samples,
+                  "search_alg": f"{hp.search_alg.type}/{hp.search_alg.sampler}", "seed": hp.search_alg.seed,
+                  "scheduler": hp.scheduler.type, "epochs": cfg.trainer.epochs,
+                  "num_workers": cfg.backend.num_workers, "kfold.k": cfg.kfold.k if cfg.kfold else None,
+                  "kfold.top_k": cfg.kfold.top_k if cfg.kfold else None}
+        parent = store.start_run(f"{cfg.name}-{stamp}", tags=tags, params=params)
+        store.log_artifact(parent, paths.root / "sweep.yaml")
+        space = {p: s.model_dump() for p, s in hp.parameters.items()}
+        store.log_text(parent, json.dumps(space, indent=2, default=str), "search_space.json")
+        return parent
+
+    def _run_ray(self, data: PreparedData, plan: ResourcePlan, store, parent: str, paths: SweepPaths,
+                 t0: float) -> SweepResult:
+        import optuna
+        import ray
+
+        from ludwig_hpo.cluster import local_cluster
+        from ludwig_hpo.train.trial import TrialContext
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        cpus, gpus = plan.cluster_cpus, plan.cluster_gpus
+        with local_cluster(num_cpus=cpus, num_gpus=int(gpus), trial_slots=plan.max_concurrent):
+            choices = {p: list(s.categories) for p, s in self.cfg.hyperopt.parameters.items()
+                       if s.space == "choice" and not all(v is None or isinstance(v, (bool, int, float, str))
+                                                          for v in s.categories)}
+            ctx = TrialContext(raw=self.loaded.raw, data=[ray.put(data)], storage_path=str(paths.ray.resolve() / "train"),
+                               num_workers=plan.num_workers, use_gpu=plan.use_gpu,
+                               cpus_per_worker=plan.cpus_per_worker, choices=choices)
+            records, checkpoints = self._search(ctx, plan, store, parent, paths)
+            ranked = _rank_trials(records, self.sign)
+            best = ranked[0] if ranked else None
+            if best is not None:
+                self._save_best(best, checkpoints.get(best.trial_id), store, parent, paths)
+            kfold: tuple[KFoldRecord, ...] = ()
+            if self.cfg.kfold is not None and ranked:
+                kfold = self._kfold(ctx, plan, store, parent, paths, _distinct_top(ranked, self.cfg.kfold.top_k))
+        result = SweepResult(
+            name=self.cfg.name, metric=self.metric, goal=self.cfg.hyperopt.goal,
+            parameters=param_infos(self.cfg.hyperopt.parameters), trials=records, kfold=kfold,
+            best_trial_id=best.trial_id if best else None, wall_time_s=time.time() - t0,
+            output_dir=str(paths.root), tracking_uri=store.uri)
+        self._finish(result, best, store, parent, paths)
+        return result
+
+    def _tune_run(self, trainable, *, name: str, ctx, plan: ResourcePlan, monitor, tune_config_kw: dict,
+                  param_space: dict | None, paths: SweepPaths):
+        from ray import tune
+
+        from ludwig_hpo.train.trial import trial_resources
+
+        tuner = tune.Tuner(
+            tune.with_resources(tune.with_parameters(trainable, ctx=ctx), trial_resources(plan)),
+            param_space=param_space,
+            tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent, reuse_actors=True,
+                                        **tune_config_kw),
+            run_config=tune.RunConfig(name=name, storage_path=str(paths.ray.resolve()), verbose=0,
+                                      callbacks=[monitor], failure_config=tune.FailureConfig(max_failures=0)),
+        )
+        return tuner.fit()
+
+    def _search(self, ctx, plan: ResourcePlan, store, parent: str,
+                paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
+        from ludwig_hpo.console import ConsoleSink
+        from ludwig_hpo.monitor import MlflowSink, SweepMonitor
+        from ludwig_hpo.search.algorithms import make_scheduler, make_searcher
+        from ludwig_hpo.search.space import decode
+        from ludwig_hpo.train.trial import search_trial
+
+        hp = self.cfg.hyperopt
+        n = hp.executor.num_samples
+        budget = hp.executor.time_budget_s
+        self.console.print(f"search: {n} trials, {hp.search_alg.sampler.upper()} (seed {hp.search_alg.seed}), "
+                           f"scheduler {hp.scheduler.type}, {self.cfg.trainer.epochs} epochs max, "
+                           f"optimizing {self.metric} ({hp.goal}); time budget: "
+                           f"{f'{budget:g}s' if budget else 'none'}", highlight=False)
+        monitor = SweepMonitor(
+            epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
+            describe=lambda config: (decode(hp.parameters, config), {"phase": "search"}),
+            sinks=[MlflowSink(store, parent, lambda t: f"trial_{t.trial_id}"),
+                   ConsoleSink(self.console, self.metric, self.sign, n)])
+        kw: dict[str, Any] = {"search_alg": make_searcher(hp), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
+                              "num_samples": n}
+        if budget:
+            kw["time_budget_s"] = budget
+        grid = self._tune_run(search_trial, name="search", ctx=ctx, plan=plan, monitor=monitor,
+                              tune_config_kw=kw, param_space=None, paths=paths)
+        checkpoints: dict[str, str] = {}
+        for r in grid:
+            tid = (r.metrics or {}).get("trial_id")
+            path = (r.metrics or {}).get("checkpoint_path") or (r.checkpoint.path if r.checkpoint else None)
+            if tid and path:
+                checkpoints[tid] = path
+        return monitor.records(), checkpoints
+
+    def _save_best(self, best: TrialRecord, checkpoint: str | None, store, parent: str, paths: SweepPaths) -> None:
+        import yaml
+
+        from ludwig_hpo.config.paths import apply_params
+
+        out = paths.root / "best_model"
+        out.mkdir(exist_ok=True)
+        (out / "config.yaml").write_text(yaml.safe_dump(apply_params(self.loaded.raw, best.params), sort_keys=False))
+        if checkpoint and (Path(checkpoint) / "model.pt").exists():
+            shutil.copy2(Path(checkpoint) / "model.pt", out / "model.pt")
+        store.log_artifact(parent, out, "best_model")
+
+    def _kfold(self, ctx, plan: ResourcePlan, store, parent: str, paths: SweepPaths,
+               top: list[TrialRecord]) -> tuple[KFoldRecord, ...]:
+        from ray import tune
+
+        from ludwig_hpo.console import ConsoleSink
+        from ludwig_hpo.monitor import MlflowSink, SweepMonitor
+        from ludwig_hpo.train.trial import kfold_trial
+
+        k = self.cfg.kfold.k
+        jobs = []
+        for rank, rec in enumerate(top, 1):
+            for fold in range(k):
+                jobs.append({"kind": "fold", "fold": fold, "params": rec.params, "config_rank": rank,
+                             "trial_id": rec.trial_id})
+            jobs.append({"kind": "test", "fold": None, "params": rec.params, "config_rank": rank,
+                         "trial_id": rec.trial_id})
+        self.console.print(f"k-fold: re-evaluating the top {len(top)} configuration(s) with {k}-fold "
+                           f"cross-validation on train+validation and once on the test split ({len(jobs)} runs)",
+                           highlight=False)
+
+        def describe(config: dict) -> tuple[dict, dict]:
+            job = config["job"]
+            tags = {"phase": "kfold", "kfold": "test" if job["kind"] == "test" else job["fold"],
+                    "config_rank": job["config_rank"], "source_trial_id": job["trial_id"]}
+            return dict(job["params"]), tags
+
+        def run_name(t) -> str:
+            return f"config{t.tags['config_rank']}-" + ("test" if t.tags["kfold"] == "test" else f"fold{t.tags['kfold']}")
+
+        monitor = SweepMonitor(epochs=self.cfg.trainer.epochs, goal_sign=self.sign, describe=describe,
+                               sinks=[MlflowSink(store, parent, run_name),
+                                      ConsoleSink(self.console, self.metric.split("/", 1)[1], self.sign, len(jobs),
+                                                  label="k-fold run")])
+        self._tune_run(kfold_trial, name="kfold", ctx=ctx, plan=plan, monitor=monitor, tune_config_kw={},
+                       param_space={"job": tune.grid_search(jobs)}, paths=paths)
+        by_rank: dict[int, dict[str, Any]] = {}
+        for t in monitor.trials.values():
+            slot = by_rank.setdefault(int(t.tags["config_rank"]), {"folds": {}, "test": None, "trial": t.tags["source_trial_id"], "params": t.params})
+            score = t.history[-1].objective if t.history and t.status == "FINISHED" else None
+            if t.tags["kfold"] == "test":
+                slot["test"] = score
+            elif score is not None:
+                slot["folds"][int(t.tags["kfold"])] = score
+        metric = f"{self.cfg.hyperopt.output_feature}/{self.cfg.hyperopt.metric}"
+        return tuple(KFoldRecord(config_rank=r, trial_id=s["trial"], params=s["params"],
+                                 fold_scores=tuple(s["folds"][f] for f in sorted(s["folds"])),
+                                 test_score=s["test"], metric=metric)
+                     for r, s in sorted(by_rank.items()))
+
+    def _finish(self, result: SweepResult, best: TrialRecord | None, store, parent: str, paths: SweepPaths) -> None:
+        from ludwig_hpo.results_io import write_result
+
+        write_result(result, paths.root / "results.json")
+        store.log_artifact(parent, paths.root / "results.json")
+        if best is not None:
+            store.set_tags(parent, {"best_trial_id": best.trial_id})
+            store.log_params(parent, {f"best.{k}": v for k, v in best.params.items()})
+            store.log_metrics(parent, {f"best/{self.metric}": best.objective_best}, step=0)
+        if self.cfg.report.enabled:
+            from dashboards import build_report
+
+            report = build_report(result, paths.root)
+            store.log_artifact(parent, report)
+            hiplot = paths.root / "hiplot.html"
+            if hiplot.exists():
+                store.log_artifact(parent, hiplot)

@@ -1,0 +1,128 @@
+"""MLflow tracking from the sweep driver only: one parent run per sweep, child runs nested
+under it via the ``mlflow.parentRunId`` tag. MLflow's limits (parameter length, parameters
+per batch, metric names, non-finite values) are handled here and nowhere else.
+
+Only the driver talks to the store, so a new SQLite store is created (and its schema
+migrated) by exactly one process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from ludwig_hpo.errors import TrackingError
+
+_METRIC_NAME_OK = re.compile(r"[^\w\-. :/]")
+
+
+def _chunks(items: list, n: int) -> Iterable[list]:
+    for i in range(0, len(items), n):
+        yield items[i: i + n]
+
+
+def param_value(value: Any) -> str:
+    """A parameter value as MLflow shows it: scalars as-is, lists/dicts as compact JSON,
+    cut to MLflow's length limit."""
+    from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+    text = value if isinstance(value, str) else json.dumps(value, default=str, separators=(", ", ": "))
+    return text if len(text) <= MAX_PARAM_VAL_LENGTH else text[: MAX_PARAM_VAL_LENGTH - 3] + "..."
+
+
+def metric_name(name: str) -> str:
+    """``name`` with characters MLflow refuses replaced by ``_``."""
+    return _METRIC_NAME_OK.sub("_", name)
+
+
+class MlflowStore:
+    """Runs of one experiment in one tracking store. Driver process only.
+
+    Args:
+        uri: tracking URI (``sqlite:///...``, ``http://127.0.0.1:5000``, a folder...).
+        experiment: experiment name (created if missing).
+        artifact_location: where a new experiment stores artifacts (a folder), or None
+            for the server's default.
+
+    Raises:
+        TrackingError: the store cannot be reached or written (checked at construction).
+    """
+
+    def __init__(self, uri: str, experiment: str, artifact_location: Path | None = None) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        try:
+            exp = self.client.get_experiment_by_name(experiment)
+            if exp is None:
+                loc = artifact_location.resolve().as_uri() if artifact_location else None
+                self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
+            else:
+                self.experiment_id = exp.experiment_id
+        except Exception as e:
+            first = (str(e).splitlines() or [type(e).__name__])[0][:300]
+            raise TrackingError(f"cannot use the MLflow store: {first}", source=uri, key="tracking.uri",
+                                fix="start the server, fix the URI, or remove tracking.uri to use the embedded store") from None
+
+    # -------------------------------------------------------------------- runs
+    def start_run(self, name: str, *, parent_id: str | None = None, tags: dict[str, Any] | None = None,
+                  params: dict[str, Any] | None = None) -> str:
+        """Create a RUNNING run (a child of ``parent_id`` when given); returns its run id."""
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        all_tags = {k: str(v) for k, v in (tags or {}).items()}
+        if parent_id:
+            all_tags[MLFLOW_PARENT_RUN_ID] = parent_id
+        run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
+        if params:
+            self.log_params(run.info.run_id, params)
+        return run.info.run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        """Log parameters (values via :func:`param_value`), at most 100 per request."""
+        from mlflow.entities import Param
+        from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
+
+        items = [Param(k, param_value(v)) for k, v in params.items()]
+        for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
+            self.client.log_batch(run_id, params=chunk)
+
+    def log_metrics(self, run_id: str, metrics: dict[str, Any], step: int) -> None:
+        """Log the finite numeric values of ``metrics`` at ``step`` (epoch); others are skipped."""
+        from mlflow.entities import Metric
+        from mlflow.utils.validation import MAX_METRICS_PER_BATCH
+
+        now = int(time.time() * 1000)
+        items = [Metric(metric_name(k), float(v), now, step) for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=chunk)
+
+    def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
+        """Set tags (values as strings, cut to MLflow's tag length)."""
+        from mlflow.entities import RunTag
+        from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VAL_LENGTH
+
+        items = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
+            self.client.log_batch(run_id, tags=chunk)
+
+    def end_run(self, run_id: str, status: str) -> None:
+        """Close a run as ``FINISHED``, ``FAILED`` or ``KILLED``."""
+        self.client.set_terminated(run_id, status=status)
+
+    def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        """Copy a file or folder into the run's artifacts."""
+        if Path(path).is_dir():
+            self.client.log_artifacts(run_id, str(path), artifact_path)
+        else:
+            self.client.log_artifact(run_id, str(path), artifact_path)
+
+    def log_text(self, run_id: str, text: str, file_name: str) -> None:
+        """Write ``text`` as an artifact file of the run."""
+        self.client.log_text(run_id, text, file_name)

@@ -1,0 +1,223 @@
+"""The worker training loop: one flat function run on every DDP rank of a trial.
+
+It needs only torch and an initialized ``torch.distributed`` process group when the world
+size is above 1 (Ray Train sets one up; so can ``torch.multiprocessing``), so it runs the
+same under Ray Train, under plain torch processes, and in one process.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data.preprocess import PreparedData
+from ludwig_hpo.model import build_model
+from ludwig_hpo.model.outputs import loss as loss_fn
+from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums
+from ludwig_hpo.train.batch_size import search_batch_size
+from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
+from ludwig_hpo.train.probe import make_probe
+
+#: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
+#: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0, None elsewhere.
+Reporter = Callable[[dict, "str | None"], None]
+#: Rows of each training set are capped so that an epoch has at least this many steps.
+MIN_STEPS_PER_EPOCH = 20
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one training run fits and scores.
+
+    ``search``: train on the train split, score on validation. ``fold``: train on k-1 folds
+    of train+validation, score on fold ``fold`` (reported as ``validation``). ``test``: train
+    on train+validation, score on the test split.
+    """
+
+    kind: Literal["search", "fold", "test"] = "search"
+    fold: int | None = None
+
+    def rows(self, data: PreparedData) -> tuple[np.ndarray, str, np.ndarray]:
+        """(training rows, name of the scored split, scored rows)."""
+        if self.kind == "search":
+            return data.splits["train"], "validation", data.splits["validation"]
+        if self.kind == "fold":
+            train, held_out = data.folds[self.fold]
+            return train, "validation", held_out
+        both = np.sort(np.concatenate([data.splits["train"], data.splits["validation"]]))
+        return both, "test", data.splits["test"]
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _all_reduce(t: torch.Tensor, op=None) -> torch.Tensor:
+    if _world()[1] > 1:
+        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
+    return t
+
+
+def _make_optimizer(cfg: SweepConfig, params) -> torch.optim.Optimizer:
+    o, lr = cfg.trainer.optimizer, cfg.trainer.learning_rate
+    if o.type == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    cls = torch.optim.AdamW if o.type == "adamw" else torch.optim.Adam
+    return cls(params, lr=lr, weight_decay=o.weight_decay)
+
+
+def _combined_loss(cfg: SweepConfig, logits: dict, targets: dict) -> torch.Tensor:
+    return sum(f.loss_weight * loss_fn(f.type, logits[f.name], targets[f.name]) for f in cfg.output_features)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.ndarray, split: str,
+             batch_size: int) -> dict[str, float]:
+    """Metrics of ``model`` over all ``rows``, identical on every rank.
+
+    Each rank scores its shard; sums are all-reduced, so every row counts exactly once.
+    ROC AUC (binary outputs) gathers all scores. Keys: ``"<split>/<feature>/<metric>"`` and
+    ``"<split>/combined/loss"`` (the loss-weighted sum of the output losses).
+    """
+    rank, world = _world()
+    model.eval()
+    shard = eval_shard(rows, rank=rank, world_size=world)
+    sums: dict[str, torch.Tensor] = {}
+    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in cfg.output_features if f.type == "binary"}
+    labels: dict[str, list[torch.Tensor]] = {k: [] for k in scores}
+    for idx in batches(shard, batch_size, dd.device, drop_last=False):
+        x, y = dd.batch(idx)
+        out = model(x)
+        for f in cfg.output_features:
+            for m, v in metric_sums(f.type, out[f.name], y[f.name]).items():
+                k = f"{f.name}/{m}"
+                sums[k] = sums.get(k, 0) + v
+            if f.name in scores:
+                scores[f.name].append(out[f.name].float().cpu())
+                labels[f.name].append(y[f.name].cpu())
+    names = [f"{f.name}/{m}" for f in cfg.output_features for m in SUMMED_METRICS[f.type]]
+    vec = torch.stack([torch.as_tensor(sums.get(k, 0.0), dtype=torch.float64).cpu() for k in names]
+                      + [torch.tensor(float(len(shard)), dtype=torch.float64)])
+    vec = _all_reduce(vec.to(dd.device) if dd.device.type == "cuda" else vec).cpu()
+    n = vec[-1].item()
+    out_metrics = {f"{split}/{k}": vec[i].item() / max(n, 1.0) for i, k in enumerate(names)}
+    if scores:
+        from sklearn.metrics import roc_auc_score
+
+        for name in scores:
+            local = (torch.cat(scores[name]) if scores[name] else torch.zeros(0),
+                     torch.cat(labels[name]) if labels[name] else torch.zeros(0))
+            gathered = [local]
+            if world > 1:
+                gathered = [None] * world
+                dist.all_gather_object(gathered, local)
+            s = torch.cat([g[0] for g in gathered]).numpy()
+            y = torch.cat([g[1] for g in gathered]).numpy()
+            out_metrics[f"{split}/{name}/roc_auc"] = (float(roc_auc_score(y, s)) if len(np.unique(y)) == 2
+                                                      else float("nan"))
+    out_metrics[f"{split}/combined/loss"] = sum(
+        f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in cfg.output_features)
+    model.train()
+    return out_metrics
+
+
+def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter, *,
+               device: torch.device | None = None) -> None:
+    """Train one trial's model on this rank and report metrics after every epoch.
+
+    Runs on every rank of the trial's DDP group (or alone). Seeds, the model init and the
+    data order depend only on ``cfg.trainer.seed``, so all ranks start identical.
+
+    Reported per epoch (the same dict on every rank): ``epoch``, ``objective`` (the sweep's
+    metric on the scored split), ``train/combined/loss`` (mean over the epoch's batches),
+    ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker),
+    ``global_batch_size``, ``world_size``, ``train_time_s`` (cumulative seconds in the
+    epoch loop), ``batch_size_tuning_s``, ``samples_per_s``.
+
+    Raises:
+        FloatingPointError: the training loss became NaN or infinite.
+        BatchSizeError: ``batch_size: auto`` found no size that fits in memory.
+    """
+    rank, world = _world()
+    device = device or torch.device("cpu")
+    hp, tr = cfg.hyperopt, cfg.trainer
+    torch.manual_seed(tr.seed)
+    train_rows, split, eval_rows = job.rows(data)
+    dd = DeviceData(data, device)
+    model = build_model(cfg, data.meta).to(device)
+    if world > 1:
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = _make_optimizer(cfg, model.parameters())
+    model.train()
+
+    per_worker_rows = math.ceil(len(train_rows) / world)
+    t0 = time.perf_counter()
+    tried: tuple = ()
+    if tr.batch_size == "auto":
+        cap = max(1, min(tr.max_batch_size, per_worker_rows // MIN_STEPS_PER_EPOCH))
+        probe = make_probe(model, optimizer, lambda x, y: _combined_loss(cfg, model(x), y), dd,
+                           train_rows, seed=tr.seed)
+        choice = search_batch_size(probe, max_size=cap)
+        batch_size, tried = choice.batch_size, choice.tried
+    else:
+        batch_size = min(tr.batch_size, per_worker_rows)
+    tuning_s = time.perf_counter() - t0
+
+    objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
+    train_time = 0.0
+    for epoch in range(1, tr.epochs + 1):
+        t_epoch = time.perf_counter()
+        rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
+        loss_sum = torch.zeros((), device=device)
+        steps = 0
+        for idx in batches(rows, batch_size, device, drop_last=True):
+            x, y = dd.batch(idx)
+            loss = _combined_loss(cfg, model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach()
+            steps += 1
+        stats = _all_reduce(torch.stack([loss_sum.double().cpu(), torch.tensor(float(steps), dtype=torch.float64)]))
+        train_loss = (stats[0] / stats[1]).item()
+        if not math.isfinite(train_loss):
+            raise FloatingPointError(f"training loss is {train_loss} at epoch {epoch}; "
+                                     f"lower trainer.learning_rate or check the data")
+        metrics = evaluate(model, cfg, dd, eval_rows, split, tr.eval_batch_size)
+        if hp.split == "train" and job.kind == "search":
+            metrics.update(evaluate(model, cfg, dd, train_rows, "train", tr.eval_batch_size))
+        train_time += time.perf_counter() - t_epoch
+        metrics.update({
+            "epoch": epoch,
+            "objective": metrics[objective_key],
+            "train/combined/loss": train_loss,
+            "batch_size": batch_size,
+            "global_batch_size": batch_size * world,
+            "world_size": world,
+            "train_time_s": train_time,
+            "batch_size_tuning_s": tuning_s,
+            "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
+        })
+        if epoch == 1 and tried:
+            metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in tried)
+        ckpt_dir = None
+        if rank == 0:
+            ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
+            inner = model.module if isinstance(model, DDP) else model
+            torch.save({"state_dict": inner.state_dict(), "epoch": epoch}, Path(ckpt_dir) / "model.pt")
+        report(metrics, ckpt_dir)
+        if ckpt_dir is not None:  # the reporter has persisted it
+            shutil.rmtree(ckpt_dir, ignore_errors=True)

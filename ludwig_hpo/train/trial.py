@@ -1,0 +1,144 @@
+"""The Tune function trainable: one trial = one Ray Train ``TorchTrainer`` of N DDP workers.
+
+Runs in the Tune trial actor (which reserves no CPU, only a ``trial_slot``, so the nested
+Train workers always have CPUs to start on). Rank 0's per-epoch reports reach Tune through
+``TuneReportCallback``, so Tune schedulers see every epoch. A 1-worker trial skips Train and
+runs the worker loop in the trial actor itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ludwig_hpo.errors import TrialError
+from ludwig_hpo.train.loop import Job
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial of a sweep shares (sent to the object store once per sweep).
+
+    Attributes:
+        raw: the sweep file's mapping; each trial applies its sampled parameters to it.
+        data: a one-element list holding the ``ObjectRef`` of the :class:`PreparedData`
+            (wrapped so Ray passes the reference instead of the value).
+        storage_path: folder where Ray Train keeps each trial's checkpoints.
+        num_workers: DDP world size of a trial.
+        use_gpu: one GPU per worker.
+        cpus_per_worker: logical CPUs each worker reserves.
+        choices: per choice parameter whose categories are lists or config blocks, the
+            categories (Optuna samples their index).
+    """
+
+    raw: dict
+    data: list
+    storage_path: str
+    num_workers: int
+    use_gpu: bool
+    cpus_per_worker: float
+    choices: dict[str, list] = field(default_factory=dict)
+
+
+def trial_resources(plan) -> dict[str, float]:
+    """What the Tune trial actor reserves: a ``trial_slot`` (its Train workers reserve the
+    CPUs/GPUs), or, for a 1-worker trial that trains in the actor, also its CPU/GPU."""
+    if plan.num_workers > 1:
+        return {"cpu": 0, "trial_slot": 1}
+    return {"cpu": plan.cpus_per_worker, "gpu": 1 if plan.use_gpu else 0, "trial_slot": 1}
+
+
+_ERR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt)): (.+)$")
+
+
+def one_line_error(text: str) -> str:
+    """The most specific ``Type: message`` line of a (possibly nested, remote) traceback text."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    found = [ln for ln in lines if _ERR_LINE.match(ln)]
+    for ln in reversed(found):  # the innermost user error beats Ray's wrappers
+        if not ln.startswith(("ray.", "TrainingFailedError", "WorkerGroupError", "RayTaskError")):
+            return ln[:500]
+    return (found[-1] if found else (lines[-1] if lines else "unknown error"))[:500]
+
+
+def _worker_entry(config: dict) -> None:
+    """Ray Train ``train_loop_per_worker``: runs on every rank of the trial's worker group."""
+    import ray
+    import ray.train
+    import ray.train.torch
+
+    from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.train.loop import train_loop
+
+    data = ray.get(config["data"][0])
+    cfg = resolve_trial_config(config["raw"], config["params"])
+
+    def report(metrics: dict, checkpoint_dir: str | None) -> None:
+        ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        ray.train.report(metrics, checkpoint=ckpt)
+
+    train_loop(cfg, data, Job(**config["job"]), report, device=ray.train.torch.get_device())
+
+
+def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
+    """Train one configuration (``params`` applied to ``ctx.raw``) for ``job``, reporting to Tune.
+
+    Runs in the Tune trial actor.
+
+    Raises:
+        TrialError: the workers failed; its message is the root cause's one-line form.
+    """
+    import ray
+    from ray import tune
+
+    trial_id = tune.get_context().get_trial_id()
+    if ctx.num_workers == 1:
+        import torch
+
+        from ludwig_hpo.config.loader import resolve_trial_config
+        from ludwig_hpo.train.loop import train_loop
+
+        def report(metrics: dict, checkpoint_dir: str | None) -> None:
+            ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+            tune.report(metrics, checkpoint=ckpt)
+
+        device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
+        train_loop(resolve_trial_config(ctx.raw, params), ray.get(ctx.data[0]), job, report, device=device)
+        return
+
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    resources = {"CPU": ctx.cpus_per_worker, **({"GPU": 1} if ctx.use_gpu else {})}
+    trainer = TorchTrainer(
+        _worker_entry,
+        train_loop_config={"raw": ctx.raw, "params": params, "job": asdict(job), "data": ctx.data},
+        scaling_config=ScalingConfig(num_workers=ctx.num_workers, use_gpu=ctx.use_gpu,
+                                     resources_per_worker=resources),
+        run_config=RunConfig(
+            name=trial_id,  # stable per trial: a restored trial resumes from its checkpoint
+            storage_path=ctx.storage_path,
+            callbacks=[TuneReportCallback()],
+            checkpoint_config=CheckpointConfig(num_to_keep=1),
+            failure_config=FailureConfig(max_failures=0),
+        ),
+    )
+    try:
+        trainer.fit()
+    except Exception as e:  # TrainingFailedError wraps the workers' errors
+        raise TrialError(one_line_error(f"{type(e).__name__}: {e}")) from None
+
+
+def search_trial(config: dict[str, Any], ctx: TrialContext) -> None:
+    """Tune trainable of the search: ``config`` is the sampled ``{dotted path: value}``."""
+    params = {k: ctx.choices[k][int(v)] if k in ctx.choices else v for k, v in config.items()}
+    run_job(params, Job("search"), ctx)
+
+
+def kfold_trial(config: dict[str, Any], ctx: TrialContext) -> None:
+    """Tune trainable of the k-fold re-evaluation: ``config["job"]`` holds ``params``,
+    ``kind`` (``fold`` / ``test``), ``fold``, ``config_rank`` and ``trial_id``."""
+    job = config["job"]
+    run_job(job["params"], Job(job["kind"], job.get("fold")), ctx)
