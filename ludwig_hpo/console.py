@@ -37,15 +37,15 @@ class ConsoleSink:
         metric: display name of the optimized metric.
         goal_sign: +1 when smaller is better.
         total: number of trials planned (for ``3/10`` counts).
-        label: what a trial is called in this phase (``trial``, ``k-fold run``).
+        show_best: print the best value so far after each trial (the search), or not (k-fold).
     """
 
-    def __init__(self, console: Console, metric: str, goal_sign: float, total: int, label: str = "trial") -> None:
+    def __init__(self, console: Console, metric: str, goal_sign: float, total: int, show_best: bool = True) -> None:
         self.console = console
         self.metric = metric
         self.sign = goal_sign
         self.total = total
-        self.label = label
+        self.show_best = show_best
         self.t0 = time.time()
         self.counts = {"RUNNING": 0, "FINISHED": 0, "KILLED": 0, "FAILED": 0}
         self.best: tuple[float, LiveTrial] | None = None
@@ -57,7 +57,7 @@ class ConsoleSink:
     def trial_started(self, t: LiveTrial) -> None:
         self.counts["RUNNING"] += 1
         n = sum(self.counts.values())
-        self.console.print(f"{self._stamp()} {self.label} {t.trial_id} started ({n}/{self.total}) "
+        self.console.print(f"{self._stamp()} {t.name} started ({n}/{self.total}) "
                            f"{escape(fmt_params(t.params))}", highlight=False)
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
@@ -71,12 +71,17 @@ class ConsoleSink:
         word = {"FINISHED": "[green]finished[/green]", "KILLED": "[yellow]stopped early[/yellow]",
                 "FAILED": "[red]failed[/red]"}[t.status]
         last = t.history[-1] if t.history else None
-        detail = (f"{self.metric}={fmt(last.objective)} at epoch {last.epoch}" if last else "no epoch completed")
+        detail = f"{self.metric}={fmt(last.objective)} at epoch {last.epoch}" if last else "no epoch completed"
+        best_of_trial = t.best(self.sign)
+        if last and best_of_trial is not None and best_of_trial != last.objective:
+            detail += f" (best {fmt(best_of_trial)})"
         if t.error:
             detail += f": {escape(t.error)}"
         c = self.counts
         best = (f"best {fmt(self.best[0])} ({self.best[1].trial_id}: {escape(fmt_params(self.best[1].params))})"
                 if self.best else "best -")
-        self.console.print(f"{self._stamp()} {self.label} {t.trial_id} {word} {detail}", highlight=False)
+        self.console.print(f"{self._stamp()} {t.name} {word} {detail}", highlight=False)
+        if not self.show_best:
+            return
         self.console.print(f"      [dim]{c['RUNNING']} running, {c['FINISHED']} finished, {c['KILLED']} stopped, "
                            f"{c['FAILED']} failed of {self.total} | {best}[/dim]", highlight=False)

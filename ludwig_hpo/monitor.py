@@ -6,13 +6,21 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 from ray.tune import Callback
 
 from ludwig_hpo.results import EpochRecord, TrialRecord
 from ludwig_hpo.search.algorithms import OBJECTIVE, TIME_ATTR
 from ludwig_hpo.train.trial import one_line_error
+
+
+class TrialDescription(NamedTuple):
+    """How a Tune trial is shown: its parameters by dotted path, MLflow tags, display name."""
+
+    params: dict[str, Any]
+    tags: dict[str, Any]
+    name: str
 
 
 @dataclass
@@ -22,6 +30,7 @@ class LiveTrial:
     trial_id: str
     params: dict[str, Any]
     tags: dict[str, Any]
+    name: str
     started: float = field(default_factory=time.time)
     ended: float | None = None
     status: str = "RUNNING"
@@ -59,12 +68,12 @@ class SweepMonitor(Callback):
         epochs: epochs of a complete trial; a trial that ends earlier without an error was
             stopped by the scheduler and is KILLED.
         goal_sign: +1 when smaller is better, -1 otherwise.
-        describe: maps a Tune trial's config to ``(params by dotted path, tags)``.
+        describe: maps a Tune trial's ``(trial id, config)`` to its :class:`TrialDescription`.
         sinks: receivers of the events, called in order.
     """
 
     def __init__(self, *, epochs: int, goal_sign: float,
-                 describe: Callable[[dict], tuple[dict[str, Any], dict[str, Any]]], sinks: list[Sink]) -> None:
+                 describe: Callable[[str, dict], TrialDescription], sinks: list[Sink]) -> None:
         self.epochs = epochs
         self.sign = goal_sign
         self.describe = describe
@@ -81,8 +90,8 @@ class SweepMonitor(Callback):
             getattr(s, event)(*args)
 
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
-        params, tags = self.describe(trial.config)
-        t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, params, tags)
+        d = self.describe(trial.trial_id, trial.config)
+        t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name)
         self._emit("trial_started", t)
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
@@ -121,15 +130,14 @@ class SweepMonitor(Callback):
 class MlflowSink:
     """Logs each trial as a child run of the sweep's parent run (driver only)."""
 
-    def __init__(self, store, parent_id: str, run_name: Callable[[LiveTrial], str]) -> None:
+    def __init__(self, store, parent_id: str) -> None:
         self.store = store
         self.parent_id = parent_id
-        self.run_name = run_name
         self.run_ids: dict[str, str] = {}
 
     def trial_started(self, t: LiveTrial) -> None:
         self.run_ids[t.trial_id] = self.store.start_run(
-            self.run_name(t), parent_id=self.parent_id, tags={"trial_id": t.trial_id, **t.tags}, params=t.params)
+            t.name, parent_id=self.parent_id, tags={"trial_id": t.trial_id, **t.tags}, params=t.params)
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         run_id = self.run_ids[t.trial_id]

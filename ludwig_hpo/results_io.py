@@ -29,6 +29,7 @@ def write_result(result: SweepResult, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 
 

@@ -252,7 +252,7 @@ class Sweep:
     def _search(self, ctx, plan: ResourcePlan, store, parent: str,
                 paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
         from ludwig_hpo.console import ConsoleSink
-        from ludwig_hpo.monitor import MlflowSink, SweepMonitor
+        from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
         from ludwig_hpo.search.algorithms import make_scheduler, make_searcher
         from ludwig_hpo.search.space import decode
         from ludwig_hpo.train.trial import search_trial
@@ -266,8 +266,9 @@ class Sweep:
                            f"{f'{budget:g}s' if budget else 'none'}", highlight=False)
         monitor = SweepMonitor(
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
-            describe=lambda config: (decode(hp.parameters, config), {"phase": "search"}),
-            sinks=[MlflowSink(store, parent, lambda t: f"trial_{t.trial_id}"),
+            describe=lambda tid, config: TrialDescription(decode(hp.parameters, config), {"phase": "search"},
+                                                          f"trial_{tid}"),
+            sinks=[MlflowSink(store, parent),
                    ConsoleSink(self.console, self.metric, self.sign, n)])
         kw: dict[str, Any] = {"search_alg": make_searcher(hp), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
                               "num_samples": n}
@@ -300,7 +301,7 @@ class Sweep:
         from ray import tune
 
         from ludwig_hpo.console import ConsoleSink
-        from ludwig_hpo.monitor import MlflowSink, SweepMonitor
+        from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
         from ludwig_hpo.train.trial import kfold_trial
 
         k = self.cfg.kfold.k
@@ -315,19 +316,17 @@ class Sweep:
                            f"cross-validation on train+validation and once on the test split ({len(jobs)} runs)",
                            highlight=False)
 
-        def describe(config: dict) -> tuple[dict, dict]:
+        def describe(tid: str, config: dict) -> TrialDescription:
             job = config["job"]
-            tags = {"phase": "kfold", "kfold": "test" if job["kind"] == "test" else job["fold"],
-                    "config_rank": job["config_rank"], "source_trial_id": job["trial_id"]}
-            return dict(job["params"]), tags
-
-        def run_name(t) -> str:
-            return f"config{t.tags['config_rank']}-" + ("test" if t.tags["kfold"] == "test" else f"fold{t.tags['kfold']}")
+            fold = "test" if job["kind"] == "test" else job["fold"]
+            tags = {"phase": "kfold", "kfold": fold, "config_rank": job["config_rank"], "source_trial_id": job["trial_id"]}
+            name = f"config{job['config_rank']}-" + ("test" if fold == "test" else f"fold{fold}")
+            return TrialDescription(dict(job["params"]), tags, name)
 
         monitor = SweepMonitor(epochs=self.cfg.trainer.epochs, goal_sign=self.sign, describe=describe,
-                               sinks=[MlflowSink(store, parent, run_name),
+                               sinks=[MlflowSink(store, parent),
                                       ConsoleSink(self.console, self.metric.split("/", 1)[1], self.sign, len(jobs),
-                                                  label="k-fold run")])
+                                                  show_best=False)])
         self._tune_run(kfold_trial, name="kfold", ctx=ctx, plan=plan, monitor=monitor, tune_config_kw={},
                        param_space={"job": tune.grid_search(jobs)}, paths=paths)
         by_rank: dict[int, dict[str, Any]] = {}

@@ -9,6 +9,7 @@ migrated) by exactly one process.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -55,6 +56,8 @@ class MlflowStore:
     def __init__(self, uri: str, experiment: str, artifact_location: Path | None = None) -> None:
         from mlflow.tracking import MlflowClient
 
+        for name in ("mlflow", "alembic"):  # schema-migration chatter is not for the sweep console
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         try:

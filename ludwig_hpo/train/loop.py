@@ -135,7 +135,7 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
 
 
 def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter, *,
-               device: torch.device | None = None) -> None:
+               device: torch.device | None = None) -> torch.nn.Module:
     """Train one trial's model on this rank and report metrics after every epoch.
 
     Runs on every rank of the trial's DDP group (or alone). Seeds, the model init and the
@@ -146,6 +146,9 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker),
     ``global_batch_size``, ``world_size``, ``train_time_s`` (cumulative seconds in the
     epoch loop), ``batch_size_tuning_s``, ``samples_per_s``.
+
+    Returns:
+        The trained model (unwrapped from DDP), on ``device``.
 
     Raises:
         FloatingPointError: the training loss became NaN or infinite.
@@ -221,3 +224,4 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         report(metrics, ckpt_dir)
         if ckpt_dir is not None:  # the reporter has persisted it
             shutil.rmtree(ckpt_dir, ignore_errors=True)
+    return model.module if isinstance(model, DDP) else model

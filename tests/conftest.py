@@ -1,0 +1,43 @@
+"""Shared test set-up: the repository root, the ``gpu`` marker's skip, and hygiene checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS = ROOT / "sweeps"
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    # HPO_GPU_ONLY=1 runs only gpu-marked tests (scarce GPU time is not spent on CPU tests).
+    gpu_only = os.environ.get("HPO_GPU_ONLY") == "1"
+    has_cuda = _has_cuda()
+    for item in items:
+        is_gpu = "gpu" in item.keywords
+        if is_gpu and not has_cuda:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        elif gpu_only and not is_gpu:
+            item.add_marker(pytest.mark.skip(reason="HPO_GPU_ONLY=1 runs only gpu tests"))
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_env():
+    """Fail a test that leaves environment variables changed (Ray settings leak easily)."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)
+                     and not k.startswith(("PYTEST_", "COV_")))
+    assert not changed, f"test leaked environment variables: {changed}"

@@ -1,0 +1,120 @@
+"""End-to-end: the real ``hpo`` CLI on a real Ray local cluster with 2-worker gloo DDP trials
+and a real embedded MLflow store. One sweep runs per test session (module fixture); the
+tests read what it left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import SWEEPS
+
+SWEEP_TIMEOUT_S = 540
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = SWEEP_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Run ``hpo ARGS`` in its own process group; on timeout kill that group (and only it)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
+    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"hpo {' '.join(args)} timed out after {timeout}s\n{out[-3000:]}\n{err[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """``hpo sweep sweeps/breast_cancer_tiny.yaml`` run once; returns (process, output folder)."""
+    cwd = tmp_path_factory.mktemp("sweep")
+    proc = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "results", cwd=cwd)
+    assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc, cwd / "results" / "breast-cancer-tiny"
+
+
+@pytest.fixture(scope="module")
+def mlflow_runs(tiny_sweep):
+    from mlflow.tracking import MlflowClient
+
+    _, out = tiny_sweep
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
+    exp = client.get_experiment_by_name("breast-cancer-tiny")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return client, runs
+
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(SWEEP_TIMEOUT_S + 60)]
+
+
+def test_console_prints_progress_best_and_where_results_are(tiny_sweep):
+    proc, out = tiny_sweep
+    text = proc.stdout
+    assert "started (1/3)" in text and "best trial" in text
+    assert f"report:  {Path('results') / 'breast-cancer-tiny' / 'report.html'}" in text
+    assert "mlflow:  sqlite:///" in text
+    assert "INFO" not in text and "Traceback" not in proc.stderr  # no wall of Ray / MLflow log lines
+
+
+def test_trials_are_child_runs_of_one_parent_with_epoch_metrics(mlflow_runs):
+    client, runs = mlflow_runs
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    trials = [r for r in runs if r.data.tags.get("phase") == "search"]
+    assert len(trials) == 3
+    for r in trials:
+        assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert r.info.status in ("FINISHED", "KILLED")
+        assert set(r.data.params) >= {"trainer.learning_rate", "combiner.output_size", "trainer.optimizer.type",
+                                      "batch_size", "world_size"}
+        assert r.data.params["world_size"] == "2"
+        history = client.get_metric_history(r.info.run_id, "validation/malignant/roc_auc")
+        assert [m.step for m in history] == list(range(1, len(history) + 1)) and history
+    assert any(r.info.status == "FINISHED" for r in trials)
+    assert parent.data.tags["best_trial_id"] in {r.data.tags["trial_id"] for r in trials}
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"sweep.yaml", "report.html", "hiplot.html", "results.json", "best_model"} <= artifacts
+
+
+def test_kfold_and_test_runs_are_tagged_under_the_parent(mlflow_runs):
+    _, runs = mlflow_runs
+    kfold = [r for r in runs if r.data.tags.get("phase") == "kfold"]
+    # top_k = 1 configuration x k = 2 folds + 1 test run
+    assert sorted(r.data.tags["kfold"] for r in kfold) == ["0", "1", "test"]
+    assert {r.data.tags["config_rank"] for r in kfold} == {"1"}
+    test_run = next(r for r in kfold if r.data.tags["kfold"] == "test")
+    assert 0.5 < test_run.data.metrics["test/malignant/roc_auc"] <= 1.0
+
+
+def test_report_has_parallel_coordinates_and_kfold_figures_offline(tiny_sweep):
+    _, out = tiny_sweep
+    html = (out / "report.html").read_text()
+    assert 'id="parallel-coordinates"' in html and 'id="kfold-vs-test"' in html
+    assert html.count("* plotly.js v") == 1  # embedded once, no CDN
+    assert not re.search(r"<(script|link)[^>]+(src|href)=\"https?://", html)  # nothing loaded from the network
+    assert (out / "hiplot.html").stat().st_size > 100_000
+    result = json.loads((out / "results.json").read_text())
+    assert len(result["trials"]) == 3 and len(result["kfold"]) == 1
+    assert len(result["kfold"][0]["fold_scores"]) == 2
+    assert (out / "best_model" / "model.pt").is_file()
+
+
+def test_a_wrong_sweep_file_is_one_line_exit_2_and_creates_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((SWEEPS / "breast_cancer_tiny.yaml").read_text().replace("goal: maximize", "goal: maximise"))
+    proc = run_cli("sweep", str(bad), "--output", "results", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hyperopt.goal" in lines[0] and "bad.yaml:" in lines[0]
+    assert not (tmp_path / "results").exists()
