@@ -9,8 +9,8 @@ import shutil
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -61,7 +61,7 @@ def _guard(fn: Callable) -> Callable:
 @_guard
 def sweep(
     sweep_file: Path = typer.Argument(..., help="The sweep YAML file."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
 ) -> None:
     """Run a sweep: search, k-fold re-evaluation of the best configurations, report."""
     from ludwig_hpo.config import load_sweep

@@ -13,7 +13,7 @@ import os
 import shutil
 import socket
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 #: Environment of the cluster's processes. The short health-check interval makes Ray Train
 #: notice finished workers in ~0.2 s instead of 2 s (per-trial teardown 4.9 s -> ~1 s).

@@ -56,6 +56,10 @@ def plan_resources(*, num_workers: int, use_gpu: bool, cpus_per_worker: float, c
     """
     cpus = num_workers * cpus_per_worker
     gpus = num_workers if use_gpu else 0
+    if cpus_per_worker > cluster_cpus + 1e-9:
+        raise ResourceError(
+            f"one worker needs {cpus_per_worker:g} CPUs but the cluster has {cluster_cpus:g}",
+            key="backend.cpus_per_worker", fix=f"set backend.cpus_per_worker <= {cluster_cpus:g}")
     if cpus > cluster_cpus + 1e-9:
         raise ResourceError(
             f"a trial needs {num_workers} workers x {cpus_per_worker:g} CPU = {cpus:g} CPUs but the cluster has "

@@ -15,7 +15,7 @@ from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult,
 
 def _clean(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
-        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        return str(v)  # "nan", "inf", "-inf": JSON has no literal for them
     if isinstance(v, dict):
         return {k: _clean(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -44,11 +44,15 @@ def read_result(path: Path) -> SweepResult:
     def num(v):
         return float(v) if isinstance(v, str) else v
 
+    def epoch(h: dict) -> EpochRecord:
+        return EpochRecord(epoch=h["epoch"], objective=num(h["objective"]),
+                           metrics={k: num(x) for k, x in h["metrics"].items()})
+
     trials = tuple(TrialRecord(**{**t, "objective_last": num(t["objective_last"]),
                                   "objective_best": num(t["objective_best"]),
-                                  "history": tuple(EpochRecord(**{**h, "objective": num(h["objective"])})
-                                                   for h in t["history"])}) for t in d["trials"])
+                                  "history": tuple(epoch(h) for h in t["history"])}) for t in d["trials"])
     params = tuple(ParamInfo(**{**p, "categories": tuple(p["categories"]) if p["categories"] is not None else None})
                    for p in d["parameters"])
-    kfold = tuple(KFoldRecord(**{**k, "fold_scores": tuple(k["fold_scores"])}) for k in d["kfold"])
+    kfold = tuple(KFoldRecord(**{**k, "fold_scores": tuple(num(x) for x in k["fold_scores"]),
+                                 "test_score": num(k["test_score"])}) for k in d["kfold"])
     return SweepResult(**{**d, "parameters": params, "trials": trials, "kfold": kfold})

@@ -16,7 +16,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ludwig_hpo.config.paths import PathError, apply_params
-from ludwig_hpo.config.schema import ChoiceSpace, LogUniformSpace, RandIntSpace, SweepConfig, UniformSpace
+from ludwig_hpo.config.schema import (
+    ChoiceSpace,
+    KeyedValueError,
+    LogUniformSpace,
+    RandIntSpace,
+    SweepConfig,
+    UniformSpace,
+)
 from ludwig_hpo.errors import ConfigError
 
 Mark = tuple[int, int]  # 1-based (line, column)
@@ -132,9 +139,9 @@ def _step_type(tp: Any, step: Any) -> tuple[Any, bool]:
                 f = m.model_fields.get(tag_field)
                 if f is not None and step in typing.get_args(_unwrap(f.annotation)):
                     return m, True
-        if len(models) == 1:
+        if len(models) == 1 and len(members) == 1:
             return _step_type(models[0], step)
-        return None, False
+        return tp, True  # pydantic's label of a plain union member ("int", "literal['auto']")
     if origin is list:
         return typing.get_args(tp)[0], False
     if origin is dict:
@@ -184,10 +191,21 @@ def _mark_for(marks: dict[tuple, Mark], path: tuple) -> Mark | None:
     return None
 
 
+_PRIORITY = {"extra_forbidden": 0, "missing": 2}
+
+
 def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, src: str,
                                 key_prefix: str = "") -> ConfigError:
-    e = err.errors(include_url=False)[0]
-    model, path = _model_and_path(tuple(e["loc"]))
+    errors = err.errors(include_url=False)
+    located = []
+    for e in errors:
+        model, path = _model_and_path(tuple(e["loc"]))
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, KeyedValueError):
+            path = cause.path
+        located.append((e, model, path))
+    # An unknown key explains a "missing" one (a misspelt section), so it goes first.
+    e, model, path = min(located, key=lambda x: _PRIORITY.get(x[0]["type"], 1))
     key = _display(raw, path) or "(top level)"
     if key_prefix:
         key = f"{key_prefix} -> {key}"
@@ -205,7 +223,11 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
         message = "required key is missing"
         fix = f"add '{path[-1]}:'" if path else None
     else:
-        message = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        same = [x[0]["msg"] for x in located if x[2] == path and x[0]["type"] not in ("extra_forbidden", "missing")]
+        if len(same) > 1:  # a union of plain types: say every accepted form
+            message = "should be " + " or ".join(m.removeprefix("Input should be ") for m in same)
+        else:
+            message = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
         if typ not in ("value_error", "assertion_error") and got is not None and not isinstance(got, (dict, list)):
             message += f", got {got!r}"
         if typ.startswith("union_tag") or typ.startswith("literal"):

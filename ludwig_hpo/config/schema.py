@@ -26,6 +26,14 @@ METRICS: dict[str, dict[str, bool]] = {
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+class KeyedValueError(ValueError):
+    """A cross-field rule broken at ``path`` (raw key path), so the loader can point at it."""
+
+    def __init__(self, message: str, path: tuple) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class _Base(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -370,29 +378,30 @@ class SweepConfig(_Base):
         names = [f.name for f in (*self.input_features, *self.output_features)]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"feature names must be unique, but {dupes} appear more than once")
+            raise KeyedValueError(f"feature names must be unique, but {dupes} appear more than once",
+                                  ("input_features",))
         hp = self.hyperopt
         outputs = {f.name: f.type for f in self.output_features}
         if hp.output_feature != "combined" and hp.output_feature not in outputs:
-            raise ValueError(
-                f"hyperopt.output_feature {hp.output_feature!r} is not an output feature; "
-                f"use one of {sorted(outputs) + ['combined']}")
+            raise KeyedValueError(
+                f"{hp.output_feature!r} is not an output feature; use one of {sorted(outputs) + ['combined']}",
+                ("hyperopt", "output_feature"))
         ftype = "combined" if hp.output_feature == "combined" else outputs[hp.output_feature]
         allowed = METRICS[ftype]
         if hp.metric not in allowed:
-            raise ValueError(f"hyperopt.metric {hp.metric!r} is not reported for a {ftype} output; "
-                             f"use one of {sorted(allowed)}")
+            raise KeyedValueError(f"{hp.metric!r} is not reported for a {ftype} output; use one of {sorted(allowed)}",
+                                  ("hyperopt", "metric"))
         want = "maximize" if allowed[hp.metric] else "minimize"
         if hp.goal != want:
-            raise ValueError(f"hyperopt.goal is {hp.goal!r} but {hp.metric!r} is better when "
-                             f"{'larger' if want == 'maximize' else 'smaller'}; set goal: {want}")
+            raise KeyedValueError(f"goal is {hp.goal!r} but {hp.metric!r} is better when "
+                                  f"{'larger' if want == 'maximize' else 'smaller'}; set goal: {want}", ("hyperopt", "goal"))
         sch = hp.scheduler
         if sch.max_t is not None and sch.max_t != self.trainer.epochs:
-            raise ValueError(f"hyperopt.scheduler.max_t ({sch.max_t}) contradicts trainer.epochs "
-                             f"({self.trainer.epochs}); set only one of them")
+            raise KeyedValueError(f"max_t ({sch.max_t}) contradicts trainer.epochs ({self.trainer.epochs}); "
+                                  "set only one of them", ("hyperopt", "scheduler", "max_t"))
         if sch.grace_period > self.trainer.epochs:
-            raise ValueError(f"hyperopt.scheduler.grace_period ({sch.grace_period}) must be <= "
-                             f"trainer.epochs ({self.trainer.epochs})")
+            raise KeyedValueError(f"grace_period ({sch.grace_period}) must be <= trainer.epochs "
+                                  f"({self.trainer.epochs})", ("hyperopt", "scheduler", "grace_period"))
         return self
 
     @property

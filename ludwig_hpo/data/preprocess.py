@@ -169,7 +169,7 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
             counts = values.iloc[train].value_counts()
             vocab = (UNKNOWN, *[v for v in counts.index if v != UNKNOWN])
             lookup = {v: i for i, v in enumerate(vocab)}
-            inputs[feat.name] = values.map(lambda v: lookup.get(v, 0)).to_numpy(np.int64)  # unseen -> 0
+            inputs[feat.name] = values.map(lookup).fillna(0).to_numpy(np.int64)  # unseen -> 0
             meta[feat.name] = FeatureMeta(feat.name, "category", vocab=vocab)
         else:  # image
             x, stats = _image(s, key, train, feat.preprocessing.scale)

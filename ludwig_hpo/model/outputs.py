@@ -13,7 +13,6 @@ from torch import nn
 from ludwig_hpo.config import schema
 from ludwig_hpo.data.preprocess import FeatureMeta
 
-
 #: Metrics each output type reports (besides roc_auc for binary outputs, computed from scores).
 SUMMED_METRICS = {"category": ("loss", "accuracy"), "binary": ("loss", "accuracy"), "number": ("loss", "mae")}
 

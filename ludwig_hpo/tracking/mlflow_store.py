@@ -13,8 +13,9 @@ import logging
 import math
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ludwig_hpo.errors import TrackingError
 

@@ -5,8 +5,8 @@ training steps lives in :mod:`ludwig_hpo.train.probe`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ludwig_hpo.errors import HpoError
 
@@ -56,26 +56,32 @@ def search_batch_size(probe: Probe, *, max_size: int, start: int = 8, growth: in
                          f"(max_size={max_size}, growth={growth}, patience={patience})")
     size = max(1, min(start, max_size))
     tried: list[tuple[int, float | None]] = []
-    best_size, best = None, 0.0
+    best = 0.0
+    oom_at: int | None = None  # smallest size known to run out of memory
     stall = 0
     while True:
         speed = probe(size)
         tried.append((size, speed))
         if speed is None:
-            if best_size is not None:
+            oom_at = size if oom_at is None else min(oom_at, size)
+            if any(s is not None for _, s in tried):
                 break
             if size == 1:
                 raise BatchSizeError("batch size 1 runs out of memory")
             size //= 2
             continue
-        if best_size is None or speed > best * (1 + tolerance):
-            best_size, best, stall = size, speed, 0
+        if speed > best * (1 + tolerance):
+            stall = 0
         else:
             stall += 1
-        if stall >= patience or size >= max_size:
+        best = max(best, speed)
+        nxt = min(max_size, size * growth)
+        if stall >= patience or size >= max_size or (oom_at is not None and nxt >= oom_at):
             break
-        size = min(max_size, size * growth)
-    return BatchSizeChoice(batch_size=best_size, tried=tuple(tried))
+        size = nxt
+    fastest = max(s for _, s in tried if s is not None)
+    chosen = min(b for b, s in tried if s is not None and s * (1 + tolerance) >= fastest)
+    return BatchSizeChoice(batch_size=chosen, tried=tuple(tried))
 
 
 def is_oom(exc: BaseException) -> bool:

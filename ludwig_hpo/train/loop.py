@@ -11,9 +11,10 @@ import math
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -23,8 +24,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.model import build_model
-from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums
+from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.train.batch_size import search_batch_size
 from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
 from ludwig_hpo.train.probe import make_probe

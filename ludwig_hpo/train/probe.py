@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

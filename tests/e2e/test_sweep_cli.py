@@ -118,3 +118,64 @@ def test_a_wrong_sweep_file_is_one_line_exit_2_and_creates_nothing(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "hyperopt.goal" in lines[0] and "bad.yaml:" in lines[0]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_failing_trial_is_failed_in_mlflow_and_the_sweep_goes_on(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from ..conftest import ROOT
+
+    proc = run_cli("sweep", str(ROOT / "tests" / "fixtures" / "failing_trial.yaml"), "--output", "r", cwd=tmp_path)
+    out = tmp_path / "r" / "failing-trial"
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
+    exp = client.get_experiment_by_name("failing-trial")
+    trials = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("phase") == "search"]
+    by_lr = {float(r.data.params["trainer.learning_rate"]): r for r in trials}
+    assert set(by_lr) == {1e-2, 1e6}  # RandomSampler(seed=0) draws 1e6 first, then 1e-2
+    bad, good = by_lr[1e6], by_lr[1e-2]
+    assert bad.info.status == "FAILED"
+    assert "training loss is" in bad.data.tags["error"] and "Traceback" not in bad.data.tags["error"]
+    assert good.info.status == "FINISHED"
+    assert proc.returncode == 0, proc.stderr
+    assert "failed" in proc.stdout
+
+
+def test_more_workers_than_cpus_is_an_error_before_any_trial(tmp_path):
+    bad = tmp_path / "big.yaml"
+    bad.write_text((SWEEPS / "breast_cancer_tiny.yaml").read_text().replace("num_workers: 2", "num_workers: 64"))
+    proc = run_cli("sweep", str(bad), "--output", "results", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert "backend.num_workers" in proc.stderr and "64 workers" in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.timeout(120)
+def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
+    import time
+    import urllib.request
+
+    from ludwig_hpo.cluster import free_port
+
+    _, out = tiny_sweep
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "ui", str(out), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+                time.sleep(1)
+        else:
+            pytest.fail("MLflow UI did not answer within 90 s")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -62,7 +62,7 @@ def test_ddp_ranks_hold_identical_weights_and_agree_on_metrics(tmp_path, device)
         torch.testing.assert_close(r0["state"][k], r1["state"][k], rtol=0, atol=0, msg=f"rank weights differ: {k}")
     # Reduced metrics are identical on both ranks, every epoch; the batch size was agreed.
     assert [m["epoch"] for m in r0["reports"]] == [1, 2, 3]
-    for a, b in zip(r0["reports"], r1["reports"]):
+    for a, b in zip(r0["reports"], r1["reports"], strict=True):
         for key in ("objective", "validation/malignant/loss", "train/combined/loss", "batch_size"):
             assert a[key] == b[key], key
     assert r0["reports"][0]["world_size"] == 2

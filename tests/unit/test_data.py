@@ -153,7 +153,7 @@ def test_kfold_held_out_folds_partition_rows(stratified):
         if stratified:
             assert np.bincount(labels[held_out]).tolist() == [5, 5, 5]
     again = kfold_indices(rows, 4, seed=0, labels=labels)
-    assert all(np.array_equal(a[1], b[1]) for a, b in zip(folds, again))
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(folds, again, strict=True))
 
 
 def test_kfold_too_few_rows():

@@ -70,8 +70,6 @@ def test_describe_mentions_gpu():
     assert plan.describe() == "2 DDP worker(s) x 1 CPU + 2 GPU per trial; cluster 8 CPU / 2 GPU -> 1 trial(s) at once"
 
 
-@pytest.mark.xfail(strict=True, reason="one worker asking for more CPUs than the cluster has gets the fix "
-                   "'set backend.num_workers <= 0' (resources.py:63), which the schema forbids (ge=1)")
 def test_single_worker_too_big_suggests_fewer_cpus_per_worker():
     with pytest.raises(ResourceError) as info:
         plan_resources(num_workers=1, use_gpu=False, cpus_per_worker=8.0, cluster_cpus=4, cluster_gpus=0)

@@ -1,0 +1,121 @@
+"""Search-space translation to Optuna: bounds, log scale, categorical by value or by index,
+and decoding sampled indices back to the sweep file's values."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from pydantic import TypeAdapter
+
+from ludwig_hpo.config.schema import ParamSpace
+from ludwig_hpo.results import ParamInfo
+from ludwig_hpo.search import decode, param_infos, to_optuna
+
+_SPACE = TypeAdapter(ParamSpace)
+
+
+def space(**kw):
+    return _SPACE.validate_python(kw)
+
+
+D = optuna.distributions
+TRANSLATIONS = [
+    ("uniform", {"space": "uniform", "lower": 0.0, "upper": 0.5}, D.FloatDistribution(0.0, 0.5)),
+    ("loguniform", {"space": "loguniform", "lower": 1e-4, "upper": 1e-1}, D.FloatDistribution(1e-4, 1e-1, log=True)),
+    ("randint-upper-exclusive", {"space": "randint", "lower": 1, "upper": 4}, D.IntDistribution(1, 3)),
+    ("randint-single-value", {"space": "randint", "lower": 2, "upper": 3}, D.IntDistribution(2, 2)),
+    ("randint-negative", {"space": "randint", "lower": -3, "upper": 0}, D.IntDistribution(-3, -1)),
+    ("choice-strings", {"space": "choice", "categories": ["adam", "adamw", "sgd"]},
+     D.CategoricalDistribution(["adam", "adamw", "sgd"])),
+    ("choice-numbers", {"space": "choice", "categories": [16, 32, 0.5]}, D.CategoricalDistribution([16, 32, 0.5])),
+    ("choice-scalars-with-none-and-bool", {"space": "choice", "categories": [None, True, "x"]},
+     D.CategoricalDistribution([None, True, "x"])),
+    ("choice-lists", {"space": "choice", "categories": [[16], [32, 16]]}, D.CategoricalDistribution([0, 1])),
+    ("choice-blocks", {"space": "choice", "categories": [{"type": "adam"}, {"type": "sgd", "momentum": 0.5}]},
+     D.CategoricalDistribution([0, 1])),
+    ("choice-mixed", {"space": "choice", "categories": ["adam", {"type": "sgd"}, [1]]},
+     D.CategoricalDistribution([0, 1, 2])),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [t[1:] for t in TRANSLATIONS], ids=[t[0] for t in TRANSLATIONS])
+def test_to_optuna(spec, expected):
+    dist = to_optuna(space(**spec))
+    assert dist == expected
+    assert type(dist) is type(expected)
+
+
+def test_float_distributions_are_not_log_unless_loguniform():
+    assert to_optuna(space(space="uniform", lower=1e-4, upper=1e-1)).log is False
+    assert to_optuna(space(space="loguniform", lower=1e-4, upper=1e-1)).log is True
+
+
+def test_to_optuna_rejects_unknown():
+    with pytest.raises(TypeError, match="no Optuna distribution for dict"):
+        to_optuna({"space": "uniform"})
+
+
+SPACES = {
+    "trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
+    "combiner.output_size": {"space": "choice", "categories": [16, 32]},
+    "trainer.optimizer": {"space": "choice", "categories": [{"type": "adam"}, {"type": "sgd", "momentum": 0.5}]},
+    "combiner.sizes": {"space": "choice", "categories": [[8], [16, 8]]},
+    "image.encoder.num_layers": {"space": "randint", "lower": 1, "upper": 4},
+}
+
+
+@pytest.fixture
+def spaces():
+    return {k: space(**v) for k, v in SPACES.items()}
+
+
+@pytest.mark.parametrize(("sampled", "decoded"), [
+    ({"trainer.optimizer": 1}, {"trainer.optimizer": {"type": "sgd", "momentum": 0.5}}),
+    ({"trainer.optimizer": 0}, {"trainer.optimizer": {"type": "adam"}}),
+    ({"combiner.sizes": 1}, {"combiner.sizes": [16, 8]}),
+    ({"combiner.sizes": 1.0}, {"combiner.sizes": [16, 8]}),  # an index that went through a float store
+    ({"combiner.output_size": 32}, {"combiner.output_size": 32}),  # scalar choices are sampled by value
+    ({"trainer.learning_rate": 0.01, "image.encoder.num_layers": 3},
+     {"trainer.learning_rate": 0.01, "image.encoder.num_layers": 3}),
+    ({"not.a.space": "kept"}, {"not.a.space": "kept"}),
+])
+def test_decode(spaces, sampled, decoded):
+    assert decode(spaces, sampled) == decoded
+
+
+def test_sample_then_decode_gives_original_values(spaces):
+    dists = {path: to_optuna(s) for path, s in spaces.items()}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = []
+    for _ in range(20):
+        trial = study.ask(dists)
+        values = decode(spaces, trial.params)
+        study.tell(trial, 0.0)
+        assert values["trainer.optimizer"] in SPACES["trainer.optimizer"]["categories"]
+        assert values["combiner.sizes"] in SPACES["combiner.sizes"]["categories"]
+        assert values["combiner.output_size"] in (16, 32)
+        assert 1 <= values["image.encoder.num_layers"] <= 3
+        assert 1e-4 <= values["trainer.learning_rate"] <= 1e-1
+        seen.append(values["image.encoder.num_layers"])
+    assert set(seen) == {1, 2, 3}, "the exclusive upper bound is never sampled; every other value is"
+
+
+def test_param_infos(spaces):
+    infos = param_infos(spaces)
+    assert infos == (
+        ParamInfo("trainer.learning_rate", "loguniform", log=True, lower=1e-4, upper=1e-1),
+        ParamInfo("combiner.output_size", "choice", categories=(16, 32)),
+        ParamInfo("trainer.optimizer", "choice", categories=({"type": "adam"}, {"type": "sgd", "momentum": 0.5})),
+        ParamInfo("combiner.sizes", "choice", categories=([8], [16, 8])),
+        ParamInfo("image.encoder.num_layers", "randint", log=False, lower=1.0, upper=4.0),
+    )
+    assert isinstance(infos[-1].lower, float)
+
+
+def test_param_infos_from_a_shipped_sweep(repo_root):
+    from ludwig_hpo.config import load_sweep
+
+    cfg = load_sweep(repo_root / "sweeps" / "digits.yaml").config
+    infos = param_infos(cfg.hyperopt.parameters)
+    assert [i.path for i in infos] == list(cfg.hyperopt.parameters)
+    assert [i.space for i in infos] == ["loguniform", "randint", "uniform", "choice"]
