@@ -97,8 +97,7 @@ def sweep(
 def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")) -> None:
     """Check a sweep file without starting Ray; print what the sweep would do."""
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.resources import plan_resources
-    from ludwig_hpo.sweep import choose_output_dir, local_resources
+    from ludwig_hpo.sweep import choose_output_dir, local_plan
 
     loaded = load_sweep(sweep_file)
     cfg = loaded.config
@@ -117,12 +116,7 @@ def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")
             out.print(f"  {path}: randint [{s.lower}, {s.upper}) = integers {s.lower}..{s.upper - 1}")
         else:
             out.print(f"  {path}: {s.space} [{s.lower:g}, {s.upper:g}){' (log scale)' if s.space == 'loguniform' else ''}")
-    cpus, gpus = local_resources()
-    b = cfg.backend
-    use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
-    plan = plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
-                          cluster_cpus=cpus, cluster_gpus=gpus, max_concurrent=hp.executor.max_concurrent_trials,
-                          num_samples=hp.executor.num_samples)
+    plan = local_plan(cfg)
     out.print(f"resources: {plan.describe()}")
     if cfg.kfold:
         out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")

@@ -22,9 +22,10 @@ from rich.console import Console
 from ludwig_hpo import __version__
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, load_dataframe, prepare
+from ludwig_hpo.errors import ResourceError
 from ludwig_hpo.resources import ResourcePlan, plan_resources
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
-from ludwig_hpo.search.space import param_infos
+from ludwig_hpo.search.space import index_encoded_choices, param_infos
 
 DEFAULT_OUTPUT_ROOT = Path("hpo_results")
 
@@ -73,6 +74,24 @@ def local_resources() -> tuple[int, int]:
     except Exception:  # a broken CUDA install must not stop a CPU sweep
         gpus = 0
     return cpus, gpus
+
+
+def local_plan(cfg) -> ResourcePlan:
+    """The resource plan of ``cfg`` on a local cluster of this machine.
+
+    Raises:
+        ResourceError: ``use_gpu: true`` without a GPU, or a trial that cannot fit.
+    """
+    cpus, gpus = local_resources()
+    b = cfg.backend
+    use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
+    if use_gpu and not gpus:
+        raise ResourceError("backend.use_gpu is true but no GPU is visible", key="backend.use_gpu",
+                            fix="set use_gpu: auto or false")
+    return plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
+                          cluster_cpus=cpus, cluster_gpus=gpus,
+                          max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
+                          num_samples=cfg.hyperopt.executor.num_samples)
 
 
 def _versions() -> dict[str, str]:
@@ -130,17 +149,7 @@ class Sweep:
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self.console.print(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), "
                            f"prepared in {time.time() - t:.1f}s", highlight=False)
-        cpus, gpus = local_resources()
-        b = cfg.backend
-        use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
-        if use_gpu and not gpus:
-            from ludwig_hpo.errors import ResourceError
-            raise ResourceError("backend.use_gpu is true but no GPU is visible", key="backend.use_gpu",
-                                fix="set use_gpu: auto or false")
-        plan = plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
-                              cluster_cpus=cpus, cluster_gpus=gpus,
-                              max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
-                              num_samples=cfg.hyperopt.executor.num_samples)
+        plan = local_plan(cfg)
         self.console.print(f"resources: {plan.describe()}", highlight=False)
         return data, plan
 
@@ -211,9 +220,7 @@ class Sweep:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         cpus, gpus = plan.cluster_cpus, plan.cluster_gpus
         with local_cluster(num_cpus=cpus, num_gpus=int(gpus), trial_slots=plan.max_concurrent):
-            choices = {p: list(s.categories) for p, s in self.cfg.hyperopt.parameters.items()
-                       if s.space == "choice" and not all(v is None or isinstance(v, (bool, int, float, str))
-                                                          for v in s.categories)}
+            choices = index_encoded_choices(self.cfg.hyperopt.parameters)
             ctx = TrialContext(raw=self.loaded.raw, data=[ray.put(data)], storage_path=str(paths.ray.resolve() / "train"),
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
                                cpus_per_worker=plan.cpus_per_worker, choices=choices)
@@ -242,7 +249,9 @@ class Sweep:
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(trainable, ctx=ctx), trial_resources(plan)),
             param_space=param_space,
-            tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent, reuse_actors=True,
+            # reuse_actors stays off: function trainables cannot be reset, and a reused actor would
+            # keep the stopped trial's Train controller (and its CPUs) alive.
+            tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent, reuse_actors=False,
                                         **tune_config_kw),
             run_config=tune.RunConfig(name=name, storage_path=str(paths.ray.resolve()), verbose=0,
                                       callbacks=[monitor], failure_config=tune.FailureConfig(max_failures=0)),

@@ -38,15 +38,21 @@ def to_optuna(space: Any) -> optuna.distributions.BaseDistribution:
     raise TypeError(f"no Optuna distribution for {type(space).__name__}")
 
 
+def index_encoded_choices(spaces: dict[str, Any]) -> dict[str, list]:
+    """Choice parameters that Optuna samples by index (categories that are lists or config
+    blocks): ``{dotted path: categories}``."""
+    return {path: list(s.categories) for path, s in spaces.items()
+            if isinstance(s, ChoiceSpace) and not all(_is_scalar(c) for c in s.categories)}
+
+
+def decode_with(choices: dict[str, list], sampled: dict[str, Any]) -> dict[str, Any]:
+    """Map sampled values back to config values, given :func:`index_encoded_choices`."""
+    return {path: choices[path][int(v)] if path in choices else v for path, v in sampled.items()}
+
+
 def decode(spaces: dict[str, Any], sampled: dict[str, Any]) -> dict[str, Any]:
     """Map Optuna's sampled values back to config values (category indices -> categories)."""
-    out = {}
-    for path, value in sampled.items():
-        space = spaces.get(path)
-        if isinstance(space, ChoiceSpace) and not all(_is_scalar(c) for c in space.categories):
-            value = space.categories[int(value)]
-        out[path] = value
-    return out
+    return decode_with(index_encoded_choices(spaces), sampled)
 
 
 def param_infos(spaces: dict[str, Any]) -> tuple[ParamInfo, ...]:

@@ -133,8 +133,9 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
 
 def search_trial(config: dict[str, Any], ctx: TrialContext) -> None:
     """Tune trainable of the search: ``config`` is the sampled ``{dotted path: value}``."""
-    params = {k: ctx.choices[k][int(v)] if k in ctx.choices else v for k, v in config.items()}
-    run_job(params, Job("search"), ctx)
+    from ludwig_hpo.search.space import decode_with
+
+    run_job(decode_with(ctx.choices, config), Job("search"), ctx)
 
 
 def kfold_trial(config: dict[str, Any], ctx: TrialContext) -> None:
