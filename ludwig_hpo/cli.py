@@ -84,20 +84,24 @@ def sweep(
     for k in result.kfold:
         mean = sum(k.fold_scores) / len(k.fold_scores) if k.fold_scores else float("nan")
         test = f"{k.test_score:.6g}" if k.test_score is not None else "failed"
-        out.print(f"config #{k.config_rank} ({k.trial_id}): {len(k.fold_scores)}-fold mean {k.metric} "
-                  f"= {mean:.6g}, test = {test}")
+        folds = len(k.fold_scores) + k.failed_folds
+        failed = f" ({k.failed_folds} failed)" if k.failed_folds else ""
+        out.print(f"config #{k.config_rank} ({k.trial_id}): mean {k.metric} over {len(k.fold_scores)}/{folds} "
+                  f"folds{failed} = {mean:.6g}, test = {test}")
     root = Path(result.output_dir)
     out.print(f"report:  {root / 'report.html'}")
     out.print(f"results: {root}")
-    out.print(f"mlflow:  {result.tracking_uri}  (hpo ui {root})")
+    hint = f"  (hpo ui {root})" if (root / "mlflow.db").is_file() else ""
+    out.print(f"mlflow:  {result.tracking_uri}{hint}")
 
 
 @app.command()
 @_guard
 def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")) -> None:
     """Check a sweep file without starting Ray; print what the sweep would do."""
+    from ludwig_hpo.cluster import local_plan
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.sweep import choose_output_dir, local_plan
+    from ludwig_hpo.sweep import choose_output_dir
 
     loaded = load_sweep(sweep_file)
     cfg = loaded.config

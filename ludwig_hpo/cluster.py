@@ -15,6 +15,10 @@ import socket
 import tempfile
 from collections.abc import Iterator
 
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.errors import ResourceError
+from ludwig_hpo.resources import ResourcePlan, plan_resources
+
 #: Environment of the cluster's processes. The short health-check interval makes Ray Train
 #: notice finished workers in ~0.2 s instead of 2 s (per-trial teardown 4.9 s -> ~1 s).
 RAY_ENV = {
@@ -24,7 +28,40 @@ RAY_ENV = {
     "RAY_DEDUP_LOGS": "0",
     "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
     "PYTHONWARNINGS": "ignore::DeprecationWarning",
+    # Ctrl-C reaches the sweep as KeyboardInterrupt (Tune's own handler would end the search
+    # quietly and let the k-fold phase start).
+    "TUNE_DISABLE_SIGINT_HANDLER": "1",
 }
+
+
+def local_resources() -> tuple[int, int]:
+    """(CPUs, GPUs) of this machine for a local cluster."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    except Exception:  # a broken CUDA install must not stop a CPU sweep
+        gpus = 0
+    return cpus, gpus
+
+
+def local_plan(cfg: SweepConfig) -> ResourcePlan:
+    """The resource plan of ``cfg`` on a local cluster of this machine.
+
+    Raises:
+        ResourceError: ``use_gpu: true`` without a GPU, or a trial that cannot fit.
+    """
+    cpus, gpus = local_resources()
+    b = cfg.backend
+    use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
+    if use_gpu and not gpus:
+        raise ResourceError("backend.use_gpu is true but no GPU is visible", key="backend.use_gpu",
+                            fix="set use_gpu: auto or false")
+    return plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
+                          cluster_cpus=cpus, cluster_gpus=gpus,
+                          max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
+                          num_samples=cfg.hyperopt.executor.num_samples)
 
 
 def free_port() -> int:
@@ -35,9 +72,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def _env(values: dict[str, str]) -> Iterator[None]:
+def _env(values: dict[str, str | None]) -> Iterator[None]:
+    """Set (or, for None, unset) environment variables; restore them on exit."""
     old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         yield
     finally:
@@ -63,6 +105,7 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
     temp_dir = tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp")  # short: Ray's socket paths are length-limited
     env = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
     env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
+    env["RAY_ADDRESS"] = None  # this cluster is private; an inherited address would redirect ray.init
     with _env(env):
         try:
             ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},

@@ -70,6 +70,8 @@ class ConsoleSink:
         self.counts[t.status] += 1
         word = {"FINISHED": "[green]finished[/green]", "KILLED": "[yellow]stopped early[/yellow]",
                 "FAILED": "[red]failed[/red]"}[t.status]
+        if t.stopped_by:
+            word += f" ({t.stopped_by})"
         last = t.history[-1] if t.history else None
         detail = f"{self.metric}={fmt(last.objective)} at epoch {last.epoch}" if last else "no epoch completed"
         best_of_trial = t.best(self.sign)

@@ -7,6 +7,8 @@ that it survives pickling between Ray actors.
 
 from __future__ import annotations
 
+import re
+
 
 class HpoError(Exception):
     """Base of every error ludwig_hpo raises on purpose."""
@@ -64,3 +66,16 @@ class TrackingError(UserError, RuntimeError):
 
 class TrialError(HpoError, RuntimeError):
     """A trial failed inside its workers (not a user input error; shown with the trial id)."""
+
+
+_ERR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt)): (.+)$")
+
+
+def one_line_error(text: str) -> str:
+    """The most specific ``Type: message`` line of a (possibly nested, remote) traceback text."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    found = [ln for ln in lines if _ERR_LINE.match(ln)]
+    for ln in reversed(found):  # the innermost user error beats Ray's wrappers
+        if not ln.startswith(("ray.", "TrainingFailedError", "WorkerGroupError", "RayTaskError")):
+            return ln[:500]
+    return (found[-1] if found else (lines[-1] if lines else "unknown error"))[:500]

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple, Protocol
 
 from ray.tune import Callback
 
+from ludwig_hpo.errors import one_line_error
 from ludwig_hpo.results import EpochRecord, TrialRecord
 from ludwig_hpo.search.algorithms import OBJECTIVE, TIME_ATTR
-from ludwig_hpo.train.trial import one_line_error
 
 
 class TrialDescription(NamedTuple):
@@ -38,6 +38,9 @@ class LiveTrial:
     history: list[EpochRecord] = field(default_factory=list)
     last: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    error_text: str | None = None
+    stopped_by: str | None = None
+    checkpoint: str | None = None  # checkpoint folder of the best epoch (multi-worker trials)
 
     def best(self, sign: float) -> float | None:
         vals = [h.objective for h in self.history if math.isfinite(h.objective)]
@@ -90,18 +93,25 @@ class SweepMonitor(Callback):
         for s in self.sinks:
             getattr(s, event)(*args)
 
-    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+    def _start(self, trial) -> LiveTrial:
         d = self.describe(trial.trial_id, trial.config)
         t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name)
         self._emit("trial_started", t)
+        return t
+
+    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+        self._start(trial)
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         t = self.trials.get(trial.trial_id)
         if t is None or OBJECTIVE not in result:
             return
         metrics = {k: v for k, v in result.items() if "/" in k and isinstance(v, (int, float))}
-        t.history.append(EpochRecord(epoch=int(result[TIME_ATTR]), objective=float(result[OBJECTIVE]),
-                                     metrics=metrics))
+        best = t.best(self.sign)
+        objective = float(result[OBJECTIVE])
+        if result.get("checkpoint_path") and (best is None or self.sign * objective < self.sign * best):
+            t.checkpoint = result["checkpoint_path"]  # Train keeps this one (scored on the objective)
+        t.history.append(EpochRecord(epoch=int(result[TIME_ATTR]), objective=objective, metrics=metrics))
         t.last = dict(result)
         self._emit("trial_result", t, result)
 
@@ -115,13 +125,23 @@ class SweepMonitor(Callback):
         self._emit("trial_ended", t)
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
-        t = self.trials.get(trial.trial_id)
-        if t is None:
-            return
+        t = self.trials.get(trial.trial_id) or self._start(trial)  # it may fail before it starts
         t.ended = time.time()
         t.status = "FAILED"
-        t.error = one_line_error(trial.get_error() or "unknown error")
+        t.error_text = trial.get_error() or "unknown error"
+        t.error = one_line_error(t.error_text)
         self._emit("trial_ended", t)
+
+    def on_experiment_end(self, trials, **info) -> None:
+        # Trials cut off by the time budget end without a complete/error event.
+        self.close_running("time budget")
+
+    def close_running(self, reason: str) -> None:
+        """End every still-running trial as KILLED, stopped by ``reason`` (driver only)."""
+        for t in self.trials.values():
+            if t.status == "RUNNING":
+                t.ended, t.status, t.stopped_by = time.time(), "KILLED", reason
+                self._emit("trial_ended", t)
 
     def records(self) -> tuple[TrialRecord, ...]:
         """Snapshots of every trial, in start order."""
@@ -159,9 +179,13 @@ class MlflowSink:
         if run_id is None:
             return
         tags: dict[str, Any] = {"status": t.status}
-        if t.status == "KILLED" and t.history:
-            tags["stopped_at_epoch"] = t.history[-1].epoch
+        if t.status == "KILLED":
+            tags["stopped_by"] = t.stopped_by or "scheduler"
+            if t.history:
+                tags["stopped_at_epoch"] = t.history[-1].epoch
         if t.error:
             tags["error"] = t.error
         self.store.set_tags(run_id, tags)
+        if t.error_text:
+            self.store.log_text(run_id, t.error_text, "error.txt")
         self.store.end_run(run_id, t.status)

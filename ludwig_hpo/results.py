@@ -1,7 +1,7 @@
 """Plain records of a finished sweep: what the report and the console read.
 
-These are immutable snapshots built in the sweep driver (from Tune results and the
-k-fold re-evaluation) or rebuilt from MLflow; they import nothing heavy, so report
+These are immutable snapshots built in the sweep driver from Tune's trial events and the
+k-fold re-evaluation, and saved as ``results.json``; they import nothing heavy, so report
 building and its tests never need Ray or torch.
 """
 
@@ -43,7 +43,7 @@ class EpochRecord:
         epoch: 1-based epoch number.
         objective: the sweep's metric on its split at this epoch.
         metrics: every reported metric, keyed ``"<split>/<feature>/<metric>"``
-            (e.g. ``"validation/label/loss"``), plus ``"train/combined/loss"``.
+            (e.g. ``"validation/label/loss"``), plus ``"train/combined/running_loss"``.
     """
 
     epoch: int
@@ -93,6 +93,7 @@ class KFoldRecord:
         test_score: the metric on the held-out test split after training on
             train+validation, or None if that run failed.
         metric: the metric's name as ``"<feature>/<metric>"``.
+        failed_folds: folds whose run did not finish (not in ``fold_scores``).
     """
 
     config_rank: int
@@ -101,6 +102,7 @@ class KFoldRecord:
     fold_scores: tuple[float, ...]
     test_score: float | None
     metric: str
+    failed_folds: int = 0
 
 
 @dataclass(frozen=True)

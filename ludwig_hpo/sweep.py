@@ -20,10 +20,10 @@ from typing import Any
 from rich.console import Console
 
 from ludwig_hpo import __version__
+from ludwig_hpo.cluster import local_plan
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, load_dataframe, prepare
-from ludwig_hpo.errors import ResourceError
-from ludwig_hpo.resources import ResourcePlan, plan_resources
+from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
 
@@ -48,10 +48,6 @@ class SweepPaths:
     def ray(self) -> Path:
         return self.root / "ray"
 
-    @property
-    def report(self) -> Path:
-        return self.root / "report.html"
-
 
 def choose_output_dir(loaded: LoadedSweep, output_root: Path | None) -> Path:
     """``<root>/<name>``, or ``<name>_1``, ``_2``... if taken. ``root``: the ``--output`` option,
@@ -62,36 +58,6 @@ def choose_output_dir(loaded: LoadedSweep, output_root: Path | None) -> Path:
         n += 1
         candidate = root / f"{loaded.config.name}_{n}"
     return candidate
-
-
-def local_resources() -> tuple[int, int]:
-    """(CPUs, GPUs) of this machine for a local cluster."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        import torch
-
-        gpus = torch.cuda.device_count()
-    except Exception:  # a broken CUDA install must not stop a CPU sweep
-        gpus = 0
-    return cpus, gpus
-
-
-def local_plan(cfg) -> ResourcePlan:
-    """The resource plan of ``cfg`` on a local cluster of this machine.
-
-    Raises:
-        ResourceError: ``use_gpu: true`` without a GPU, or a trial that cannot fit.
-    """
-    cpus, gpus = local_resources()
-    b = cfg.backend
-    use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
-    if use_gpu and not gpus:
-        raise ResourceError("backend.use_gpu is true but no GPU is visible", key="backend.use_gpu",
-                            fix="set use_gpu: auto or false")
-    return plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
-                          cluster_cpus=cpus, cluster_gpus=gpus,
-                          max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
-                          num_samples=cfg.hyperopt.executor.num_samples)
 
 
 def _versions() -> dict[str, str]:
@@ -154,11 +120,19 @@ class Sweep:
         return data, plan
 
     def _open_tracking(self, paths: SweepPaths):
+        """The MLflow store: ``tracking.uri``, else ``MLFLOW_TRACKING_URI``, else the embedded
+        SQLite store in the output folder (whose artifacts live beside it)."""
         from ludwig_hpo.tracking import MlflowStore
 
-        uri = self.cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or paths.tracking_uri
         experiment = self.cfg.tracking.experiment or self.cfg.name
-        return MlflowStore(uri, experiment, artifact_location=paths.artifacts)
+        if self.cfg.tracking.uri:
+            self.store_origin = "tracking.uri"
+            return MlflowStore(self.cfg.tracking.uri, experiment)
+        if os.environ.get("MLFLOW_TRACKING_URI"):
+            self.store_origin = "MLFLOW_TRACKING_URI"
+            return MlflowStore(os.environ["MLFLOW_TRACKING_URI"], experiment)
+        self.store_origin = "embedded"
+        return MlflowStore(paths.tracking_uri, experiment, artifact_location=paths.artifacts)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> SweepResult:
@@ -173,13 +147,15 @@ class Sweep:
         paths.root.mkdir(parents=True)
         try:
             store = self._open_tracking(paths)
+            (paths.root / "sweep.yaml").write_text(self.loaded.text)
+            parent = self._start_parent(store, paths)
         except BaseException:
             shutil.rmtree(paths.root, ignore_errors=True)  # nothing half-written
             raise
-        (paths.root / "sweep.yaml").write_text(self.loaded.text)
-        parent = self._start_parent(store, paths)
+        origin = "" if self.store_origin == "embedded" else f", from {self.store_origin}"
         self.console.print(f"output: {paths.root}\nmlflow: {store.uri} (experiment "
-                           f"{self.cfg.tracking.experiment or self.cfg.name!r}, parent run {parent})", highlight=False)
+                           f"{self.cfg.tracking.experiment or self.cfg.name!r}{origin}, parent run {parent})",
+                           highlight=False)
         status = "FAILED"
         try:
             result = self._run_ray(data, plan, store, parent, paths, t0)
@@ -223,7 +199,8 @@ class Sweep:
             choices = index_encoded_choices(self.cfg.hyperopt.parameters)
             ctx = TrialContext(raw=self.loaded.raw, data=[ray.put(data)], storage_path=str(paths.ray.resolve() / "train"),
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
-                               cpus_per_worker=plan.cpus_per_worker, choices=choices)
+                               cpus_per_worker=plan.cpus_per_worker, choices=choices,
+                               mode="min" if self.sign > 0 else "max")
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             ranked = _rank_trials(records, self.sign)
             best = ranked[0] if ranked else None
@@ -246,6 +223,7 @@ class Sweep:
 
         from ludwig_hpo.train.trial import trial_resources
 
+        mode = "min" if self.sign > 0 else "max"
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(trainable, ctx=ctx), trial_resources(plan)),
             param_space=param_space,
@@ -253,10 +231,18 @@ class Sweep:
             # keep the stopped trial's Train controller (and its CPUs) alive.
             tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent, reuse_actors=False,
                                         **tune_config_kw),
-            run_config=tune.RunConfig(name=name, storage_path=str(paths.ray.resolve()), verbose=0,
-                                      callbacks=[monitor], failure_config=tune.FailureConfig(max_failures=0)),
+            run_config=tune.RunConfig(
+                name=name, storage_path=str(paths.ray.resolve()), verbose=0, callbacks=[monitor],
+                failure_config=tune.FailureConfig(max_failures=0),
+                # 1-worker trials checkpoint through Tune: keep only the best epoch's
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="objective",
+                                                        checkpoint_score_order=mode)),
         )
-        return tuner.fit()
+        try:
+            return tuner.fit()
+        except KeyboardInterrupt:
+            monitor.close_running("interrupted")
+            raise
 
     def _search(self, ctx, plan: ResourcePlan, store, parent: str,
                 paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
@@ -285,12 +271,15 @@ class Sweep:
             kw["time_budget_s"] = budget
         grid = self._tune_run(search_trial, name="search", ctx=ctx, plan=plan, monitor=monitor,
                               tune_config_kw=kw, param_space=None, paths=paths)
-        checkpoints: dict[str, str] = {}
+        # The best epoch's checkpoint: reported by Train (multi-worker) or kept by Tune (1 worker).
+        checkpoints = {tid: t.checkpoint for tid, t in monitor.trials.items() if t.checkpoint}
+        mode = "min" if self.sign > 0 else "max"
         for r in grid:
             tid = (r.metrics or {}).get("trial_id")
-            path = (r.metrics or {}).get("checkpoint_path") or (r.checkpoint.path if r.checkpoint else None)
-            if tid and path:
-                checkpoints[tid] = path
+            if tid and tid not in checkpoints and r.best_checkpoints:
+                best = r.get_best_checkpoint("objective", mode)
+                if best is not None:
+                    checkpoints[tid] = best.path
         return monitor.records(), checkpoints
 
     def _save_best(self, best: TrialRecord, checkpoint: str | None, store, parent: str, paths: SweepPaths) -> None:
@@ -303,6 +292,9 @@ class Sweep:
         (out / "config.yaml").write_text(yaml.safe_dump(apply_params(self.loaded.raw, best.params), sort_keys=False))
         if checkpoint and (Path(checkpoint) / "model.pt").exists():
             shutil.copy2(Path(checkpoint) / "model.pt", out / "model.pt")
+        else:
+            self.console.print(f"[yellow]warning:[/yellow] no checkpoint of the best trial {best.trial_id} was "
+                               f"found; best_model/ holds its config only", highlight=False)
         store.log_artifact(parent, out, "best_model")
 
     def _kfold(self, ctx, plan: ResourcePlan, store, parent: str, paths: SweepPaths,
@@ -310,47 +302,25 @@ class Sweep:
         from ray import tune
 
         from ludwig_hpo.console import ConsoleSink
+        from ludwig_hpo.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs
         from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
         from ludwig_hpo.train.trial import kfold_trial
 
         k = self.cfg.kfold.k
-        jobs = []
-        for rank, rec in enumerate(top, 1):
-            for fold in range(k):
-                jobs.append({"kind": "fold", "fold": fold, "params": rec.params, "config_rank": rank,
-                             "trial_id": rec.trial_id})
-            jobs.append({"kind": "test", "fold": None, "params": rec.params, "config_rank": rank,
-                         "trial_id": rec.trial_id})
+        jobs = kfold_jobs(top, k)
         self.console.print(f"k-fold: re-evaluating the top {len(top)} configuration(s) with {k}-fold "
                            f"cross-validation on train+validation and once on the test split ({len(jobs)} runs)",
                            highlight=False)
-
-        def describe(tid: str, config: dict) -> TrialDescription:
-            job = config["job"]
-            fold = "test" if job["kind"] == "test" else job["fold"]
-            tags = {"phase": "kfold", "kfold": fold, "config_rank": job["config_rank"], "source_trial_id": job["trial_id"]}
-            name = f"config{job['config_rank']}-" + ("test" if fold == "test" else f"fold{fold}")
-            return TrialDescription(dict(job["params"]), tags, name)
-
-        monitor = SweepMonitor(epochs=self.cfg.trainer.epochs, goal_sign=self.sign, describe=describe,
-                               sinks=[MlflowSink(store, parent),
-                                      ConsoleSink(self.console, self.metric.split("/", 1)[1], self.sign, len(jobs),
-                                                  show_best=False)])
+        metric = f"{self.cfg.hyperopt.output_feature}/{self.cfg.hyperopt.metric}"
+        monitor = SweepMonitor(
+            epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
+            describe=lambda tid, config: TrialDescription(dict(config["job"]["params"]), job_tags(config["job"]),
+                                                          job_name(config["job"])),
+            sinks=[MlflowSink(store, parent), ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False)])
         self._tune_run(kfold_trial, name="kfold", ctx=ctx, plan=plan, monitor=monitor, tune_config_kw={},
                        param_space={"job": tune.grid_search(jobs)}, paths=paths)
-        by_rank: dict[int, dict[str, Any]] = {}
-        for t in monitor.trials.values():
-            slot = by_rank.setdefault(int(t.tags["config_rank"]), {"folds": {}, "test": None, "trial": t.tags["source_trial_id"], "params": t.params})
-            score = t.history[-1].objective if t.history and t.status == "FINISHED" else None
-            if t.tags["kfold"] == "test":
-                slot["test"] = score
-            elif score is not None:
-                slot["folds"][int(t.tags["kfold"])] = score
-        metric = f"{self.cfg.hyperopt.output_feature}/{self.cfg.hyperopt.metric}"
-        return tuple(KFoldRecord(config_rank=r, trial_id=s["trial"], params=s["params"],
-                                 fold_scores=tuple(s["folds"][f] for f in sorted(s["folds"])),
-                                 test_score=s["test"], metric=metric)
-                     for r, s in sorted(by_rank.items()))
+        runs = [(t.tags, t.record(self.sign)) for t in monitor.trials.values()]
+        return aggregate_kfold(runs, k, metric)
 
     def _finish(self, result: SweepResult, best: TrialRecord | None, store, parent: str, paths: SweepPaths) -> None:
         from ludwig_hpo.results_io import write_result

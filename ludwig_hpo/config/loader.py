@@ -61,6 +61,12 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            m = key_node.start_mark
+            raise ConfigError("a key must be a plain value, not a list or mapping",
+                              source=f"{loader.name}:{m.line + 1}:{m.column + 1}", fix="use a string key") from None
         if key in seen:
             m = key_node.start_mark
             raise ConfigError(f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
@@ -72,16 +78,20 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _marks(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, Mark]:
+def _marks(node: yaml.Node, prefix: tuple = (), seen: frozenset = frozenset()) -> dict[tuple, Mark]:
+    """``{key path: (line, column)}`` of every node; aliases are followed once (no cycles)."""
     out: dict[tuple, Mark] = {prefix: (node.start_mark.line + 1, node.start_mark.column + 1)}
+    if id(node) in seen:
+        return out
+    seen = seen | {id(node)}
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             key = (*prefix, k.value)
-            out.update(_marks(v, key))
+            out.update(_marks(v, key, seen))
             out[key] = (k.start_mark.line + 1, k.start_mark.column + 1)
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
-            out.update(_marks(v, (*prefix, i)))
+            out.update(_marks(v, (*prefix, i), seen))
     return out
 
 
@@ -112,6 +122,9 @@ def _read(path: Path) -> tuple[str, dict, dict[tuple, Mark]]:
                           fix="fix the YAML syntax at that position") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"invalid YAML: {e}", source=src, fix="fix the YAML syntax") from None
+    except RecursionError:
+        raise ConfigError("invalid YAML: an alias refers to itself", source=src,
+                          fix="remove the recursive anchor/alias") from None
     if data is None:
         raise ConfigError("the file is empty", source=src, fix="write a sweep file (see README.md)")
     if not isinstance(data, dict):
@@ -236,6 +249,22 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
 
 
 # ---------------------------------------------------------------------------- search space checks
+#: Paths a trial may not change: the data is prepared once per sweep from the base config,
+#: and the scheduler's budget is fixed by trainer.epochs.
+_FIXED = {"preprocessing": "preprocessing is fitted once per sweep, before any trial",
+          "column": "the data is prepared once per sweep", "type": "the data is prepared once per sweep",
+          "name": "feature names identify the prepared data", "epochs": "it sets the scheduler's max_t"}
+
+
+def _fixed_reason(path: str) -> str | None:
+    parts = path.split(".")
+    if parts[0] == "trainer":
+        return _FIXED["epochs"] if parts[1:] == ["epochs"] else None
+    if parts[0] == "combiner" or len(parts) < 2:
+        return None
+    return _FIXED.get(parts[1])
+
+
 def _probe_values(space: Any) -> list[Any]:
     if isinstance(space, (UniformSpace, LogUniformSpace, RandIntSpace)):
         if not space.lower < space.upper:
@@ -246,7 +275,9 @@ def _probe_values(space: Any) -> list[Any]:
         return [space.lower, space.upper - 1]  # upper is exclusive
     if isinstance(space, ChoiceSpace):
         return list(space.categories)
-    return [space.lower, space.upper]
+    # a non-integral inner value too: a float space on an integer field fails here, not in a trial
+    inner = space.lower + (space.upper - space.lower) * 0.371
+    return [space.lower, inner, space.upper]
 
 
 def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> None:
@@ -254,6 +285,10 @@ def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> Non
         key = f'hyperopt.parameters."{path}"' if "." in path else f"hyperopt.parameters.{path}"
         mark = _mark_for(marks, ("hyperopt", "parameters", path))
         source = f"{src}:{mark[0]}:{mark[1]}" if mark else src
+        reason = _fixed_reason(path)
+        if reason:
+            raise ConfigError(f"{path!r} cannot be searched: {reason}", source=source, key=key,
+                              fix="set it in the config instead of hyperopt.parameters")
         try:
             values = _probe_values(space)
         except ValueError as e:
@@ -266,8 +301,10 @@ def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> Non
                                   "'trainer.learning_rate' or '<feature>.encoder.<field>'") from None
             except ValidationError as e:
                 inner = _validation_to_config_error(e, raw, {}, src)
+                fix = ("use randint for an integer field" if space.space in ("uniform", "loguniform")
+                       and "integer" in inner.message else "change the range or categories")
                 raise ConfigError(f"value {value!r} is invalid for {inner.key}: {inner.message}",
-                                  source=source, key=key, fix="change the range or categories") from None
+                                  source=source, key=key, fix=fix) from None
 
 
 # ---------------------------------------------------------------------------- public

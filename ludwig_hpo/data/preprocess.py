@@ -63,10 +63,6 @@ class PreparedData:
     def num_rows(self) -> int:
         return len(next(iter(self.targets.values())))
 
-    def nbytes(self) -> int:
-        """Size of the arrays in bytes."""
-        return sum(a.nbytes for a in (*self.inputs.values(), *self.targets.values()))
-
 
 def _column(df: pd.DataFrame, feat: Any, section: str) -> pd.Series:
     col = feat.source_column

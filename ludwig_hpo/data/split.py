@@ -38,7 +38,9 @@ def split_indices(n_rows: int, fractions: tuple[float, float, float], seed: int,
     if min(n_test, n_val, n_rows - n_test - n_val) < 1:
         raise DataError(f"{n_rows} rows are too few for the split {fractions} (a split would be empty)",
                         key="dataset.split", fix="use more rows or larger fractions")
-    strat = labels if _can_stratify(labels, 3) else None
+    n_classes = len(np.unique(labels)) if labels is not None else 0
+    # stratify when every class can appear in every split; else a plain seeded split
+    strat = labels if _can_stratify(labels, 3) and min(n_test, n_val) >= n_classes else None
     rest, test = train_test_split(idx, test_size=n_test, random_state=seed, stratify=strat)
     strat_rest = labels[rest] if strat is not None else None
     train, val = train_test_split(rest, test_size=n_val, random_state=seed + 1, stratify=strat_rest)

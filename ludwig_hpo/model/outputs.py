@@ -11,10 +11,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ludwig_hpo.config import schema
+from ludwig_hpo.config.schema import METRICS
 from ludwig_hpo.data.preprocess import FeatureMeta
 
-#: Metrics each output type reports (besides roc_auc for binary outputs, computed from scores).
-SUMMED_METRICS = {"category": ("loss", "accuracy"), "binary": ("loss", "accuracy"), "number": ("loss", "mae")}
+#: Metrics accumulated as per-sample sums (all of :data:`METRICS` but roc_auc, which needs every score).
+SUMMED_METRICS = {t: tuple(m for m in ms if m != "roc_auc") for t, ms in METRICS.items() if t != "combined"}
 
 
 class OutputHead(nn.Module):

@@ -63,11 +63,18 @@ class MlflowStore:
         self.client = MlflowClient(tracking_uri=uri)
         try:
             exp = self.client.get_experiment_by_name(experiment)
+            if exp is not None and exp.lifecycle_stage == "deleted":
+                raise TrackingError(f"experiment {experiment!r} is deleted in this store", source=uri,
+                                    key="tracking.experiment",
+                                    fix=f"restore it (mlflow experiments restore --experiment-id {exp.experiment_id}) "
+                                        "or choose another tracking.experiment")
             if exp is None:
                 loc = artifact_location.resolve().as_uri() if artifact_location else None
                 self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
             else:
                 self.experiment_id = exp.experiment_id
+        except TrackingError:
+            raise
         except Exception as e:
             first = (str(e).splitlines() or [type(e).__name__])[0][:300]
             raise TrackingError(f"cannot use the MLflow store: {first}", source=uri, key="tracking.uri",

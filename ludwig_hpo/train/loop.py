@@ -31,7 +31,8 @@ from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
 from ludwig_hpo.train.probe import make_probe
 
 #: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
-#: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0, None elsewhere.
+#: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0 of a search
+#: trial, None elsewhere.
 Reporter = Callable[[dict, "str | None"], None]
 #: Rows of each training set are capped so that an epoch has at least this many steps.
 MIN_STEPS_PER_EPOCH = 20
@@ -143,7 +144,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     data order depend only on ``cfg.trainer.seed``, so all ranks start identical.
 
     Reported per epoch (the same dict on every rank): ``epoch``, ``objective`` (the sweep's
-    metric on the scored split), ``train/combined/loss`` (mean over the epoch's batches),
+    metric on the scored split), ``train/combined/running_loss`` (mean over the epoch's batches),
     ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker),
     ``global_batch_size``, ``world_size``, ``train_time_s`` (cumulative seconds in the
     epoch loop), ``batch_size_tuning_s``, ``samples_per_s``.
@@ -195,19 +196,23 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             optimizer.step()
             loss_sum += loss.detach()
             steps += 1
-        stats = _all_reduce(torch.stack([loss_sum.double().cpu(), torch.tensor(float(steps), dtype=torch.float64)]))
+        # on the device: NCCL reduces only CUDA tensors
+        stats = _all_reduce(torch.stack([loss_sum.double(), torch.tensor(float(steps), dtype=torch.float64, device=device)]))
         train_loss = (stats[0] / stats[1]).item()
         if not math.isfinite(train_loss):
             raise FloatingPointError(f"training loss is {train_loss} at epoch {epoch}; "
                                      f"lower trainer.learning_rate or check the data")
-        metrics = evaluate(model, cfg, dd, eval_rows, split, tr.eval_batch_size)
+        # Evaluate the unwrapped module: ranks score shards of different sizes, and a DDP
+        # forward would try to synchronize buffers across them.
+        inner = model.module if isinstance(model, DDP) else model
+        metrics = evaluate(inner, cfg, dd, eval_rows, split, tr.eval_batch_size)
         if hp.split == "train" and job.kind == "search":
-            metrics.update(evaluate(model, cfg, dd, train_rows, "train", tr.eval_batch_size))
+            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", tr.eval_batch_size))
         train_time += time.perf_counter() - t_epoch
         metrics.update({
             "epoch": epoch,
             "objective": metrics[objective_key],
-            "train/combined/loss": train_loss,
+            "train/combined/running_loss": train_loss,
             "batch_size": batch_size,
             "global_batch_size": batch_size * world,
             "world_size": world,
@@ -218,7 +223,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         if epoch == 1 and tried:
             metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in tried)
         ckpt_dir = None
-        if rank == 0:
+        if rank == 0 and job.kind == "search":  # k-fold and test runs only score
             ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
             inner = model.module if isinstance(model, DDP) else model
             torch.save({"state_dict": inner.state_dict(), "epoch": epoch}, Path(ckpt_dir) / "model.pt")

@@ -8,11 +8,10 @@ runs the worker loop in the trial actor itself.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ludwig_hpo.errors import TrialError
+from ludwig_hpo.errors import TrialError, one_line_error
 from ludwig_hpo.train.loop import Job
 
 
@@ -30,6 +29,7 @@ class TrialContext:
         cpus_per_worker: logical CPUs each worker reserves.
         choices: per choice parameter whose categories are lists or config blocks, the
             categories (Optuna samples their index).
+        mode: ``"min"`` or ``"max"``: which checkpoint (by ``objective``) a trial keeps.
     """
 
     raw: dict
@@ -39,6 +39,7 @@ class TrialContext:
     use_gpu: bool
     cpus_per_worker: float
     choices: dict[str, list] = field(default_factory=dict)
+    mode: str = "min"
 
 
 def trial_resources(plan) -> dict[str, float]:
@@ -47,19 +48,6 @@ def trial_resources(plan) -> dict[str, float]:
     if plan.num_workers > 1:
         return {"cpu": 0, "trial_slot": 1}
     return {"cpu": plan.cpus_per_worker, "gpu": 1 if plan.use_gpu else 0, "trial_slot": 1}
-
-
-_ERR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt)): (.+)$")
-
-
-def one_line_error(text: str) -> str:
-    """The most specific ``Type: message`` line of a (possibly nested, remote) traceback text."""
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    found = [ln for ln in lines if _ERR_LINE.match(ln)]
-    for ln in reversed(found):  # the innermost user error beats Ray's wrappers
-        if not ln.startswith(("ray.", "TrainingFailedError", "WorkerGroupError", "RayTaskError")):
-            return ln[:500]
-    return (found[-1] if found else (lines[-1] if lines else "unknown error"))[:500]
 
 
 def _worker_entry(config: dict) -> None:
@@ -121,14 +109,15 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
             name=trial_id,  # stable per trial: a restored trial resumes from its checkpoint
             storage_path=ctx.storage_path,
             callbacks=[TuneReportCallback()],
-            checkpoint_config=CheckpointConfig(num_to_keep=1),
+            checkpoint_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="objective",
+                                               checkpoint_score_order=ctx.mode),
             failure_config=FailureConfig(max_failures=0),
         ),
     )
     try:
         trainer.fit()
     except Exception as e:  # TrainingFailedError wraps the workers' errors
-        raise TrialError(one_line_error(f"{type(e).__name__}: {e}")) from None
+        raise TrialError(one_line_error(f"{type(e).__name__}: {e}")) from e
 
 
 def search_trial(config: dict[str, Any], ctx: TrialContext) -> None:

@@ -63,7 +63,7 @@ def test_ddp_ranks_hold_identical_weights_and_agree_on_metrics(tmp_path, device)
     # Reduced metrics are identical on both ranks, every epoch; the batch size was agreed.
     assert [m["epoch"] for m in r0["reports"]] == [1, 2, 3]
     for a, b in zip(r0["reports"], r1["reports"], strict=True):
-        for key in ("objective", "validation/malignant/loss", "train/combined/loss", "batch_size"):
+        for key in ("objective", "validation/malignant/loss", "train/combined/running_loss", "batch_size"):
             assert a[key] == b[key], key
     assert r0["reports"][0]["world_size"] == 2
     assert r0["reports"][0]["global_batch_size"] == 2 * r0["reports"][0]["batch_size"]
@@ -72,5 +72,5 @@ def test_ddp_ranks_hold_identical_weights_and_agree_on_metrics(tmp_path, device)
 @pytest.mark.timeout(240)
 def test_ddp_training_lowers_the_loss(tmp_path):
     r0, _ = _run(tmp_path, "gloo", batch_size=16)
-    losses = [m["train/combined/loss"] for m in r0["reports"]]
+    losses = [m["train/combined/running_loss"] for m in r0["reports"]]
     assert losses[-1] < losses[0]

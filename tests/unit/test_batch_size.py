@@ -168,7 +168,7 @@ def test_train_loop_in_process(repo_root: Path, tmp_path, monkeypatch):
         assert r["_has_model_pt"] and r["_ckpt_epoch"] == r["epoch"]
         assert not Path(r["_ckpt_dir"]).exists(), "the loop removes its checkpoint folder after the report"
         assert r["world_size"] == 1 and r["global_batch_size"] == r["batch_size"]
-        for key in ("train/combined/loss", "validation/combined/loss", "validation/malignant/loss",
+        for key in ("train/combined/running_loss", "validation/combined/loss", "validation/malignant/loss",
                     "validation/malignant/accuracy", "train_time_s", "samples_per_s", "batch_size_tuning_s"):
             assert key in r, key
     tried = reports[0]["batch_size_tried"]

@@ -269,3 +269,30 @@ def test_unreadable_file(tmp_path):
 
 def test_load_accepts_str_path(tmp_path):
     assert load_sweep(str(write(tmp_path, BASE))).config.name == "tiny"
+
+
+@pytest.mark.parametrize(("line", "message", "fix"), [
+    ("image.preprocessing.scale: {space: choice, categories: [8, 16]}",
+     "'image.preprocessing.scale' cannot be searched: preprocessing is fitted once per sweep",
+     "set it in the config instead of hyperopt.parameters"),
+    ("size.column: {space: choice, categories: [a, b]}", "cannot be searched: the data is prepared once", None),
+    ("label.type: {space: choice, categories: [number, category]}", "cannot be searched", None),
+    ("trainer.epochs: {space: randint, lower: 2, upper: 4}", "it sets the scheduler's max_t", None),
+    ("combiner.output_size: {space: uniform, lower: 8, upper: 16}", "is invalid for combiner.output_size",
+     "use randint for an integer field"),
+])
+def test_parameters_that_cannot_be_searched_or_do_not_fit_the_field(tmp_path, line, message, fix):
+    err = load_error(write(tmp_path, param(line)))
+    assert message in err.message
+    assert err.key.startswith("hyperopt.parameters")
+    if fix:
+        assert err.fix == fix
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("? [a, b]\n: 1\n", "a key must be a plain value"),
+    ("x: &a [*a]\n", "unknown key 'x'"),
+    ("trainer: &a {x: *a}\n", "found unconstructable recursive node"),
+])
+def test_odd_yaml_is_a_config_error_not_a_traceback(tmp_path, text, message):
+    assert message in load_error(write(tmp_path, text)).message

@@ -1,0 +1,61 @@
+"""K-fold re-evaluation of the top configurations: the jobs to run and how their scores are
+gathered. Pure; the sweep runs the jobs as a second Tune run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ludwig_hpo.results import KFoldRecord, TrialRecord
+
+
+def kfold_jobs(top: list[TrialRecord], k: int) -> list[dict[str, Any]]:
+    """For each configuration (rank 1 first): ``k`` fold jobs, then one test job.
+
+    Each job: ``{"kind": "fold" | "test", "fold": int | None, "params", "config_rank", "trial_id"}``.
+    """
+    jobs = []
+    for rank, rec in enumerate(top, 1):
+        for fold in range(k):
+            jobs.append({"kind": "fold", "fold": fold, "params": rec.params, "config_rank": rank,
+                         "trial_id": rec.trial_id})
+        jobs.append({"kind": "test", "fold": None, "params": rec.params, "config_rank": rank,
+                     "trial_id": rec.trial_id})
+    return jobs
+
+
+def job_tags(job: dict[str, Any]) -> dict[str, Any]:
+    """MLflow tags of a k-fold job: ``kfold`` (fold index or ``test``), ``config_rank``, ``source_trial_id``."""
+    return {"phase": "kfold", "kfold": "test" if job["kind"] == "test" else job["fold"],
+            "config_rank": job["config_rank"], "source_trial_id": job["trial_id"]}
+
+
+def job_name(job: dict[str, Any]) -> str:
+    """Run name of a k-fold job, e.g. ``config1-fold0`` or ``config1-test``."""
+    return f"config{job['config_rank']}-" + ("test" if job["kind"] == "test" else f"fold{job['fold']}")
+
+
+def aggregate_kfold(runs: Iterable[tuple[dict[str, Any], TrialRecord]], k: int, metric: str) -> tuple[KFoldRecord, ...]:
+    """Gather finished k-fold runs into one :class:`KFoldRecord` per configuration.
+
+    Args:
+        runs: ``(tags from :func:`job_tags`, record)`` of every k-fold run.
+        k: folds per configuration.
+        metric: ``"<feature>/<metric>"``.
+
+    A fold's score is the metric at its final epoch (no selection on the held-out fold); a
+    run that did not finish counts as a failed fold (or a missing test score).
+    """
+    by_rank: dict[int, dict[str, Any]] = {}
+    for tags, rec in runs:
+        slot = by_rank.setdefault(int(tags["config_rank"]), {"folds": {}, "test": None,
+                                                             "trial": tags["source_trial_id"], "params": rec.params})
+        score = rec.objective_last if rec.status == "FINISHED" else None
+        if tags["kfold"] == "test":
+            slot["test"] = score
+        elif score is not None:
+            slot["folds"][int(tags["kfold"])] = score
+    return tuple(KFoldRecord(config_rank=r, trial_id=s["trial"], params=s["params"],
+                             fold_scores=tuple(s["folds"][f] for f in sorted(s["folds"])),
+                             test_score=s["test"], metric=metric, failed_folds=k - len(s["folds"]))
+                 for r, s in sorted(by_rank.items()))

@@ -1,0 +1,135 @@
+"""SweepMonitor classifies trials (FINISHED / KILLED / FAILED) from Tune's events and feeds
+its sinks; the k-fold jobs and their aggregation. No Ray cluster: Tune trials are stand-ins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from ludwig_hpo.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs
+from ludwig_hpo.monitor import SweepMonitor, TrialDescription
+from ludwig_hpo.results import TrialRecord
+
+
+@dataclass
+class FakeTrial:
+    trial_id: str
+    config: dict = field(default_factory=dict)
+    error: str | None = None
+
+    def get_error(self):
+        return self.error
+
+
+class RecordingSink:
+    def __init__(self):
+        self.events = []
+
+    def trial_started(self, t):
+        self.events.append(("started", t.trial_id))
+
+    def trial_result(self, t, result):
+        self.events.append(("result", t.trial_id, result["epoch"]))
+
+    def trial_ended(self, t):
+        self.events.append(("ended", t.trial_id, t.status))
+
+
+def make_monitor(epochs=3, sign=1.0):
+    sink = RecordingSink()
+    mon = SweepMonitor(epochs=epochs, goal_sign=sign, sinks=[sink],
+                       describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"))
+    return mon, sink
+
+
+def result(epoch, objective, **extra):
+    return {"epoch": epoch, "objective": objective, "validation/y/loss": objective, **extra}
+
+
+def test_all_epochs_is_finished_fewer_is_killed_by_the_scheduler():
+    mon, sink = make_monitor(epochs=3)
+    a, b = FakeTrial("a", {"lr": 0.1}), FakeTrial("b", {"lr": 0.2})
+    for t in (a, b):
+        mon.on_trial_start(0, [], t)
+    for e in (1, 2, 3):
+        mon.on_trial_result(0, [], a, result(e, 1.0 / e))
+    mon.on_trial_result(0, [], b, result(1, 5.0))
+    mon.on_trial_complete(0, [], a)
+    mon.on_trial_complete(0, [], b)
+    recs = {r.trial_id: r for r in mon.records()}
+    assert recs["a"].status == "FINISHED" and recs["b"].status == "KILLED"
+    assert mon.trials["b"].stopped_by is None  # the scheduler: the default reason
+    assert recs["a"].objective_best == pytest.approx(1 / 3) and recs["a"].objective_last == pytest.approx(1 / 3)
+    assert [h.epoch for h in recs["a"].history] == [1, 2, 3]
+    assert sink.events[:2] == [("started", "a"), ("started", "b")]
+    assert sink.events[-2:] == [("ended", "a", "FINISHED"), ("ended", "b", "KILLED")]
+
+
+def test_best_follows_the_goal_and_keeps_the_best_epochs_checkpoint():
+    mon, _ = make_monitor(epochs=3, sign=-1.0)  # maximize
+    t = FakeTrial("m")
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 0.7, checkpoint_path="/c1"))
+    mon.on_trial_result(0, [], t, result(2, 0.9, checkpoint_path="/c2"))
+    mon.on_trial_result(0, [], t, result(3, 0.8, checkpoint_path="/c3"))
+    rec = mon.records()[0]
+    assert rec.objective_best == 0.9 and rec.objective_last == 0.8
+    assert mon.trials["m"].checkpoint == "/c2"
+
+
+def test_error_is_failed_with_a_one_line_message_even_before_start():
+    mon, sink = make_monitor()
+    started = FakeTrial("s", error="Traceback (most recent call last):\n  ...\nFloatingPointError: training loss is nan")
+    mon.on_trial_start(0, [], started)
+    mon.on_trial_error(0, [], started)
+    never = FakeTrial("n", {"lr": 1.0}, error="ray.exceptions.RayActorError: The actor died unexpectedly")
+    mon.on_trial_error(0, [], never)
+    recs = {r.trial_id: r for r in mon.records()}
+    assert recs["s"].status == "FAILED" and recs["s"].error == "FloatingPointError: training loss is nan"
+    assert recs["n"].status == "FAILED" and recs["n"].params == {"lr": 1.0}
+    assert mon.trials["s"].error_text.startswith("Traceback")
+    assert ("started", "n") in sink.events and ("ended", "n", "FAILED") in sink.events
+
+
+def test_trials_cut_off_by_the_time_budget_are_closed_as_killed():
+    mon, sink = make_monitor()
+    t = FakeTrial("t")
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 1.0))
+    mon.on_experiment_end([])
+    assert mon.records()[0].status == "KILLED"
+    assert mon.trials["t"].stopped_by == "time budget"
+    mon.on_experiment_end([])  # idempotent
+    assert sink.events.count(("ended", "t", "KILLED")) == 1
+
+
+def test_monitor_pickles_without_its_sinks():
+    import pickle
+
+    mon, _ = make_monitor()
+    clone = pickle.loads(pickle.dumps(mon))
+    assert clone.sinks == [] and clone.epochs == 3
+
+
+def _rec(tid, params, status="FINISHED", last=1.0):
+    return TrialRecord(tid, status, params, last, last)
+
+
+def test_kfold_jobs_names_and_tags():
+    jobs = kfold_jobs([_rec("a", {"lr": 1}), _rec("b", {"lr": 2})], k=2)
+    assert [job_name(j) for j in jobs] == ["config1-fold0", "config1-fold1", "config1-test",
+                                           "config2-fold0", "config2-fold1", "config2-test"]
+    assert job_tags(jobs[2]) == {"phase": "kfold", "kfold": "test", "config_rank": 1, "source_trial_id": "a"}
+    assert jobs[3]["params"] == {"lr": 2}
+
+
+def test_aggregate_kfold_counts_failed_folds_and_keeps_fold_order():
+    jobs = kfold_jobs([_rec("a", {"lr": 1})], k=3)
+    runs = [(job_tags(jobs[2]), _rec("x2", {"lr": 1}, last=0.3)),
+            (job_tags(jobs[0]), _rec("x0", {"lr": 1}, last=0.1)),
+            (job_tags(jobs[1]), _rec("x1", {"lr": 1}, status="FAILED", last=None)),
+            (job_tags(jobs[3]), _rec("xt", {"lr": 1}, last=0.25))]
+    (rec,) = aggregate_kfold(runs, k=3, metric="y/loss")
+    assert rec.fold_scores == (0.1, 0.3) and rec.failed_folds == 1
+    assert rec.test_score == 0.25 and rec.config_rank == 1 and rec.trial_id == "a"
