@@ -106,6 +106,10 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
     env = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
     env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
     env["RAY_ADDRESS"] = None  # this cluster is private; an inherited address would redirect ray.init
+    # Trial errors reach the console and MLflow as one line (tracebacks go to MLflow's
+    # error.txt); Tune's own logging of them would be a wall of text.
+    for name in ("ray.tune", "ray.train"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     with _env(env):
         try:
             ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},

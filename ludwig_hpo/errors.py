@@ -77,5 +77,7 @@ def one_line_error(text: str) -> str:
     found = [ln for ln in lines if _ERR_LINE.match(ln)]
     for ln in reversed(found):  # the innermost user error beats Ray's wrappers
         if not ln.startswith(("ray.", "TrainingFailedError", "WorkerGroupError", "RayTaskError")):
+            for wrapper in ("ludwig_hpo.errors.TrialError: ", "TrialError: "):
+                ln = ln.removeprefix(wrapper)  # our own wrapper of a worker's error adds nothing
             return ln[:500]
     return (found[-1] if found else (lines[-1] if lines else "unknown error"))[:500]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,17 @@ class LiveTrial:
             batch_size=self.last.get("batch_size"),
             wall_time_s=(self.ended or time.time()) - self.started,
             train_time_s=self.last.get("train_time_s"), error=self.error)
+
+
+def _error_text(trial) -> str:
+    """The traceback Tune wrote for a failed trial (its local error file, else storage)."""
+    path = getattr(trial, "error_file", None)
+    try:
+        if path and os.path.isfile(path):
+            return open(path).read()
+    except OSError:
+        pass
+    return trial.get_error() or "unknown error"
 
 
 class Sink(Protocol):
@@ -128,7 +140,7 @@ class SweepMonitor(Callback):
         t = self.trials.get(trial.trial_id) or self._start(trial)  # it may fail before it starts
         t.ended = time.time()
         t.status = "FAILED"
-        t.error_text = trial.get_error() or "unknown error"
+        t.error_text = _error_text(trial)
         t.error = one_line_error(t.error_text)
         self._emit("trial_ended", t)
 

@@ -210,7 +210,7 @@ class TrainerConfig(_Base):
     by a throughput search (at most ``max_batch_size``)."""
 
     epochs: int = Field(10, ge=1, le=100_000)
-    learning_rate: float = Field(1e-3, gt=0, le=10)
+    learning_rate: float = Field(1e-3, gt=0)
     batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
     max_batch_size: int = Field(1024, ge=1)
     eval_batch_size: int = Field(512, ge=1)
