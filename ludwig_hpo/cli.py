@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import traceback
@@ -29,6 +30,10 @@ def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks of 
     _state["debug"] = debug
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _guard(fn: Callable) -> Callable:
     """Run a command: a :class:`UserError` becomes one line on stderr and exit 2, any other
     error one line and exit 1 (with ``--debug``: the traceback)."""
@@ -42,7 +47,9 @@ def _guard(fn: Callable) -> Callable:
                 traceback.print_exc()
             err.print(f"[red]error:[/red] {e.one_line()}", markup=True, soft_wrap=True)
             raise typer.Exit(2) from None
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit) as e:
+            if isinstance(e, SystemExit) and e.code in (0, None):
+                raise
             err.print("interrupted")
             raise typer.Exit(130) from None
         except typer.Exit:
@@ -68,6 +75,7 @@ def sweep(
     from ludwig_hpo.sweep import Sweep
 
     loaded = load_sweep(sweep_file)
+    signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops the sweep like Ctrl-C
     out.print(f"[bold]hpo sweep[/bold] {loaded.config.name} ({sweep_file})", markup=True)
     result = Sweep(loaded, out, output_root=output).run()
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)

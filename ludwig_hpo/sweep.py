@@ -161,8 +161,10 @@ class Sweep:
             result = self._run_ray(data, plan, store, parent, paths, t0)
             status = "FINISHED"
             return result
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):
             status = "KILLED"
+            self.console.print(f"interrupted: the sweep's runs are marked KILLED; results so far are in {paths.root}",
+                               highlight=False)
             raise
         finally:
             store.end_run(parent, status)
@@ -240,7 +242,7 @@ class Sweep:
         )
         try:
             return tuner.fit()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM through Ray's handler
             monitor.close_running("interrupted")
             raise
 

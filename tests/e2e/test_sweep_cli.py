@@ -183,3 +183,30 @@ def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path):
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "sweep", str(SWEEPS / "breast_cancer_tiny.yaml"),
+                             "--output", "r"], cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        seen, deadline = "", time.time() + 180
+        while "started (1/4)" not in seen and time.time() < deadline:
+            seen += proc.stdout.readline()
+        assert "started (1/4)" in seen, seen
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in out + err
+    out_dir = tmp_path / "r" / "breast-cancer-tiny"
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out_dir / 'mlflow.db').resolve()}")
+    runs = client.search_runs([client.get_experiment_by_name("breast-cancer-tiny").experiment_id])
+    assert runs and all(r.info.status == "KILLED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
