@@ -105,3 +105,9 @@ def better_phrase(goal: str) -> str:
 def metric_title(result: SweepResult) -> str:
     """The metric with its direction, e.g. ``"validation/label/loss (lower is better)"``."""
     return f"{result.metric} ({better_phrase(result.goal)})"
+
+
+def add_empty_note(fig: Any, text: str) -> None:
+    """Write ``text`` across the middle of an empty plotly figure (nothing to draw)."""
+    fig.add_annotation(text=plotly_text(text), x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font={"size": 16})

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from dashboards._format import metric_title, plotly_text, trial_metric
+from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric
 from ludwig_hpo.results import SweepResult
 
 
@@ -74,15 +74,7 @@ def history_figure(info: HistoryInfo) -> go.Figure:
     fig.update_xaxes(gridcolor="#eee", zeroline=False)
     fig.update_yaxes(gridcolor="#eee", zeroline=False)
     if not info.values:
-        fig.add_annotation(
-            text="No trial reported a metric, so there is no history to draw.",
-            x=0.5,
-            y=0.5,
-            xref="paper",
-            yref="paper",
-            showarrow=False,
-            font={"size": 16},
-        )
+        add_empty_note(fig, "No trial reported a metric, so there is no history to draw.")
         return fig
     # The best-so-far line goes first, under the markers it steps through.
     fig.add_trace(

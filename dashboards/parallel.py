@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
-from dashboards._format import metric_title, plotly_text, trial_metric, value_label
+from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric, value_label
 from dashboards.table import param_paths
 from ludwig_hpo.results import ParamInfo, SweepResult, TrialRecord
 
@@ -140,15 +140,7 @@ def parallel_coordinates_figure(info: ParallelCoordinatesInfo) -> go.Figure:
         plot_bgcolor="white",
     )
     if not info.axes:
-        fig.add_annotation(
-            text=plotly_text("No trial reported a metric, so there is nothing to draw."),
-            x=0.5,
-            y=0.5,
-            xref="paper",
-            yref="paper",
-            showarrow=False,
-            font={"size": 16},
-        )
+        add_empty_note(fig, "No trial reported a metric, so there is nothing to draw.")
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
     else:
