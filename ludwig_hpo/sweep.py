@@ -193,6 +193,7 @@ class Sweep:
         import ray
 
         from ludwig_hpo.cluster import local_cluster
+        from ludwig_hpo.train.cache import start_cache_actor
         from ludwig_hpo.train.trial import TrialContext
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -202,8 +203,15 @@ class Sweep:
             ctx = TrialContext(raw=self.loaded.raw, data=[ray.put(data)], storage_path=str(paths.ray.resolve() / "train"),
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
                                cpus_per_worker=plan.cpus_per_worker, choices=choices,
-                               mode="min" if self.sign > 0 else "max")
+                               mode="min" if self.sign > 0 else "max", batch_cache=start_cache_actor())
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
+            if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
+                stats = ray.get(ctx.batch_cache.stats.remote())
+                looked = stats["hits"] + stats["misses"]
+                self.console.print(f"batch-size cache: {stats['hits']} hits / {looked} lookups "
+                                   f"({stats['entries']} distinct model shapes tuned)", highlight=False)
+                store.log_metrics(parent, {"batch_size_cache_hits": stats["hits"],
+                                           "batch_size_cache_lookups": looked}, step=0)
             ranked = _rank_trials(records, self.sign)
             best = ranked[0] if ranked else None
             if best is not None:

@@ -213,7 +213,7 @@ class TrainerConfig(_Base):
     learning_rate: float = Field(1e-3, gt=0)
     batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
     max_batch_size: int = Field(1024, ge=1)
-    eval_batch_size: int = Field(512, ge=1)
+    eval_batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = 512
     optimizer: OptimizerConfig = OptimizerConfig()
     seed: int = 42
 

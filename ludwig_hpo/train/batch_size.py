@@ -1,12 +1,16 @@
 """Batch-size search, pure: given a probe ``batch_size -> samples/s or None (out of memory)``,
 return the per-worker batch size to train with. Imports no torch; the probe that runs real
-training steps lives in :mod:`ludwig_hpo.train.probe`.
+training steps lives in :mod:`ludwig_hpo.train.probe`, the cache and DDP agreement in
+:mod:`ludwig_hpo.train.autobatch`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from ludwig_hpo.errors import HpoError
 
@@ -25,22 +29,32 @@ class BatchSizeChoice:
     Attributes:
         batch_size: the chosen per-worker batch size.
         tried: ``(batch size, samples/s or None for out of memory)`` in the order probed.
+        stopped_by: why growth ended: ``"plateau"`` (throughput stopped improving),
+            ``"cap"`` (reached ``max_size``) or ``"memory"`` (a size ran out of memory).
     """
 
     batch_size: int
     tried: tuple[tuple[int, float | None], ...]
+    stopped_by: Literal["plateau", "cap", "memory"] = "plateau"
 
 
 def search_batch_size(probe: Probe, *, max_size: int, start: int = 8, growth: int = 2,
-                      tolerance: float = 0.05, patience: int = 2) -> BatchSizeChoice:
+                      tolerance: float = 0.05, patience: int = 2, refine_steps: int = 2,
+                      headroom: float = 0.9) -> BatchSizeChoice:
     """Grow the batch size geometrically while throughput improves.
 
     Starts at ``min(start, max_size)`` and multiplies by ``growth``, ending with exactly
     ``max_size``. A size counts as better only if its samples/s beat the best so far by more
-    than ``tolerance`` (relative); the search stops after ``patience`` sizes in a row that
-    are not better, at ``max_size``, or at the first out-of-memory. Out of memory before
-    any success halves the size until one fits. The smallest size within tolerance of the
-    best throughput wins (smaller batches generalize at least as well).
+    than ``tolerance`` (relative); growth stops after ``patience`` sizes in a row that are
+    not better, at ``max_size``, or at the first out-of-memory. Out of memory before any
+    success halves the size until one fits; a size at or above one that ran out of memory
+    is never probed again. After an out-of-memory stop, ``refine_steps`` bisections between
+    the last size that fit and the one that did not find a larger fitting size.
+
+    The choice is the smallest probed size within ``tolerance`` of the best throughput
+    (smaller batches generalize at least as well). When a size ran out of memory, the choice
+    is at most ``headroom`` x that size, so that evaluation buffers and fragmentation do not
+    run out of memory in real training.
 
     Args:
         probe: called on every rank with the same sizes in the same order (under DDP its
@@ -49,22 +63,25 @@ def search_batch_size(probe: Probe, *, max_size: int, start: int = 8, growth: in
 
     Raises:
         BatchSizeError: batch size 1 runs out of memory.
-        ValueError: ``max_size < 1``, ``growth < 2`` or ``patience < 1``.
+        ValueError: ``max_size < 1``, ``growth < 2``, ``patience < 1`` or ``headroom``
+            outside (0, 1].
     """
-    if max_size < 1 or growth < 2 or patience < 1:
-        raise ValueError(f"max_size >= 1, growth >= 2 and patience >= 1 must hold, but got "
-                         f"(max_size={max_size}, growth={growth}, patience={patience})")
+    if max_size < 1 or growth < 2 or patience < 1 or not 0 < headroom <= 1:
+        raise ValueError(f"max_size >= 1, growth >= 2, patience >= 1 and 0 < headroom <= 1 must hold, but got "
+                         f"(max_size={max_size}, growth={growth}, patience={patience}, headroom={headroom})")
     size = max(1, min(start, max_size))
     tried: list[tuple[int, float | None]] = []
     best = 0.0
     oom_at: int | None = None  # smallest size known to run out of memory
     stall = 0
+    stopped_by = "plateau"
     while True:
         speed = probe(size)
         tried.append((size, speed))
         if speed is None:
             oom_at = size if oom_at is None else min(oom_at, size)
             if any(s is not None for _, s in tried):
+                stopped_by = "memory"
                 break
             if size == 1:
                 raise BatchSizeError("batch size 1 runs out of memory")
@@ -76,12 +93,31 @@ def search_batch_size(probe: Probe, *, max_size: int, start: int = 8, growth: in
             stall += 1
         best = max(best, speed)
         nxt = min(max_size, size * growth)
-        if stall >= patience or size >= max_size or (oom_at is not None and nxt >= oom_at):
+        if oom_at is not None and nxt >= oom_at:
+            stopped_by = "memory"
+            break
+        if stall >= patience or size >= max_size:
+            stopped_by = "plateau" if stall >= patience else "cap"
             break
         size = nxt
-    fastest = max(s for _, s in tried if s is not None)
-    chosen = min(b for b, s in tried if s is not None and s * (1 + tolerance) >= fastest)
-    return BatchSizeChoice(batch_size=chosen, tried=tuple(tried))
+    if stopped_by == "memory":
+        fits = max(b for b, s in tried if s is not None)
+        for _ in range(refine_steps):
+            mid = (fits + oom_at) // 2
+            if mid <= fits:
+                break
+            speed = probe(mid)
+            tried.append((mid, speed))
+            if speed is None:
+                oom_at = mid
+            else:
+                fits = mid
+    ok = [(b, s) for b, s in tried if s is not None]
+    fastest = max(s for _, s in ok)
+    chosen = min(b for b, s in ok if s * (1 + tolerance) >= fastest)
+    if oom_at is not None:
+        chosen = max(1, min(chosen, int(oom_at * headroom)))
+    return BatchSizeChoice(batch_size=chosen, tried=tuple(tried), stopped_by=stopped_by)
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -90,3 +126,43 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return any(m in text for m in ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED"))
+
+
+# ---------------------------------------------------------------------------- cache
+def cache_key(*, architecture: str, input_shapes: dict[str, tuple[int, ...]], device: str, device_memory: int,
+              world_size: int, precision: str, strategy: str, max_size: int, kind: str = "train") -> str:
+    """Key under which a tuned batch size is cached: everything that changes what fits and
+    what is fast, nothing that does not (learning rate, dropout, seeds...).
+
+    Args:
+        architecture: the model's structure and parameter shapes (see ``describe_model``).
+        input_shapes: per input feature, the shape of one sample.
+        device: ``"cpu"`` or the accelerator's name; device_memory: its bytes (0 on CPU).
+        world_size: DDP workers; precision, strategy: as configured.
+        max_size: the search's cap (it depends on the training split's size).
+        kind: ``"train"`` or ``"eval"``.
+    """
+    payload = json.dumps({"arch": architecture, "inputs": sorted((k, list(v)) for k, v in input_shapes.items()),
+                          "device": device, "memory": device_memory, "world": world_size, "precision": precision,
+                          "strategy": strategy, "max": max_size, "kind": kind}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+class BatchSizeCache(Protocol):
+    """Tuned batch sizes shared by the trials of a sweep."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+    def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+class MemoryCache:
+    """A :class:`BatchSizeCache` in one process's memory (tests, single runs)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, dict[str, Any]] = {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        self.entries[key] = value

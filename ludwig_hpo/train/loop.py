@@ -26,16 +26,14 @@ from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.model import build_model
 from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums
 from ludwig_hpo.model.outputs import loss as loss_fn
-from ludwig_hpo.train.batch_size import search_batch_size
+from ludwig_hpo.train.autobatch import tune_batch_sizes
+from ludwig_hpo.train.batch_size import BatchSizeCache
 from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
-from ludwig_hpo.train.probe import make_probe
 
 #: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
 #: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0 of a search
 #: trial, None elsewhere.
 Reporter = Callable[[dict, "str | None"], None]
-#: Rows of each training set are capped so that an epoch has at least this many steps.
-MIN_STEPS_PER_EPOCH = 20
 
 
 @dataclass(frozen=True)
@@ -137,7 +135,8 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
 
 
 def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter, *,
-               device: torch.device | None = None) -> torch.nn.Module:
+               device: torch.device | None = None, cache: BatchSizeCache | None = None,
+               local_world_size: int | None = None) -> torch.nn.Module:
     """Train one trial's model on this rank and report metrics after every epoch.
 
     Runs on every rank of the trial's DDP group (or alone). Seeds, the model init and the
@@ -146,8 +145,15 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     Reported per epoch (the same dict on every rank): ``epoch``, ``objective`` (the sweep's
     metric on the scored split), ``train/combined/running_loss`` (mean over the epoch's batches),
     ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker),
-    ``global_batch_size``, ``world_size``, ``train_time_s`` (cumulative seconds in the
-    epoch loop), ``batch_size_tuning_s``, ``samples_per_s``.
+    ``global_batch_size``, ``eval_batch_size``, ``world_size``, ``train_time_s``
+    (cumulative seconds in the epoch loop), ``batch_size_tuning_s``, ``samples_per_s``; on
+    the first epoch also ``batch_size_cache_hit`` (1/0) and ``batch_size_tried`` (e.g.
+    ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
+
+    Args:
+        cache: the sweep's tuned batch sizes (``batch_size: auto``), shared across trials.
+        local_world_size: workers on this machine (the CPU memory budget is split between
+            them); defaults to the world size.
 
     Returns:
         The trained model (unwrapped from DDP), on ``device``.
@@ -168,18 +174,12 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     optimizer = _make_optimizer(cfg, model.parameters())
     model.train()
 
-    per_worker_rows = math.ceil(len(train_rows) / world)
-    t0 = time.perf_counter()
-    tried: tuple = ()
-    if tr.batch_size == "auto":
-        cap = max(1, min(tr.max_batch_size, per_worker_rows // MIN_STEPS_PER_EPOCH))
-        probe = make_probe(model, optimizer, lambda x, y: _combined_loss(cfg, model(x), y), dd,
-                           train_rows, seed=tr.seed)
-        choice = search_batch_size(probe, max_size=cap)
-        batch_size, tried = choice.batch_size, choice.tried
-    else:
-        batch_size = min(tr.batch_size, per_worker_rows)
-    tuning_s = time.perf_counter() - t0
+    inner = model.module if isinstance(model, DDP) else model
+    train_bs, eval_bs = tune_batch_sizes(
+        cfg, inner, optimizer, lambda x, y: _combined_loss(cfg, inner(x), y), dd, train_rows, eval_rows,
+        world_size=world, local_world_size=local_world_size or world, cache=cache)
+    batch_size, eval_batch_size = train_bs.batch_size, eval_bs.batch_size
+    tuning_s = train_bs.seconds + eval_bs.seconds
 
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
     train_time = 0.0
@@ -204,10 +204,9 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
                                      f"lower trainer.learning_rate or check the data")
         # Evaluate the unwrapped module: ranks score shards of different sizes, and a DDP
         # forward would try to synchronize buffers across them.
-        inner = model.module if isinstance(model, DDP) else model
-        metrics = evaluate(inner, cfg, dd, eval_rows, split, tr.eval_batch_size)
+        metrics = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size)
         if hp.split == "train" and job.kind == "search":
-            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", tr.eval_batch_size))
+            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size))
         train_time += time.perf_counter() - t_epoch
         metrics.update({
             "epoch": epoch,
@@ -215,19 +214,21 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             "train/combined/running_loss": train_loss,
             "batch_size": batch_size,
             "global_batch_size": batch_size * world,
+            "eval_batch_size": eval_batch_size,
             "world_size": world,
             "train_time_s": train_time,
             "batch_size_tuning_s": tuning_s,
             "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
         })
-        if epoch == 1 and tried:
-            metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in tried)
+        if epoch == 1 and tr.batch_size == "auto":
+            metrics["batch_size_cache_hit"] = int(train_bs.cache_hit)
+        if epoch == 1 and train_bs.tried:
+            metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
         ckpt_dir = None
         if rank == 0 and job.kind == "search":  # k-fold and test runs only score
             ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
-            inner = model.module if isinstance(model, DDP) else model
             torch.save({"state_dict": inner.state_dict(), "epoch": epoch}, Path(ckpt_dir) / "model.pt")
         report(metrics, ckpt_dir)
         if ckpt_dir is not None:  # the reporter has persisted it
             shutil.rmtree(ckpt_dir, ignore_errors=True)
-    return model.module if isinstance(model, DDP) else model
+    return inner

@@ -1,10 +1,16 @@
-"""The batch-size probe: real forward + backward + optimizer steps on real training rows,
-timed, with model and optimizer state restored afterwards. Runs on every DDP rank in
-lockstep; results are agreed across ranks so the pure search takes the same path on all."""
+"""Batch-size probes: real steps on real rows of the prepared data, timed.
+
+The training probe runs forward + backward + optimizer steps, the evaluation probe forward
+passes without gradients; both restore the model and optimizer afterwards. They run on the
+unwrapped module, so a step issues no collective: a rank that runs out of memory mid-step
+cannot leave the others waiting in an all-reduce. The result of each size is then agreed
+across ranks (one all-reduce per size), so the pure search takes the same path everywhere.
+"""
 
 from __future__ import annotations
 
 import copy
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -17,8 +23,11 @@ from ludwig_hpo.train.batch_size import Probe, is_oom
 from ludwig_hpo.train.data import DeviceData
 
 
-def _agree(speed: float | None, device: torch.device) -> float | None:
-    """Across ranks: None if any rank ran out of memory, else the slowest rank's samples/s."""
+def agree(speed: float | None, device: torch.device) -> float | None:
+    """Across ranks: None if any rank ran out of memory, else the slowest rank's samples/s.
+
+    Runs on every rank (a collective when the world size is above 1).
+    """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return speed
     t = torch.tensor([1.0 if speed is None else 0.0, -(speed or 0.0)], dtype=torch.float64)
@@ -28,49 +37,128 @@ def _agree(speed: float | None, device: torch.device) -> float | None:
     return None if t[0].item() > 0 else -t[1].item()
 
 
-def make_probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               loss_of: Callable[[dict, dict], torch.Tensor], dd: DeviceData, rows: np.ndarray, *,
-               seed: int, warmup: int = 1, steps: int = 3) -> Probe:
-    """A probe ``batch_size -> samples/s | None`` for :func:`search_batch_size`.
+class CpuMemoryGuard:
+    """CPU memory never raises out-of-memory (the process swaps or is killed), so on CPU the
+    probe refuses a size whose projected resident memory exceeds a budget.
 
-    Each call runs ``warmup`` untimed then ``steps`` timed training steps on batches drawn
-    (seeded) from ``rows`` (the sampled batch repeats rows when ``rows`` is short), takes
-    the median step time (CUDA synchronized before each clock read), restores the model and
-    optimizer state, and returns per-worker samples/s. Out-of-memory errors free the CUDA
-    cache and return None; other errors propagate.
+    The projection extrapolates the growth of resident memory (bytes per sample) seen
+    between the probed sizes.
+
+    Args:
+        budget_bytes: most resident memory this process may use, e.g. half the available
+            RAM divided by the workers on this machine.
     """
-    rng = np.random.default_rng(seed)
+
+    def __init__(self, budget_bytes: float) -> None:
+        import psutil
+
+        self._proc = psutil.Process(os.getpid())
+        self.budget = budget_bytes
+        self.points: list[tuple[int, int]] = []  # (batch size, resident bytes after it)
+
+    @classmethod
+    def for_workers(cls, local_workers: int, fraction: float = 0.5) -> CpuMemoryGuard:
+        """A guard whose budget is ``fraction`` of the available RAM shared by ``local_workers``."""
+        import psutil
+
+        return cls(psutil.Process(os.getpid()).memory_info().rss
+                   + fraction * psutil.virtual_memory().available / max(1, local_workers))
+
+    def allows(self, batch_size: int) -> bool:
+        """Whether ``batch_size`` is projected to fit in the budget."""
+        if len(self.points) < 2:
+            return True
+        (b0, m0), (b1, m1) = self.points[0], max(self.points)
+        per_sample = max(0.0, (m1 - m0) / max(1, b1 - b0))
+        return m1 + per_sample * (batch_size - b1) <= self.budget
+
+    def record(self, batch_size: int) -> None:
+        """Note the resident memory after running ``batch_size``."""
+        self.points.append((batch_size, self._proc.memory_info().rss))
+
+
+def _timed(step: Callable[[torch.Tensor], None], dd: DeviceData, rows: np.ndarray, rng: np.random.Generator,
+           batch_size: int, warmup: int, steps: int) -> float:
     sync = torch.cuda.synchronize if dd.device.type == "cuda" else (lambda: None)
+    times = []
+    for i in range(warmup + steps):
+        idx = torch.as_tensor(rng.choice(rows, size=batch_size, replace=len(rows) < batch_size)).to(dd.device)
+        sync()
+        t = time.perf_counter()
+        step(idx)
+        sync()
+        if i >= warmup:
+            times.append(time.perf_counter() - t)
+    return batch_size / max(statistics.median(times), 1e-9)
+
+
+def _probe(step: Callable[[torch.Tensor], None], restore: Callable[[], None], dd: DeviceData, rows: np.ndarray, *,
+           seed: int, warmup: int, steps: int, guard: CpuMemoryGuard | None) -> Probe:
+    rng = np.random.default_rng(seed)
 
     def probe(batch_size: int) -> float | None:
-        model_state = copy.deepcopy(model.state_dict())
-        opt_state = copy.deepcopy(optimizer.state_dict())
-        speed: float | None
-        try:
-            times = []
-            for i in range(warmup + steps):
-                idx = torch.as_tensor(rng.choice(rows, size=batch_size, replace=len(rows) < batch_size)).to(dd.device)
-                x, y = dd.batch(idx)
-                sync()
-                t = time.perf_counter()
-                loss = loss_of(x, y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                sync()
-                if i >= warmup:
-                    times.append(time.perf_counter() - t)
-            speed = batch_size / max(statistics.median(times), 1e-9)
-        except RuntimeError as e:
-            if not is_oom(e):
-                raise
-            speed = None
-            if dd.device.type == "cuda":
-                torch.cuda.empty_cache()
-        finally:
-            model.load_state_dict(model_state)
-            optimizer.load_state_dict(opt_state)
-            optimizer.zero_grad(set_to_none=True)
-        return _agree(speed, dd.device)
+        speed: float | None = None
+        if guard is None or guard.allows(batch_size):
+            try:
+                speed = _timed(step, dd, rows, rng, batch_size, warmup, steps)
+                if guard is not None:
+                    guard.record(batch_size)
+            except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
+                if not is_oom(e):
+                    raise
+                if dd.device.type == "cuda":
+                    torch.cuda.empty_cache()
+            finally:
+                restore()
+        return agree(speed, dd.device)
 
     return probe
+
+
+def make_train_probe(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     loss_of: Callable[[dict, dict], torch.Tensor], dd: DeviceData, rows: np.ndarray, *,
+                     seed: int, warmup: int = 1, steps: int = 3, guard: CpuMemoryGuard | None = None) -> Probe:
+    """A probe ``batch_size -> samples/s per worker | None`` of training steps.
+
+    Each call runs ``warmup`` untimed then ``steps`` timed steps of forward, backward and
+    ``optimizer.step()`` on (batch,) rows drawn (seeded) from ``rows``, takes the median
+    step time (CUDA synchronized around each), restores ``module`` and ``optimizer``, and
+    agrees on the result across ranks. Out of memory (or over the CPU ``guard``'s budget)
+    gives None and frees the CUDA cache; other errors propagate.
+
+    Args:
+        module: the unwrapped model (not the DDP wrapper); ``optimizer`` steps its parameters.
+        loss_of: ``(inputs, targets) -> scalar loss`` computed with ``module``.
+    """
+    model_state = copy.deepcopy(module.state_dict())
+    opt_state = copy.deepcopy(optimizer.state_dict())
+
+    def step(idx: torch.Tensor) -> None:
+        x, y = dd.batch(idx)
+        loss = loss_of(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    def restore() -> None:
+        module.load_state_dict(model_state)
+        optimizer.load_state_dict(opt_state)
+        optimizer.zero_grad(set_to_none=True)
+
+    return _probe(step, restore, dd, rows, seed=seed, warmup=warmup, steps=steps, guard=guard)
+
+
+def make_eval_probe(module: torch.nn.Module, dd: DeviceData, rows: np.ndarray, *, seed: int, warmup: int = 1,
+                    steps: int = 3, guard: CpuMemoryGuard | None = None) -> Probe:
+    """Like :func:`make_train_probe` for evaluation: forward passes under ``torch.no_grad``."""
+    was_training = module.training
+
+    @torch.no_grad()
+    def step(idx: torch.Tensor) -> None:
+        module.eval()
+        module(dd.batch(idx)[0])
+
+    def restore() -> None:
+        module.train(was_training)
+
+    return _probe(step, restore, dd, rows, seed=seed, warmup=warmup, steps=steps, guard=guard)

@@ -30,6 +30,7 @@ class TrialContext:
         choices: per choice parameter whose categories are lists or config blocks, the
             categories (Optuna samples their index).
         mode: ``"min"`` or ``"max"``: which checkpoint (by ``objective``) a trial keeps.
+        batch_cache: handle of the sweep's batch-size cache actor, or None.
     """
 
     raw: dict
@@ -40,6 +41,7 @@ class TrialContext:
     cpus_per_worker: float
     choices: dict[str, list] = field(default_factory=dict)
     mode: str = "min"
+    batch_cache: Any = None
 
 
 def trial_resources(plan) -> dict[str, float]:
@@ -57,16 +59,20 @@ def _worker_entry(config: dict) -> None:
     import ray.train.torch
 
     from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.train.cache import RayBatchSizeCache
     from ludwig_hpo.train.loop import train_loop
 
     data = ray.get(config["data"][0])
     cfg = resolve_trial_config(config["raw"], config["params"])
+    ctx = ray.train.get_context()
+    cache = RayBatchSizeCache(config["batch_cache"]) if config.get("batch_cache") is not None else None
 
     def report(metrics: dict, checkpoint_dir: str | None) -> None:
         ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         ray.train.report(metrics, checkpoint=ckpt)
 
-    train_loop(cfg, data, Job(**config["job"]), report, device=ray.train.torch.get_device())
+    train_loop(cfg, data, Job(**config["job"]), report, device=ray.train.torch.get_device(), cache=cache,
+               local_world_size=ctx.get_local_world_size())
 
 
 def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
@@ -91,8 +97,12 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
             ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
             tune.report(metrics, checkpoint=ckpt)
 
+        from ludwig_hpo.train.cache import RayBatchSizeCache
+
         device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
-        train_loop(resolve_trial_config(ctx.raw, params), ray.get(ctx.data[0]), job, report, device=device)
+        cache = RayBatchSizeCache(ctx.batch_cache) if ctx.batch_cache is not None else None
+        train_loop(resolve_trial_config(ctx.raw, params), ray.get(ctx.data[0]), job, report, device=device,
+                   cache=cache)
         return
 
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -102,7 +112,8 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
     resources = {"CPU": ctx.cpus_per_worker, **({"GPU": 1} if ctx.use_gpu else {})}
     trainer = TorchTrainer(
         _worker_entry,
-        train_loop_config={"raw": ctx.raw, "params": params, "job": asdict(job), "data": ctx.data},
+        train_loop_config={"raw": ctx.raw, "params": params, "job": asdict(job), "data": ctx.data,
+                           "batch_cache": ctx.batch_cache},
         scaling_config=ScalingConfig(num_workers=ctx.num_workers, use_gpu=ctx.use_gpu,
                                      resources_per_worker=resources),
         run_config=RunConfig(

@@ -50,9 +50,13 @@ SEARCHES = [
     ("zero-tolerance", {8: 100.0, 16: 100.5, 32: 100.6, 64: 100.6, 128: 100.6}, {"max_size": 1024,
                                                                                 "tolerance": 0.0},
      [8, 16, 32, 64, 128], 32),
-    ("oom-after-success", {8: 100.0, 16: 200.0, 32: OOM}, {"max_size": 1024}, [8, 16, 32], 16),
-    ("oom-at-cap", {8: 100.0, 16: 200.0, 20: OOM}, {"max_size": 20}, [8, 16, 20], 16),
-    ("oom-on-second-size", {8: 100.0, 16: OOM}, {"max_size": 1024}, [8, 16], 8),
+    # out of memory: bisect between the last fit and the failure, then keep 10 % headroom below the failure
+    ("oom-after-success", lambda s: OOM if s >= 32 else 10.0 * s, {"max_size": 1024}, [8, 16, 32, 24, 28], 28),
+    ("oom-at-cap", lambda s: OOM if s >= 20 else 10.0 * s, {"max_size": 20}, [8, 16, 20, 18, 19], 18),
+    ("oom-on-second-size", lambda s: OOM if s >= 16 else 10.0 * s, {"max_size": 1024}, [8, 16, 12, 14], 14),
+    ("oom-no-refine", {8: 100.0, 16: 200.0, 32: OOM}, {"max_size": 1024, "refine_steps": 0}, [8, 16, 32], 16),
+    ("oom-headroom-bites", {8: 100.0, 16: 200.0, 17: OOM}, {"max_size": 17, "refine_steps": 0},
+     [8, 16, 17], 15),
 ]
 
 
@@ -71,16 +75,17 @@ def test_search_sequence(speeds, kwargs, tried, chosen):
 def test_oom_at_start_halves_down():
     probe = ScriptedProbe(lambda s: None if s > 2 else 10.0 * s)
     choice = search_batch_size(probe, max_size=64)
-    assert probe.calls[:3] == [8, 4, 2]
+    assert probe.calls == [8, 4, 2, 3]  # halve until it fits, then bisect towards the failure
     assert choice.batch_size == 2
     assert choice.tried[:2] == ((8, None), (4, None))
 
 
-def test_oom_at_start_never_retries_an_oom_size():
+def test_a_size_that_ran_out_of_memory_is_never_probed_again_nor_anything_above():
     probe = ScriptedProbe(lambda s: None if s > 2 else 10.0 * s)
-    search_batch_size(probe, max_size=64)
-    assert probe.calls == [8, 4, 2]
-
+    choice = search_batch_size(probe, max_size=64)
+    for i, (size, speed) in enumerate(choice.tried):
+        if speed is None:
+            assert all(later < size for later, _ in choice.tried[i + 1:])
 
 def test_smallest_size_within_tolerance_of_best_wins():
     probe = ScriptedProbe({8: 100.0, 16: 104.0, 32: 106.0})
@@ -114,7 +119,8 @@ def test_search_invariants(max_size, start, oom_above, speeds, patience):
     probe = ScriptedProbe(lambda s: None if s > oom_above else speeds[s.bit_length() % len(speeds)])
     choice = search_batch_size(probe, max_size=max_size, start=start, patience=patience)
     assert all(1 <= s <= max_size for s in probe.calls)
-    assert choice.batch_size in [s for s, v in choice.tried if v is not None]
+    fits = [s for s, v in choice.tried if v is not None]
+    assert 1 <= choice.batch_size <= max(fits)
     assert choice.batch_size <= oom_above
     ran = [s for s, v in choice.tried if v is not None]
     assert len(ran) == len(set(ran)), "a size that fits is measured once"
@@ -177,3 +183,50 @@ def test_train_loop_in_process(repo_root: Path, tmp_path, monkeypatch):
     # breast cancer: 398 training rows / 20 steps per epoch -> cap 19, so sizes 8, 16, 19 at most
     assert reports[0]["batch_size"] in (8, 16, 19)
     assert reports[1]["train_time_s"] >= reports[0]["train_time_s"]
+
+
+def test_a_second_trial_with_the_same_model_shape_is_a_cache_hit_without_probing(monkeypatch, tmp_path, repo_root):
+    """Trials that differ only in the learning rate share the tuned size; no probe step runs."""
+    from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.train import autobatch
+    from ludwig_hpo.train.batch_size import MemoryCache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    loaded = load_sweep(repo_root / "sweeps" / "breast_cancer_tiny.yaml")
+    data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config)
+    searches = []
+    real = autobatch.search_batch_size
+    monkeypatch.setattr(autobatch, "search_batch_size", lambda *a, **k: searches.append(1) or real(*a, **k))
+    cache = MemoryCache()
+    firsts = []
+    for lr in (0.01, 0.05):
+        cfg = resolve_trial_config({**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 1}},
+                                   {"trainer.learning_rate": lr})
+        reports: list[dict] = []
+        train_loop(cfg, data, Job(), lambda m, c, out=reports: out.append(m), cache=cache)
+        firsts.append(reports[0])
+    assert len(searches) == 1 and len(cache.entries) == 1
+    assert firsts[0]["batch_size_cache_hit"] == 0 and firsts[1]["batch_size_cache_hit"] == 1
+    assert firsts[0]["batch_size"] == firsts[1]["batch_size"]
+    assert "batch_size_tried" in firsts[0] and "batch_size_tried" not in firsts[1]
+
+
+def test_a_different_model_shape_misses_the_cache():
+    from ludwig_hpo.train.batch_size import cache_key
+
+    base = dict(architecture="a", input_shapes={"x": (8, 8)}, device="cpu", device_memory=0, world_size=2,
+                precision="fp32", strategy="ddp", max_size=64)
+    assert cache_key(**base) == cache_key(**dict(base))
+    for change in ({"architecture": "b"}, {"input_shapes": {"x": (4, 4)}}, {"world_size": 4},
+                   {"device": "NVIDIA H200", "device_memory": 150_000_000_000}, {"precision": "bf16"},
+                   {"max_size": 32}, {"kind": "eval"}):
+        assert cache_key(**{**base, **change}) != cache_key(**base), change
+
+
+def test_cpu_memory_guard_refuses_sizes_projected_over_budget():
+    from ludwig_hpo.train.probe import CpuMemoryGuard
+
+    guard = CpuMemoryGuard(budget_bytes=1_000)
+    guard.points = [(8, 100), (16, 500)]  # 50 bytes per sample
+    assert guard.allows(16) and guard.allows(26)  # 500 + 50 * 10 = 1000
+    assert not guard.allows(32)

@@ -1,0 +1,122 @@
+"""``batch_size: auto`` inside a trial: look the key up in the sweep's cache, else run the
+search with real probes, agreed across DDP ranks; the same for ``eval_batch_size: auto``.
+
+Runs on every rank of the trial's worker group, in lockstep.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.train.batch_size import BatchSizeCache, cache_key, search_batch_size
+from ludwig_hpo.train.data import DeviceData
+from ludwig_hpo.train.probe import CpuMemoryGuard, make_eval_probe, make_train_probe
+
+#: Training batches are capped so that an epoch has at least this many steps per worker.
+MIN_STEPS_PER_EPOCH = 20
+#: Evaluation batches are capped at this size.
+MAX_EVAL_BATCH_SIZE = 8192
+
+
+@dataclass(frozen=True)
+class TunedSize:
+    """One tuned batch size (per worker).
+
+    Attributes:
+        batch_size: the size to use.
+        tried: ``(size, samples/s or None)`` probed in this trial (empty on a cache hit).
+        cache_hit: the size came from the sweep's cache (no probe ran).
+        seconds: wall time spent deciding.
+    """
+
+    batch_size: int
+    tried: tuple[tuple[int, float | None], ...] = ()
+    cache_hit: bool = False
+    seconds: float = 0.0
+
+
+def describe_model(module: torch.nn.Module) -> str:
+    """The model's structure and parameter shapes: equal strings mean equal memory and speed."""
+    shapes = ";".join(f"{n}:{tuple(p.shape)}:{p.dtype}" for n, p in module.named_parameters())
+    return f"{module}|{shapes}"
+
+
+def _device_identity(device: torch.device) -> tuple[str, int]:
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return props.name, int(props.total_memory)
+    return device.type, 0
+
+
+def _rank0_lookup(cache: BatchSizeCache | None, key: str) -> dict | None:
+    """Rank 0 asks the cache; every rank gets its answer."""
+    distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    found = [cache.get(key) if cache is not None and (not distributed or dist.get_rank() == 0) else None]
+    if distributed:
+        dist.broadcast_object_list(found, src=0)
+    return found[0]
+
+
+def _tune_one(kind: str, probe_factory: Callable[[], Callable], max_size: int, key_parts: dict,
+              cache: BatchSizeCache | None) -> TunedSize:
+    t0 = time.perf_counter()
+    key = cache_key(**key_parts, max_size=max_size, kind=kind)
+    hit = _rank0_lookup(cache, key)
+    if hit is not None:
+        return TunedSize(int(hit["batch_size"]), cache_hit=True, seconds=time.perf_counter() - t0)
+    choice = search_batch_size(probe_factory(), max_size=max_size)
+    rank0 = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+    if cache is not None and rank0:
+        cache.put(key, {"batch_size": choice.batch_size, "tried": [list(t) for t in choice.tried],
+                        "stopped_by": choice.stopped_by})
+    return TunedSize(choice.batch_size, choice.tried, False, time.perf_counter() - t0)
+
+
+def tune_batch_sizes(cfg: SweepConfig, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     loss_of: Callable[[dict, dict], torch.Tensor], dd: DeviceData, train_rows: np.ndarray,
+                     eval_rows: np.ndarray, *, world_size: int, local_world_size: int,
+                     cache: BatchSizeCache | None) -> tuple[TunedSize, TunedSize]:
+    """The per-worker training and evaluation batch sizes of a trial.
+
+    A fixed size in the config is used as is (capped by the rows per worker). ``auto`` is
+    looked up in ``cache`` by (model structure, input shapes, device and its memory, world
+    size, precision, strategy, cap); on a miss it is searched with real probes on the
+    unwrapped ``module`` and stored. Caps: training batches give at least
+    :data:`MIN_STEPS_PER_EPOCH` steps per epoch and at most ``trainer.max_batch_size``; on
+    CPU a memory guard keeps each worker within its share of half the available RAM.
+
+    Runs on every rank; the result is identical on all ranks.
+    """
+    tr = cfg.trainer
+    dev, mem = _device_identity(dd.device)
+    key_parts = {"architecture": describe_model(module),
+                 "input_shapes": {k: tuple(v.shape[1:]) for k, v in dd.inputs.items()},
+                 "device": dev, "device_memory": mem, "world_size": world_size, "precision": "fp32",
+                 "strategy": cfg.backend.strategy}
+    per_worker = math.ceil(len(train_rows) / world_size)
+
+    def guard() -> CpuMemoryGuard | None:
+        return CpuMemoryGuard.for_workers(local_world_size) if dd.device.type == "cpu" else None
+
+    if tr.batch_size == "auto":
+        cap = max(1, min(tr.max_batch_size, per_worker // MIN_STEPS_PER_EPOCH))
+        train = _tune_one("train", lambda: make_train_probe(module, optimizer, loss_of, dd, train_rows,
+                                                             seed=tr.seed, guard=guard()), cap, key_parts, cache)
+    else:
+        train = TunedSize(min(tr.batch_size, per_worker))
+    eval_per_worker = max(1, math.ceil(len(eval_rows) / world_size))
+    if tr.eval_batch_size == "auto":
+        cap = max(1, min(MAX_EVAL_BATCH_SIZE, eval_per_worker))
+        evaluation = _tune_one("eval", lambda: make_eval_probe(module, dd, eval_rows, seed=tr.seed, guard=guard()),
+                               cap, key_parts, cache)
+    else:
+        evaluation = TunedSize(tr.eval_batch_size)
+    return train, evaluation
