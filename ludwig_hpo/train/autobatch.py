@@ -88,7 +88,7 @@ def tune_batch_sizes(cfg: SweepConfig, module: torch.nn.Module, optimizer: torch
 
     A fixed size in the config is used as is (capped by the rows per worker). ``auto`` is
     looked up in ``cache`` by (model structure, input shapes, device and its memory, world
-    size, precision, strategy, cap); on a miss it is searched with real probes on the
+    size, precision, strategy, optimizer type, cap); on a miss it is searched with real probes on the
     unwrapped ``module`` and stored. Caps: training batches give at least
     :data:`MIN_STEPS_PER_EPOCH` steps per epoch and at most ``trainer.max_batch_size``; on
     CPU a memory guard keeps each worker within its share of half the available RAM.
@@ -100,7 +100,7 @@ def tune_batch_sizes(cfg: SweepConfig, module: torch.nn.Module, optimizer: torch
     key_parts = {"architecture": describe_model(module),
                  "input_shapes": {k: tuple(v.shape[1:]) for k, v in dd.inputs.items()},
                  "device": dev, "device_memory": mem, "world_size": world_size, "precision": "fp32",
-                 "strategy": cfg.backend.strategy}
+                 "strategy": cfg.backend.strategy, "optimizer": tr.optimizer.type}
     per_worker = math.ceil(len(train_rows) / world_size)
 
     def guard() -> CpuMemoryGuard | None:

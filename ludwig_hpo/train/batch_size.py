@@ -130,7 +130,8 @@ def is_oom(exc: BaseException) -> bool:
 
 # ---------------------------------------------------------------------------- cache
 def cache_key(*, architecture: str, input_shapes: dict[str, tuple[int, ...]], device: str, device_memory: int,
-              world_size: int, precision: str, strategy: str, max_size: int, kind: str = "train") -> str:
+              world_size: int, precision: str, strategy: str, max_size: int, optimizer: str = "",
+              kind: str = "train") -> str:
     """Key under which a tuned batch size is cached: everything that changes what fits and
     what is fast, nothing that does not (learning rate, dropout, seeds...).
 
@@ -140,11 +141,12 @@ def cache_key(*, architecture: str, input_shapes: dict[str, tuple[int, ...]], de
         device: ``"cpu"`` or the accelerator's name; device_memory: its bytes (0 on CPU).
         world_size: DDP workers; precision, strategy: as configured.
         max_size: the search's cap (it depends on the training split's size).
+        optimizer: the optimizer type (its state takes memory: Adam keeps 2 buffers per parameter).
         kind: ``"train"`` or ``"eval"``.
     """
     payload = json.dumps({"arch": architecture, "inputs": sorted((k, list(v)) for k, v in input_shapes.items()),
                           "device": device, "memory": device_memory, "world": world_size, "precision": precision,
-                          "strategy": strategy, "max": max_size, "kind": kind}, sort_keys=True)
+                          "strategy": strategy, "max": max_size, "optimizer": optimizer, "kind": kind}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 

@@ -24,9 +24,22 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_size) -> None:
+def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_size, oom_rank1_from=None) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group(backend, rank=rank, world_size=world)
+    if oom_rank1_from and rank == 1:
+        # Only this rank "runs out of memory" from that batch size on, mid-step (after the
+        # forward pass): the other rank must not be left waiting in a collective.
+        from ludwig_hpo.train import probe
+
+        real = probe._timed
+
+        def fake(step, dd, rows, rng, size, warmup, steps):
+            if size >= oom_rank1_from:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (fake, rank 1 only)")
+            return real(step, dd, rows, rng, size, warmup, steps)
+
+        probe._timed = fake
     try:
         loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
         raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 3, "batch_size": batch_size}}
@@ -45,8 +58,8 @@ def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_
         dist.destroy_process_group()
 
 
-def _run(tmp_path, backend: str, batch_size="auto") -> list[dict]:
-    mp.start_processes(_worker, args=(2, _port(), backend, str(tmp_path), batch_size), nprocs=2,
+def _run(tmp_path, backend: str, batch_size="auto", oom_rank1_from=None) -> list[dict]:
+    mp.start_processes(_worker, args=(2, _port(), backend, str(tmp_path), batch_size, oom_rank1_from), nprocs=2,
                        join=True, start_method="spawn")
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
@@ -74,3 +87,13 @@ def test_ddp_training_lowers_the_loss(tmp_path):
     r0, _ = _run(tmp_path, "gloo", batch_size=16)
     losses = [m["train/combined/running_loss"] for m in r0["reports"]]
     assert losses[-1] < losses[0]
+
+
+@pytest.mark.timeout(240)
+def test_when_one_rank_runs_out_of_memory_first_both_ranks_choose_the_same_smaller_size(tmp_path):
+    r0, r1 = _run(tmp_path, "gloo", oom_rank1_from=8)
+    b0, b1 = r0["reports"][0]["batch_size"], r1["reports"][0]["batch_size"]
+    assert b0 == b1 and b0 < 8
+    assert r0["reports"][0]["batch_size_tried"] == r1["reports"][0]["batch_size_tried"]
+    assert "8:oom" in r0["reports"][0]["batch_size_tried"]
+    assert [m["epoch"] for m in r0["reports"]] == [1, 2, 3]  # and training went on without a deadlock

@@ -219,7 +219,7 @@ def test_a_different_model_shape_misses_the_cache():
     assert cache_key(**base) == cache_key(**dict(base))
     for change in ({"architecture": "b"}, {"input_shapes": {"x": (4, 4)}}, {"world_size": 4},
                    {"device": "NVIDIA H200", "device_memory": 150_000_000_000}, {"precision": "bf16"},
-                   {"max_size": 32}, {"kind": "eval"}):
+                   {"max_size": 32}, {"kind": "eval"}, {"optimizer": "adam"}):
         assert cache_key(**{**base, **change}) != cache_key(**base), change
 
 
