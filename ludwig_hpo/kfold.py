@@ -12,16 +12,27 @@ from ludwig_hpo.results import KFoldRecord, TrialRecord
 def kfold_jobs(top: list[TrialRecord], k: int) -> list[dict[str, Any]]:
     """For each configuration (rank 1 first): ``k`` fold jobs, then one test job.
 
-    Each job: ``{"kind": "fold" | "test", "fold": int | None, "params", "config_rank", "trial_id"}``.
+    Each job: ``{"kind": "fold" | "test", "fold": int | None, "params", "epochs",
+    "config_rank", "trial_id"}``. ``epochs`` is the epoch at which the search trial reached
+    its best value: the number of epochs is chosen on validation like any hyperparameter, and
+    each re-run trains that long and is scored at its end.
     """
     jobs = []
     for rank, rec in enumerate(top, 1):
+        epochs = best_epoch(rec)
+        common = {"params": rec.params, "epochs": epochs, "config_rank": rank, "trial_id": rec.trial_id}
         for fold in range(k):
-            jobs.append({"kind": "fold", "fold": fold, "params": rec.params, "config_rank": rank,
-                         "trial_id": rec.trial_id})
-        jobs.append({"kind": "test", "fold": None, "params": rec.params, "config_rank": rank,
-                     "trial_id": rec.trial_id})
+            jobs.append({"kind": "fold", "fold": fold, **common})
+        jobs.append({"kind": "test", "fold": None, **common})
     return jobs
+
+
+def best_epoch(rec: TrialRecord) -> int | None:
+    """The epoch of ``rec``'s best value (``objective_best``), or None without history."""
+    for h in rec.history:
+        if h.objective == rec.objective_best:
+            return h.epoch
+    return None
 
 
 def job_tags(job: dict[str, Any]) -> dict[str, Any]:

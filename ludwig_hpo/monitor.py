@@ -84,13 +84,17 @@ class SweepMonitor(Callback):
         epochs: epochs of a complete trial; a trial that ends earlier without an error was
             stopped by the scheduler and is KILLED.
         goal_sign: +1 when smaller is better, -1 otherwise.
+        early_stopping: whether a scheduler may stop trials (else every completed trial is
+            FINISHED, whatever its number of epochs).
         describe: maps a Tune trial's ``(trial id, config)`` to its :class:`TrialDescription`.
         sinks: receivers of the events, called in order.
     """
 
     def __init__(self, *, epochs: int, goal_sign: float,
-                 describe: Callable[[str, dict], TrialDescription], sinks: list[Sink]) -> None:
+                 describe: Callable[[str, dict], TrialDescription], sinks: list[Sink],
+                 early_stopping: bool = True) -> None:
         self.epochs = epochs
+        self.early_stopping = early_stopping
         self.sign = goal_sign
         self.describe = describe
         self.sinks = sinks
@@ -132,7 +136,7 @@ class SweepMonitor(Callback):
         if t is None:
             return
         t.ended = time.time()
-        done = t.history and t.history[-1].epoch >= self.epochs
+        done = not self.early_stopping or (t.history and t.history[-1].epoch >= self.epochs)
         t.status = "FINISHED" if done else "KILLED"
         self._emit("trial_ended", t)
 

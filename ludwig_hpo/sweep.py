@@ -326,7 +326,8 @@ class Sweep:
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(dict(config["job"]["params"]), job_tags(config["job"]),
                                                           job_name(config["job"])),
-            sinks=[MlflowSink(store, parent), ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False)])
+            sinks=[MlflowSink(store, parent), ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False)],
+            early_stopping=False)
         self._tune_run(kfold_trial, name="kfold", ctx=ctx, plan=plan, monitor=monitor, tune_config_kw={},
                        param_space={"job": tune.grid_search(jobs)}, paths=paths)
         runs = [(t.tags, t.record(self.sign)) for t in monitor.trials.values()]

@@ -42,11 +42,13 @@ class Job:
 
     ``search``: train on the train split, score on validation. ``fold``: train on k-1 folds
     of train+validation, score on fold ``fold`` (reported as ``validation``). ``test``: train
-    on train+validation, score on the test split.
+    on train+validation, score on the test split. ``epochs`` overrides ``trainer.epochs``
+    (k-fold and test runs train for the epochs at which the search trial was best).
     """
 
     kind: Literal["search", "fold", "test"] = "search"
     fold: int | None = None
+    epochs: int | None = None
 
     def rows(self, data: PreparedData) -> tuple[np.ndarray, str, np.ndarray]:
         """(training rows, name of the scored split, scored rows)."""
@@ -183,7 +185,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
 
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
     train_time = 0.0
-    for epoch in range(1, tr.epochs + 1):
+    for epoch in range(1, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
         rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
         loss_sum = torch.zeros((), device=device)

@@ -142,4 +142,4 @@ def kfold_trial(config: dict[str, Any], ctx: TrialContext) -> None:
     """Tune trainable of the k-fold re-evaluation: ``config["job"]`` holds ``params``,
     ``kind`` (``fold`` / ``test``), ``fold``, ``config_rank`` and ``trial_id``."""
     job = config["job"]
-    run_job(job["params"], Job(job["kind"], job.get("fold")), ctx)
+    run_job(job["params"], Job(job["kind"], job.get("fold"), job.get("epochs")), ctx)

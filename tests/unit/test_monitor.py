@@ -116,6 +116,24 @@ def _rec(tid, params, status="FINISHED", last=1.0):
     return TrialRecord(tid, status, params, last, last)
 
 
+def test_kfold_jobs_train_for_the_epochs_at_which_the_search_trial_was_best():
+    from ludwig_hpo.results import EpochRecord
+
+    rec = TrialRecord("a", "FINISHED", {"lr": 1}, 0.5, 0.2,
+                      history=(EpochRecord(1, 0.9), EpochRecord(2, 0.2), EpochRecord(3, 0.5)))
+    assert {j["epochs"] for j in kfold_jobs([rec], k=2)} == {2}
+
+
+def test_without_early_stopping_a_completed_trial_is_finished_whatever_its_epochs():
+    mon, _ = make_monitor(epochs=10)
+    mon.early_stopping = False
+    t = FakeTrial("k")
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 0.3))
+    mon.on_trial_complete(0, [], t)
+    assert mon.records()[0].status == "FINISHED"
+
+
 def test_kfold_jobs_names_and_tags():
     jobs = kfold_jobs([_rec("a", {"lr": 1}), _rec("b", {"lr": 2})], k=2)
     assert [job_name(j) for j in jobs] == ["config1-fold0", "config1-fold1", "config1-test",
