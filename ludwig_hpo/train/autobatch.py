@@ -44,9 +44,15 @@ class TunedSize:
 
 
 def describe_model(module: torch.nn.Module) -> str:
-    """The model's structure and parameter shapes: equal strings mean equal memory and speed."""
+    """The model's structure (layer types and their settings) and parameter shapes and dtypes.
+
+    Equal strings mean equal memory and speed per sample; dropout rates are left out (they
+    change neither), so trials that only sweep them share a cache entry.
+    """
+    layers = ";".join(f"{name}:{type(m).__name__}" + ("" if isinstance(m, torch.nn.Dropout) else f"({m.extra_repr()})")
+                      for name, m in module.named_modules())
     shapes = ";".join(f"{n}:{tuple(p.shape)}:{p.dtype}" for n, p in module.named_parameters())
-    return f"{module}|{shapes}"
+    return f"{layers}|{shapes}"
 
 
 def _device_identity(device: torch.device) -> tuple[str, int]:
