@@ -41,6 +41,34 @@ def metric_name(name: str) -> str:
     return _METRIC_NAME_OK.sub("_", name)
 
 
+#: Seconds to wait for an MLflow server's health check (MLflow's own client retries for minutes).
+SERVER_CHECK_TIMEOUT_S = 10.0
+
+
+def _check_server(uri: str) -> None:
+    """Fail fast, in one line, when an MLflow server does not answer its health check.
+
+    Raises:
+        TrackingError: connection refused, timeout, or an HTTP error status.
+    """
+    import urllib.error
+    import urllib.request
+
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=SERVER_CHECK_TIMEOUT_S) as r:
+            if r.status == 200:
+                return
+            reason = f"HTTP {r.status}"
+    except urllib.error.HTTPError as e:
+        reason = f"HTTP {e.code}"
+    except (urllib.error.URLError, OSError) as e:
+        reason = str(getattr(e, "reason", e))
+    raise TrackingError(f"the MLflow server does not answer ({reason})", source=uri, key="tracking.uri",
+                        fix="start it (e.g. mlflow server --host 127.0.0.1 --port 5000), fix the URI, "
+                            "or remove tracking.uri to use the embedded store")
+
+
 class MlflowStore:
     """Runs of one experiment in one tracking store. Driver process only.
 
@@ -59,6 +87,8 @@ class MlflowStore:
 
         for name in ("mlflow", "alembic"):  # schema-migration chatter is not for the sweep console
             logging.getLogger(name).setLevel(logging.WARNING)
+        if uri.startswith(("http://", "https://")):
+            _check_server(uri)
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         try:
