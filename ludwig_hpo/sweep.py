@@ -144,13 +144,16 @@ class Sweep:
         t0 = time.time()
         data, plan = self._prepare()
         paths = SweepPaths(choose_output_dir(self.loaded, self.output_root))
+        created = paths.root
+        while not created.parent.exists():  # the outermost folder this sweep creates
+            created = created.parent
         paths.root.mkdir(parents=True)
         try:
             store = self._open_tracking(paths)
             (paths.root / "sweep.yaml").write_text(self.loaded.text)
             parent = self._start_parent(store, paths)
         except BaseException:
-            shutil.rmtree(paths.root, ignore_errors=True)  # nothing half-written
+            shutil.rmtree(created, ignore_errors=True)  # nothing half-written
             raise
         origin = "" if self.store_origin == "embedded" else f", from {self.store_origin}"
         self.console.print(f"output: {paths.root}\nmlflow: {store.uri} (experiment "
