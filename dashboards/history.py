@@ -65,7 +65,7 @@ def history_figure(info: HistoryInfo) -> go.Figure:
         title={"text": "Optimization history"},
         height=420,
         margin={"l": 70, "r": 30, "t": 60, "b": 60},
-        xaxis={"title": {"text": "trial # (start order)"}},
+        xaxis={"title": {"text": "trial # (start order)"}, "tickformat": "d"},
         yaxis={"title": {"text": plotly_text(info.metric_title)}},
         plot_bgcolor="white",
         paper_bgcolor="white",

@@ -7,7 +7,6 @@ import functools
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import traceback
 from collections.abc import Callable
@@ -15,13 +14,16 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ludwig_hpo.errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Declarative hyperparameter sweeps for PyTorch: Optuna + Ray Tune + Ray Train DDP + MLflow.")
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# Plain text by default: user strings (paths, keys, values) may hold "[...]", which rich
+# would take for markup. Styled output passes markup=True with user parts escaped.
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 _state = {"debug": False}
 
 
@@ -45,7 +47,7 @@ def _guard(fn: Callable) -> Callable:
         except UserError as e:
             if _state["debug"]:
                 traceback.print_exc()
-            err.print(f"[red]error:[/red] {e.one_line()}", markup=True, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(e.one_line())}", markup=True)
             raise typer.Exit(2) from None
         except (KeyboardInterrupt, SystemExit) as e:
             if isinstance(e, SystemExit) and e.code in (0, None):
@@ -76,7 +78,10 @@ def sweep(
 
     loaded = load_sweep(sweep_file)
     signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops the sweep like Ctrl-C
-    out.print(f"[bold]hpo sweep[/bold] {loaded.config.name} ({sweep_file})", markup=True)
+    # A process started in the background by a script inherits SIGINT ignored; `kill -INT`
+    # must still stop a sweep cleanly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    out.print(f"[bold]hpo sweep[/bold] {escape(loaded.config.name)} ({escape(str(sweep_file))})", markup=True)
     result = Sweep(loaded, out, output_root=output).run()
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
     out.print()
@@ -106,7 +111,7 @@ def sweep(
 @app.command()
 @_guard
 def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")) -> None:
-    """Check a sweep file without starting Ray; print what the sweep would do."""
+    """Check a sweep file and its dataset without starting Ray; print what the sweep would do."""
     from ludwig_hpo.cluster import local_plan
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.sweep import choose_output_dir
@@ -128,6 +133,11 @@ def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")
             out.print(f"  {path}: randint [{s.lower}, {s.upper}) = integers {s.lower}..{s.upper - 1}")
         else:
             out.print(f"  {path}: {s.space} [{s.lower:g}, {s.upper:g}){' (log scale)' if s.space == 'loguniform' else ''}")
+    from ludwig_hpo.data import load_dataframe, prepare
+
+    data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
+    out.print(f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
+              f"features read and preprocessed without error")
     plan = local_plan(cfg)
     out.print(f"resources: {plan.describe()}")
     if cfg.kfold:
@@ -172,9 +182,13 @@ def ui(
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
     uri = f"sqlite:///{db.resolve()}"
     out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C stops it)")
+    if not 0 < port < 65536:
+        raise DataError(f"port {port} is out of range", key="--port", fix="use a port between 1 and 65535")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    raise typer.Exit(subprocess.call([mlflow, "ui", "--backend-store-uri", uri, "--host", host,
-                                      "--port", str(port), "--workers", "1"], env=env))
+    sys.stdout.flush()
+    # Become the MLflow UI process: Ctrl-C and SIGTERM reach it directly, and its exit code is ours.
+    os.execve(mlflow, [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port),
+                       "--workers", "1"], env)
 
 
 def main() -> None:

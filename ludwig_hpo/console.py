@@ -57,8 +57,8 @@ class ConsoleSink:
     def trial_started(self, t: LiveTrial) -> None:
         self.counts["RUNNING"] += 1
         n = sum(self.counts.values())
-        self.console.print(f"{self._stamp()} {t.name} started ({n}/{self.total}) "
-                           f"{escape(fmt_params(t.params))}", highlight=False)
+        self.console.print(f"{self._stamp()} {escape(t.name)} started ({n}/{self.total}) "
+                           f"{escape(fmt_params(t.params))}", highlight=False, markup=True)
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         v = t.history[-1].objective
@@ -82,8 +82,8 @@ class ConsoleSink:
         c = self.counts
         best = (f"best {fmt(self.best[0])} ({self.best[1].trial_id}: {escape(fmt_params(self.best[1].params))})"
                 if self.best else "best -")
-        self.console.print(f"{self._stamp()} {t.name} {word} {detail}", highlight=False)
+        self.console.print(f"{self._stamp()} {escape(t.name)} {word} {detail}", highlight=False, markup=True)
         if not self.show_best:
             return
         self.console.print(f"      [dim]{c['RUNNING']} running, {c['FINISHED']} finished, {c['KILLED']} stopped, "
-                           f"{c['FAILED']} failed of {self.total} | {best}[/dim]", highlight=False)
+                           f"{c['FAILED']} failed of {self.total} | {best}[/dim]", highlight=False, markup=True)

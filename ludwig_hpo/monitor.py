@@ -125,8 +125,9 @@ class SweepMonitor(Callback):
         metrics = {k: v for k, v in result.items() if "/" in k and isinstance(v, (int, float))}
         best = t.best(self.sign)
         objective = float(result[OBJECTIVE])
-        if result.get("checkpoint_path") and (best is None or self.sign * objective < self.sign * best):
-            t.checkpoint = result["checkpoint_path"]  # Train keeps this one (scored on the objective)
+        if result.get("checkpoint_path") and (best is None or self.sign * objective <= self.sign * best):
+            # Train keeps the best-scored checkpoint, the latest of equal scores
+            t.checkpoint = result["checkpoint_path"]
         t.history.append(EpochRecord(epoch=int(result[TIME_ATTR]), objective=objective, metrics=metrics))
         t.last = dict(result)
         self._emit("trial_result", t, result)

@@ -6,6 +6,7 @@ resources, tracking store) is checked before the output folder or any Ray proces
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -23,6 +24,7 @@ from ludwig_hpo import __version__
 from ludwig_hpo.cluster import local_plan
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, load_dataframe, prepare
+from ludwig_hpo.errors import DataError
 from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
@@ -147,7 +149,11 @@ class Sweep:
         created = paths.root
         while not created.parent.exists():  # the outermost folder this sweep creates
             created = created.parent
-        paths.root.mkdir(parents=True)
+        try:
+            paths.root.mkdir(parents=True)
+        except OSError as e:
+            raise DataError(f"cannot create the output folder ({e.strerror or e})", source=str(paths.root),
+                            fix="pass a writable folder with --output") from None
         try:
             store = self._open_tracking(paths)
             (paths.root / "sweep.yaml").write_text(self.loaded.text)
@@ -166,7 +172,7 @@ class Sweep:
             return result
         except (KeyboardInterrupt, SystemExit):
             status = "KILLED"
-            self.console.print(f"interrupted: the sweep's runs are marked KILLED; results so far are in {paths.root}",
+            self.console.print(f"interrupted: the sweep's MLflow runs are marked KILLED ({store.uri})",
                                highlight=False)
             raise
         finally:
@@ -218,7 +224,7 @@ class Sweep:
             ranked = _rank_trials(records, self.sign)
             best = ranked[0] if ranked else None
             if best is not None:
-                self._save_best(best, checkpoints.get(best.trial_id), store, parent, paths)
+                self._save_best(best, checkpoints.get(best.trial_id), store, parent, paths, data)
             kfold: tuple[KFoldRecord, ...] = ()
             if self.cfg.kfold is not None and ranked:
                 kfold = self._kfold(ctx, plan, store, parent, paths, _distinct_top(ranked, self.cfg.kfold.top_k))
@@ -295,7 +301,11 @@ class Sweep:
                     checkpoints[tid] = best.path
         return monitor.records(), checkpoints
 
-    def _save_best(self, best: TrialRecord, checkpoint: str | None, store, parent: str, paths: SweepPaths) -> None:
+    def _save_best(self, best: TrialRecord, checkpoint: str | None, store, parent: str, paths: SweepPaths,
+                   data: PreparedData) -> None:
+        """``best_model/``: the best epoch's weights (``model.pt``), the trial's config and the
+        preprocessing fitted on the training split (``preprocessing.json``), so the model can be
+        rebuilt with :func:`ludwig_hpo.model.build_model` and fed new rows."""
         import yaml
 
         from ludwig_hpo.config.paths import apply_params
@@ -303,11 +313,17 @@ class Sweep:
         out = paths.root / "best_model"
         out.mkdir(exist_ok=True)
         (out / "config.yaml").write_text(yaml.safe_dump(apply_params(self.loaded.raw, best.params), sort_keys=False))
-        if checkpoint and (Path(checkpoint) / "model.pt").exists():
+        meta = {name: dataclasses.asdict(m) for name, m in data.meta.items()}
+        (out / "preprocessing.json").write_text(json.dumps(meta, indent=1, default=str))
+        if not (checkpoint and (Path(checkpoint) / "model.pt").exists()):
+            # the trial's own Train storage holds its kept checkpoint
+            kept = sorted(paths.ray.glob(f"train/{best.trial_id}/checkpoint_*/model.pt"))
+            checkpoint = str(kept[-1].parent) if kept else None
+        if checkpoint:
             shutil.copy2(Path(checkpoint) / "model.pt", out / "model.pt")
         else:
-            self.console.print(f"[yellow]warning:[/yellow] no checkpoint of the best trial {best.trial_id} was "
-                               f"found; best_model/ holds its config only", highlight=False)
+            self.console.print(f"warning: no checkpoint of the best trial {best.trial_id} was found; "
+                               f"best_model/ holds its config only", highlight=False)
         store.log_artifact(parent, out, "best_model")
 
     def _kfold(self, ctx, plan: ResourcePlan, store, parent: str, paths: SweepPaths,

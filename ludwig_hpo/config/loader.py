@@ -27,6 +27,8 @@ from ludwig_hpo.config.schema import (
 from ludwig_hpo.errors import ConfigError
 
 Mark = tuple[int, int]  # 1-based (line, column)
+#: Values a sweep file may expand to: nested aliases grow exponentially ("billion laughs").
+MAX_NODES = 100_000
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,27 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _marks(node: yaml.Node, prefix: tuple = (), seen: frozenset = frozenset()) -> dict[tuple, Mark]:
-    """``{key path: (line, column)}`` of every node; aliases are followed once (no cycles)."""
+def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
+    """How many values ``node`` stands for once aliases are expanded (linear in the file's size)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    if depth > 200:  # a recursive alias: its size is unbounded
+        return MAX_NODES + 1
+    memo[id(node)] = MAX_NODES + 1  # a cycle back to this node counts as unbounded
+    children = ([v for pair in node.value for v in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+    memo[id(node)] = min(MAX_NODES + 1, 1 + sum(_expanded_size(c, memo, depth + 1) for c in children))
+    return memo[id(node)]
+
+
+def _marks(node: yaml.Node, prefix: tuple = (), seen: set | None = None) -> dict[tuple, Mark]:
+    """``{key path: (line, column)}`` of every node, each node visited once (an aliased node
+    is marked under its first path)."""
+    seen = set() if seen is None else seen
     out: dict[tuple, Mark] = {prefix: (node.start_mark.line + 1, node.start_mark.column + 1)}
     if id(node) in seen:
         return out
-    seen = seen | {id(node)}
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             key = (*prefix, k.value)
@@ -108,13 +125,17 @@ def _read(path: Path) -> tuple[str, dict, dict[tuple, Mark]]:
     except UnicodeDecodeError as e:
         raise ConfigError(f"not UTF-8 text (byte {e.start})", source=src, fix="save the file as UTF-8") from None
     try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        size = _expanded_size(node, {}) if node is not None else 0
+        if size > MAX_NODES:
+            raise ConfigError(f"the file expands to over {MAX_NODES} values through YAML aliases", source=src,
+                              fix="write the values out instead of nesting anchors")
         loader = _UniqueKeyLoader(text)
         loader.name = src
         try:
             data = loader.get_single_data()
         finally:
             loader.dispose()
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{src}:{m.line + 1}:{m.column + 1}" if m else src
@@ -302,7 +323,7 @@ def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> Non
             except ValidationError as e:
                 inner = _validation_to_config_error(e, raw, {}, src)
                 fix = ("use randint for an integer field" if space.space in ("uniform", "loguniform")
-                       and "integer" in inner.message else "change the range or categories")
+                       and "integer" in inner.message else inner.fix or "change the range or categories")
                 raise ConfigError(f"value {value!r} is invalid for {inner.key}: {inner.message}",
                                   source=source, key=key, fix=fix) from None
 

@@ -117,6 +117,24 @@ def _image(s: pd.Series, key: str, train: np.ndarray, scale: Any) -> tuple[np.nd
     return arr / (s_val or 1.0), {"scale": s_val}
 
 
+def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.ndarray | None) -> None:
+    """Refuse splits too small to train on or to score: every DDP worker needs training rows,
+    and a classification split needs at least one row per class to score it."""
+    workers = cfg.backend.num_workers
+    n_classes = len(np.unique(labels)) if labels is not None else 1
+    need = {"train": 2 * workers, "validation": max(2, n_classes), "test": max(2, n_classes)}
+    for name, minimum in need.items():
+        if len(splits[name]) < minimum:
+            why = f"{workers} DDP workers" if name == "train" else (f"{n_classes} classes" if n_classes > 1 else "scoring")
+            raise DataError(f"the {name} split has {len(splits[name])} rows, too few for {why} (at least {minimum})",
+                            key="dataset.split", fix=f"use more rows or a larger {name} fraction")
+    if cfg.kfold is not None:
+        rows = len(splits["train"]) + len(splits["validation"])
+        if rows // cfg.kfold.k < max(2, n_classes):
+            raise DataError(f"{cfg.kfold.k} folds of {rows} train+validation rows hold about {rows // cfg.kfold.k} rows "
+                            f"each, too few to score {n_classes} classes", key="kfold.k", fix="lower kfold.k")
+
+
 def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
     """Encode every feature of ``df`` with preprocessing fitted on the training split.
 
@@ -140,6 +158,7 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
                             key=f"output_features[{first_out.name}]", fix="use a column with at least 2 classes")
     sp = cfg.dataset.split
     splits = split_indices(len(df), (sp.train, sp.validation, sp.test), sp.seed, strat)
+    _check_sizes(cfg, splits, strat)
     train = splits["train"]
     inputs: dict[str, np.ndarray] = {}
     targets: dict[str, np.ndarray] = {}

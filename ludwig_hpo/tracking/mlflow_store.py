@@ -89,9 +89,16 @@ class MlflowStore:
             logging.getLogger(name).setLevel(logging.WARNING)
         if uri.startswith(("http://", "https://")):
             _check_server(uri)
+        if uri.startswith("sqlite:///"):
+            folder = Path(uri.removeprefix("sqlite:///")).parent
+            if not folder.is_dir():
+                raise TrackingError(f"the folder of the SQLite store does not exist: {folder}", source=uri,
+                                    key="tracking.uri", fix="create the folder or fix the path")
+            # a local store keeps artifacts beside it (MLflow's default is ./mlruns of the current folder)
+            artifact_location = artifact_location or folder / "mlartifacts"
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
         try:
+            self.client = MlflowClient(tracking_uri=uri)
             exp = self.client.get_experiment_by_name(experiment)
             if exp is not None and exp.lifecycle_stage == "deleted":
                 raise TrackingError(f"experiment {experiment!r} is deleted in this store", source=uri,

@@ -291,8 +291,8 @@ def test_parameters_that_cannot_be_searched_or_do_not_fit_the_field(tmp_path, li
 
 @pytest.mark.parametrize(("text", "message"), [
     ("? [a, b]\n: 1\n", "a key must be a plain value"),
-    ("x: &a [*a]\n", "unknown key 'x'"),
-    ("trainer: &a {x: *a}\n", "found unconstructable recursive node"),
+    ("x: &a [*a]\n", "expands to over 100000 values through YAML aliases"),
+    ("trainer: &a {x: *a}\n", "expands to over 100000 values through YAML aliases"),
 ])
 def test_odd_yaml_is_a_config_error_not_a_traceback(tmp_path, text, message):
     assert message in load_error(write(tmp_path, text)).message

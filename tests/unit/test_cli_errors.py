@@ -1,0 +1,103 @@
+"""User mistakes through the real CLI (no Ray starts: each fails before): one line on stderr,
+exit 2, the key path kept intact (even with brackets), nothing created."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from ludwig_hpo.cli import app
+from ludwig_hpo.config import load_sweep
+from ludwig_hpo.data import prepare
+from ludwig_hpo.errors import ConfigError, DataError, TrackingError
+
+WINE_LIKE = """\
+name: csv-sweep
+dataset: {{source: {source}}}
+input_features:
+  - {{name: alcohol, type: number}}
+  - {{name: ash, type: number}}
+output_features:
+  - {{name: kind, type: category}}
+trainer: {{epochs: 1}}
+hyperopt:
+  goal: minimize
+  metric: loss
+  output_feature: kind
+  parameters:
+    trainer.learning_rate: {{space: loguniform, lower: 1.0e-4, upper: 1.0e-2}}
+{extra}"""
+
+
+def _csv(tmp_path, rows: int, columns=("alcohol", "ash", "kind"), value="1.5"):
+    df = pd.DataFrame({c: ([f"k{i % 3}" for i in range(rows)] if c == "kind" else [value] * rows) for c in columns})
+    path = tmp_path / "data.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def _sweep(tmp_path, source, extra=""):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(WINE_LIKE.format(source=source, extra=extra))
+    return path
+
+
+def _run(*args):
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stderr if hasattr(result, "stderr") else result.output
+
+
+def test_a_missing_column_names_the_feature_in_brackets(tmp_path):
+    sweep = _sweep(tmp_path, _csv(tmp_path, 60, columns=("alcohol", "kind")))
+    code, err = _run("validate", str(sweep))
+    assert code == 2
+    assert "input_features[ash]: column 'ash' is not in the dataset" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_markup_like_text_in_user_values_is_printed_verbatim(tmp_path):
+    sweep = _sweep(tmp_path, _csv(tmp_path, 60, value="[/oops]"))
+    code, err = _run("validate", str(sweep))
+    assert code == 2 and "[/oops]" in err and "Traceback" not in err
+
+
+def test_too_few_rows_for_the_classes_is_a_data_error(tmp_path):
+    sweep = _sweep(tmp_path, _csv(tmp_path, 9))
+    with pytest.raises(DataError, match="too few for 3 classes"):
+        loaded = load_sweep(sweep)
+        prepare(pd.read_csv(tmp_path / "data.csv"), loaded.config)
+
+
+def test_too_many_folds_for_the_rows_is_a_data_error(tmp_path):
+    sweep = _sweep(tmp_path, _csv(tmp_path, 40), extra="kfold: {k: 20, top_k: 1}\n")
+    loaded = load_sweep(sweep)
+    with pytest.raises(DataError) as info:
+        prepare(pd.read_csv(tmp_path / "data.csv"), loaded.config)
+    assert info.value.key == "kfold.k" and info.value.fix == "lower kfold.k"
+
+
+def test_a_yaml_alias_bomb_is_refused_quickly(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match="YAML aliases"):
+        load_sweep(path)
+
+
+def test_an_sqlite_store_in_a_missing_folder_is_refused(tmp_path):
+    from ludwig_hpo.tracking import MlflowStore
+
+    with pytest.raises(TrackingError, match="does not exist"):
+        MlflowStore(f"sqlite:///{tmp_path}/nope/mlflow.db", "x")
+    assert not (tmp_path / "nope").exists()
+
+
+def test_an_output_folder_that_cannot_be_created_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    sweep = _sweep(tmp_path, _csv(tmp_path, 60))
+    code, err = _run("sweep", str(sweep), "--output", str(blocker / "sub"))
+    assert code == 2 and "cannot create the output folder" in err
+    assert blocker.read_text() == "not a folder"
