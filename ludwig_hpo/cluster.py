@@ -11,8 +11,10 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 from collections.abc import Iterator
 
 from ludwig_hpo.config.schema import SweepConfig
@@ -112,10 +114,13 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
         logging.getLogger(name).setLevel(logging.CRITICAL)
     with _env(env):
         try:
+            on_term = signal.getsignal(signal.SIGTERM)
             ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},
                      include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
                      _temp_dir=temp_dir, log_to_driver=False, logging_level=logging.ERROR,
                      configure_logging=True)
+            if callable(on_term) and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, on_term)  # the caller's handler, not Ray's abort
             yield
         finally:
             ray.shutdown()
