@@ -106,6 +106,7 @@ class Sweep:
         self.console = console
         self.output_root = output_root
         self.sign = self.cfg.goal_sign
+        self.mode = "min" if self.sign > 0 else "max"  # Tune's spelling of the goal
         self.metric = self.cfg.hyperopt.metric_key
 
     # ------------------------------------------------------------------ checks before anything exists
@@ -212,7 +213,7 @@ class Sweep:
             ctx = TrialContext(raw=self.loaded.raw, data=[ray.put(data)], storage_path=str(paths.ray.resolve() / "train"),
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
                                cpus_per_worker=plan.cpus_per_worker, choices=choices,
-                               mode="min" if self.sign > 0 else "max", batch_cache=start_cache_actor())
+                               mode=self.mode, batch_cache=start_cache_actor())
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
                 stats = ray.get(ctx.batch_cache.stats.remote())
@@ -242,7 +243,7 @@ class Sweep:
 
         from ludwig_hpo.train.trial import trial_resources
 
-        mode = "min" if self.sign > 0 else "max"
+        mode = self.mode
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(trainable, ctx=ctx), trial_resources(plan)),
             param_space=param_space,
@@ -292,7 +293,7 @@ class Sweep:
                               tune_config_kw=kw, param_space=None, paths=paths)
         # The best epoch's checkpoint: reported by Train (multi-worker) or kept by Tune (1 worker).
         checkpoints = {tid: t.checkpoint for tid, t in monitor.trials.items() if t.checkpoint}
-        mode = "min" if self.sign > 0 else "max"
+        mode = self.mode
         for r in grid:
             tid = (r.metrics or {}).get("trial_id")
             if tid and tid not in checkpoints and r.best_checkpoints:

@@ -49,6 +49,11 @@ class RayBatchSizeCache:
         ray.get(self.handle.put.remote(key, value))
 
 
+def cache_for(handle: Any) -> RayBatchSizeCache | None:
+    """The cache view of ``handle``, or None when the sweep has no cache actor."""
+    return RayBatchSizeCache(handle) if handle is not None else None
+
+
 def start_cache_actor() -> Any:
     """Start the sweep's cache actor (driver only, inside a running Ray cluster); returns its handle."""
     import ray

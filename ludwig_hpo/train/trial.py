@@ -59,13 +59,13 @@ def _worker_entry(config: dict) -> None:
     import ray.train.torch
 
     from ludwig_hpo.config.loader import resolve_trial_config
-    from ludwig_hpo.train.cache import RayBatchSizeCache
+    from ludwig_hpo.train.cache import cache_for
     from ludwig_hpo.train.loop import train_loop
 
     data = ray.get(config["data"][0])
     cfg = resolve_trial_config(config["raw"], config["params"])
     ctx = ray.train.get_context()
-    cache = RayBatchSizeCache(config["batch_cache"]) if config.get("batch_cache") is not None else None
+    cache = cache_for(config.get("batch_cache"))
 
     def report(metrics: dict, checkpoint_dir: str | None) -> None:
         ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
@@ -97,10 +97,10 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
             ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
             tune.report(metrics, checkpoint=ckpt)
 
-        from ludwig_hpo.train.cache import RayBatchSizeCache
+        from ludwig_hpo.train.cache import cache_for
 
         device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
-        cache = RayBatchSizeCache(ctx.batch_cache) if ctx.batch_cache is not None else None
+        cache = cache_for(ctx.batch_cache)
         train_loop(resolve_trial_config(ctx.raw, params), ray.get(ctx.data[0]), job, report, device=device,
                    cache=cache)
         return
