@@ -42,6 +42,7 @@ class LiveTrial:
     error_text: str | None = None
     stopped_by: str | None = None
     checkpoint: str | None = None  # checkpoint folder of the best epoch (multi-worker trials)
+    retries: int = 0  # times the trial was run again after failing (executor.max_failures)
 
     def best(self, sign: float) -> float | None:
         vals = [h.objective for h in self.history if math.isfinite(h.objective)]
@@ -72,6 +73,8 @@ def _error_text(trial) -> str:
 class Sink(Protocol):
     """Receives trial events from :class:`SweepMonitor` (driver only)."""
 
+    def trials_restored(self, trials: list[LiveTrial]) -> None: ...
+    def trial_retried(self, t: LiveTrial) -> None: ...
     def trial_started(self, t: LiveTrial) -> None: ...
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None: ...
     def trial_ended(self, t: LiveTrial) -> None: ...
@@ -105,13 +108,31 @@ class SweepMonitor(Callback):
         # sinks hold live clients and consoles, which belong to this driver process only.
         return {**self.__dict__, "sinks": [], "describe": None}
 
+    # Tune saves these with its experiment state and hands them back on restore, so a resumed
+    # sweep knows the trials that ended before the interruption.
+    def get_state(self) -> dict:
+        return {"trials": dict(self.trials)}
+
+    def set_state(self, state: dict) -> None:
+        self.trials = dict(state.get("trials", {}))
+        self._emit("trials_restored", list(self.trials.values()))
+
+    def handle(self, key: str) -> MonitorHandle:
+        """The callback to give Tune: a picklable stand-in that forwards to this monitor
+        while it is registered under ``key`` in this process (see :class:`MonitorHandle`)."""
+        _LIVE[key] = self
+        return MonitorHandle(key)
+
     def _emit(self, event: str, *args: Any) -> None:
         for s in self.sinks:
             getattr(s, event)(*args)
 
     def _start(self, trial) -> LiveTrial:
         d = self.describe(trial.trial_id, trial.config)
+        before = self.trials.get(trial.trial_id)
         t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name)
+        if before is not None:  # run again after a failure
+            t.retries = before.retries
         self._emit("trial_started", t)
         return t
 
@@ -149,7 +170,25 @@ class SweepMonitor(Callback):
         t.error = one_line_error(t.error_text)
         self._emit("trial_ended", t)
 
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        """A failed trial that Tune runs again (``executor.max_failures``): it restarts, and its
+        next start continues the same record and MLflow run."""
+        t = self.trials.get(trial.trial_id)
+        if t is not None:
+            t.retries += 1
+            t.error = one_line_error(_error_text(trial))
+            self._emit("trial_retried", t)
+
     def on_experiment_end(self, trials, **info) -> None:
+        # A restored experiment can hold trials that Tune saw end after its last saved state
+        # was written: end them from Tune's record.
+        for trial in trials:
+            t = self.trials.get(trial.trial_id)
+            if t is not None and t.status == "RUNNING" and trial.status == "TERMINATED":
+                last = trial.last_result or {}
+                if TIME_ATTR in last and (not t.history or last[TIME_ATTR] > t.history[-1].epoch):
+                    self.on_trial_result(0, trials, trial, last)
+                self.on_trial_complete(0, trials, trial)
         # Trials cut off by the time budget end without a complete/error event.
         self.close_running("time budget")
 
@@ -165,15 +204,69 @@ class SweepMonitor(Callback):
         return tuple(t.record(self.sign) for t in self.trials.values())
 
 
-class MlflowSink:
-    """Logs each trial as a child run of the sweep's parent run (driver only)."""
+_LIVE: dict[str, SweepMonitor] = {}
 
-    def __init__(self, store, parent_id: str) -> None:
+
+class MonitorHandle(Callback):
+    """The Tune callback of a :class:`SweepMonitor`. Tune pickles its callbacks into the
+    experiment folder and, on ``Tuner.restore``, uses the unpickled ones; this handle carries
+    only a key, so the restored callback forwards to the monitor the resuming driver
+    registered under that key (:meth:`SweepMonitor.handle`). Driver only."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    @property
+    def monitor(self) -> SweepMonitor:
+        return _LIVE[self.key]
+
+    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+        self.monitor.on_trial_start(iteration, trials, trial, **info)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+        self.monitor.on_trial_result(iteration, trials, trial, result, **info)
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        self.monitor.on_trial_complete(iteration, trials, trial, **info)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self.monitor.on_trial_error(iteration, trials, trial, **info)
+
+    def on_experiment_end(self, trials, **info) -> None:
+        self.monitor.on_experiment_end(trials, **info)
+
+    def get_state(self) -> dict:
+        return self.monitor.get_state()
+
+    def set_state(self, state: dict) -> None:
+        self.monitor.set_state(state)
+
+
+class MlflowSink:
+    """Logs each trial as a child run of the sweep's parent run (driver only).
+
+    Args:
+        resume: reuse the parent's existing child runs, matched by their ``trial_id`` tag, so a
+            resumed sweep continues its trials' runs instead of duplicating them.
+    """
+
+    def __init__(self, store, parent_id: str, *, resume: bool = False) -> None:
         self.store = store
         self.parent_id = parent_id
-        self.run_ids: dict[str, str] = {}
+        self.run_ids: dict[str, str] = store.children_by_tag(parent_id, "trial_id") if resume else {}
+
+    def trials_restored(self, trials: list[LiveTrial]) -> None:
+        pass  # their runs are in the store already
+
+    def trial_retried(self, t: LiveTrial) -> None:
+        run_id = self.run_ids.get(t.trial_id)
+        if run_id is not None:
+            self.store.set_tags(run_id, {"retries": t.retries, f"retry_{t.retries}_error": t.error})
 
     def trial_started(self, t: LiveTrial) -> None:
+        if t.trial_id in self.run_ids:  # a resumed trial continues its run
+            self.store.reopen_run(self.run_ids[t.trial_id])
+            return
         self.run_ids[t.trial_id] = self.store.start_run(
             t.name, parent_id=self.parent_id, tags={"trial_id": t.trial_id, **t.tags}, params=t.params)
 

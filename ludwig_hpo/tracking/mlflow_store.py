@@ -131,6 +131,26 @@ class MlflowStore:
             self.log_params(run.info.run_id, params)
         return run.info.run_id
 
+    def reopen_run(self, run_id: str) -> None:
+        """Mark an existing run RUNNING again (a resumed sweep continues its runs)."""
+        self.client.update_run(run_id, status="RUNNING")
+
+    def children_by_tag(self, parent_id: str, tag: str) -> dict[str, str]:
+        """``{tag value: run id}`` of the child runs of ``parent_id`` that carry ``tag``
+        (the earliest run wins if two share a value)."""
+        found: dict[str, str] = {}
+        token = None
+        while True:
+            page = self.client.search_runs([self.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
+                                           order_by=["attributes.start_time DESC"], max_results=1000,
+                                           page_token=token)
+            for run in page:
+                if tag in run.data.tags:
+                    found[run.data.tags[tag]] = run.info.run_id
+            token = page.token
+            if not token:
+                return found
+
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         """Log parameters (values via :func:`param_value`), at most 100 per request."""
         from mlflow.entities import Param
