@@ -21,7 +21,7 @@ from dashboards._format import (
 from dashboards._write import write_text_atomic
 from dashboards.hiplot_page import write_hiplot_page
 from dashboards.history import history_figure, history_info
-from dashboards.kfold import KFoldInfo, kfold_figure, kfold_info
+from dashboards.kfold import KFoldInfo, kfold_figure, kfold_info, optimism_sentence
 from dashboards.parallel import parallel_coordinates_figure, parallel_coordinates_info
 from dashboards.table import trials_table
 from ludwig_hpo.results import SweepResult
@@ -80,6 +80,9 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
             kfold_html=html.get(KFOLD_DIV_ID),
             kfold_rows=_kfold_rows(kfold) if kfold is not None else [],
             kfold_metric=kfold.y_title if kfold is not None else "",
+            kfold_optimism=optimism_sentence(kfold) if kfold is not None else "",
+            kfold_tests=[t.verdict for t in kfold.tests] if kfold is not None else [],
+            kfold_test_rows=_test_rows(kfold) if kfold is not None else [],
             hiplot_file=HIPLOT_FILE,
             failed=[
                 (t.trial_id, t.error or MISSING) for t in result.trials if t.status == "FAILED"
@@ -176,18 +179,35 @@ def _needs_quotes(text: str) -> bool:
 
 def _kfold_rows(info: KFoldInfo) -> list[dict[str, str]]:
     rows = []
-    for label, scores, mean, std, test in zip(
-        info.labels, info.fold_scores, info.means, info.stds, info.test_scores, strict=True
-    ):
-        mean_text = format_number(mean)
-        if std is not None:
-            mean_text += f" ± {format_number(std, 2)}"
+    for i, label in enumerate(info.labels):
+        scores, mean, std = info.fold_scores[i], info.means[i], info.stds[i]
+        ci = MISSING
+        if info.ci_lows[i] is not None and info.ci_highs[i] is not None:
+            ci = f"[{format_number(info.ci_lows[i])}, {format_number(info.ci_highs[i])}]"
+        failed = f" ({info.failed_folds[i]} failed)" if info.failed_folds[i] else ""
         rows.append(
             {
                 "label": label,
-                "k": str(len(scores)),
-                "mean_std": mean_text,
-                "test": format_number(test) if test is not None else "failed",
+                "k": f"{len(scores)}{failed}",
+                "mean": format_number(mean),
+                "std": format_number(std, 2),
+                "ci": ci,
+                "search": format_number(info.search_scores[i]),
+                "test": format_number(info.test_scores[i]) if info.test_scores[i] is not None else "failed",
             }
         )
     return rows
+
+
+def _test_rows(info: KFoldInfo) -> list[dict[str, str]]:
+    return [
+        {
+            "pair": f"#{t.a} vs #{t.b}",
+            "n": str(t.n),
+            "diff": format_number(t.mean_diff, 3),
+            "t": format_number(t.t_pvalue, 3),
+            "w": format_number(t.wilcoxon_pvalue, 3),
+            "verdict": t.verdict,
+        }
+        for t in info.tests
+    ]

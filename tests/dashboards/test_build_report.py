@@ -40,7 +40,8 @@ def test_header_and_tables(report):
     assert "1 h 02 min 05 s" in page
     assert "15 finished" in page and "3 killed" in page and "2 failed" in page
     assert "trainer.learning_rate: " in page  # best trial's params snippet
-    assert "fold mean ± std" in page and "config #3" in page
+    assert "fold mean" in page and "95 % CI" in page and "config #3" in page
+    assert "Selection optimism" in page and "paired t-test p =" in page
     assert "RuntimeError: boom" in page  # failed trials' errors
 
 
