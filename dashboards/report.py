@@ -16,11 +16,13 @@ from dashboards._format import (
     format_duration,
     format_number,
     metric_title,
-    value_label,
+    plain,
 )
 from dashboards._write import write_text_atomic
-from dashboards.hiplot_page import write_hiplot_page
+from dashboards.curves import curves_figure, curves_info
+from dashboards.hiplot_page import hiplot_notes, write_hiplot_page
 from dashboards.history import history_figure, history_info
+from dashboards.importance import importance_figure, importance_info
 from dashboards.kfold import KFoldInfo, kfold_figure, kfold_info, optimism_sentence
 from dashboards.parallel import parallel_coordinates_figure, parallel_coordinates_info
 from dashboards.table import trials_table
@@ -34,6 +36,8 @@ STATUS_ORDER = ("FINISHED", "KILLED", "FAILED", "RUNNING")
 PARALLEL_DIV_ID = "parallel-coordinates"
 HISTORY_DIV_ID = "optimization-history"
 KFOLD_DIV_ID = "kfold-vs-test"
+IMPORTANCE_DIV_ID = "parameter-importance"
+CURVES_DIV_ID = "learning-curves"
 
 _PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -60,9 +64,12 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
     write_hiplot_page(table, out_dir / HIPLOT_FILE)
 
     kfold = kfold_info(result)
+    importance = importance_info(result)
     figures = [
-        (parallel_coordinates_figure(parallel_coordinates_info(result)), PARALLEL_DIV_ID),
+        (parallel_coordinates_figure(parallel_coordinates_info(result, importance.params)), PARALLEL_DIV_ID),
+        (importance_figure(importance), IMPORTANCE_DIV_ID),
         (history_figure(history_info(result)), HISTORY_DIV_ID),
+        (curves_figure(curves_info(result)), CURVES_DIV_ID),
     ]
     if kfold is not None:
         figures.append((kfold_figure(kfold), KFOLD_DIV_ID))
@@ -77,6 +84,9 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
             sweep=_header(result),
             parallel_html=html[PARALLEL_DIV_ID],
             history_html=html[HISTORY_DIV_ID],
+            importance_html=html[IMPORTANCE_DIV_ID],
+            importance_note=_importance_note(importance),
+            curves_html=html[CURVES_DIV_ID],
             kfold_html=html.get(KFOLD_DIV_ID),
             kfold_rows=_kfold_rows(kfold) if kfold is not None else [],
             kfold_metric=kfold.y_title if kfold is not None else "",
@@ -84,6 +94,7 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
             kfold_tests=[t.verdict for t in kfold.tests] if kfold is not None else [],
             kfold_test_rows=_test_rows(kfold) if kfold is not None else [],
             hiplot_file=HIPLOT_FILE,
+            hiplot_notes=hiplot_notes(table),
             failed=[
                 (t.trial_id, t.error or MISSING) for t in result.trials if t.status == "FAILED"
             ],
@@ -110,7 +121,7 @@ def _environment() -> jinja2.Environment:
 def _figure_html(fig: go.Figure, div_id: str, first: bool) -> Markup:
     # The page's section headings name the figures, so their own titles go.
     fig = go.Figure(fig)
-    fig.update_layout(title=None, margin_t=70 if div_id == PARALLEL_DIV_ID else 40)
+    fig.update_layout(title=None, margin_t={PARALLEL_DIV_ID: 70, KFOLD_DIV_ID: 80}.get(div_id, 40))
     # plotly.js goes into the first figure only; the page then holds it exactly once.
     # Plotly's JSON escapes "<", and user strings in labels are entity-escaped already.
     return Markup(
@@ -147,34 +158,63 @@ def _header(result: SweepResult) -> dict[str, Any]:
         "tracking_uri": result.tracking_uri,
         "best_trial_id": result.best_trial_id,
         "best_value": format_number(best.objective_best) if best else None,
-        "best_params": _yamlish(best.params) if best else "",
+        "best_params": best_config_yaml(best.params) if best else "",
+        "best_metrics": _best_metrics(best) if best else [],
     }
 
 
-def _yamlish(params: dict[str, Any]) -> str:
-    """``key: value`` lines; strings that YAML would misread are quoted."""
+def best_config_yaml(params: dict[str, Any]) -> str:
+    """The parameters as a YAML block to paste into a sweep file: dotted paths nested
+    (``trainer.learning_rate`` → ``trainer: {learning_rate: ...}``), values as YAML (lists
+    and config blocks included). A block named after a feature is marked by a comment:
+    its keys go into that feature's entry of ``input_features`` / ``output_features``."""
+    import yaml
+
+    tree: dict[str, Any] = {}
+    for path, value in params.items():
+        node = tree
+        *heads, last = path.split(".")
+        for head in heads:
+            child = node.setdefault(head, {})
+            if not isinstance(child, dict):  # "a" and "a.b" both set: keep the dotted key
+                node, last = tree, path
+                break
+            node = child
+        node[last] = _yaml_value(value)
     lines = []
-    for key, value in params.items():
-        text = value_label(value)
-        if isinstance(value, str) and _needs_quotes(value):
-            text = value_label([value])[1:-1]  # JSON string literal, valid YAML
-        lines.append(f"{key}: {text}")
+    for key, value in tree.items():
+        if key not in _CONFIG_SECTIONS:
+            lines.append(f"# {key}: the feature named {key!r} (input_features / output_features)")
+        lines.append(yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True,
+                                    default_flow_style=False, width=100).rstrip())
     return "\n".join(lines)
 
 
-_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "~"}
+_CONFIG_SECTIONS = {"trainer", "combiner", "backend", "dataset", "hyperopt", "preprocessing"}
 
 
-def _needs_quotes(text: str) -> bool:
-    if text == "" or text != text.strip() or text.lower() in _YAML_WORDS:
-        return True
-    if text[0] in "!&*{}[]|>'\"%@`#,?:-":
-        return True
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return ": " in text or " #" in text
+def _yaml_value(value: Any) -> Any:
+    value = plain(value)
+    if isinstance(value, (list, tuple)):
+        return [_yaml_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _yaml_value(v) for k, v in value.items()}
+    return value
+
+
+def _best_metrics(best: Any) -> list[tuple[str, str]]:
+    """The best trial's metrics at its best epoch, ``(name, value)`` sorted by name."""
+    epoch = next((h for h in best.history if h.objective == best.objective_best), None)
+    if epoch is None:
+        return []
+    return [(k, format_number(v)) for k, v in sorted(epoch.metrics.items())] + [("epoch", str(epoch.epoch))]
+
+
+def _importance_note(info: Any) -> str:
+    if info.note:
+        return f"Not computed: {info.note}."
+    return (f"fANOVA (Optuna) on a study rebuilt from {info.n_trials} scored trials; early-stopped "
+            "trials count with the best value they reached.")
 
 
 def _kfold_rows(info: KFoldInfo) -> list[dict[str, str]]:
