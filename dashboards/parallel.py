@@ -21,7 +21,10 @@ from dashboards.table import param_paths
 from ludwig_hpo.results import ParamInfo, SweepResult, TrialRecord
 
 _MISSING = object()  # a trial without the parameter
-COLOR_SCALE = "Blues"  # light = worse, dark = better once the direction is applied
+# Blues without its near-white end, so the worst lines stay visible on white:
+# light = worse, dark = better once the direction is applied
+COLOR_SCALE = [[i / 7, c] for i, c in enumerate(
+    ("#a9cce3", "#85b6dc", "#6aaed6", "#4292c6", "#2171b5", "#08519c", "#08306b", "#041e45"))]
 NO_METRIC_COLOR = "#c8c8c8"
 NO_METRIC_LABEL = "no metric"
 STATUS_LABELS = {"FINISHED": "finished", "KILLED": "stopped early", "FAILED": "failed", "RUNNING": "running"}
@@ -306,13 +309,11 @@ def _colour_scale(info: ParallelCoordinatesInfo) -> Any:
     """
     if info.no_metric_value is None:
         return COLOR_SCALE
-    import plotly.colors
-
     low, high = min(info.metric_values), max(info.metric_values)
     nearest = min((abs(v - info.no_metric_value) for v in info.metric_values if v != info.no_metric_value),
                   default=0.0)
     cut = nearest / (high - low) / 2 if high > low else 0.05
-    blues = plotly.colors.get_colorscale(COLOR_SCALE)
+    blues = COLOR_SCALE
     return [[0.0, NO_METRIC_COLOR], [cut, NO_METRIC_COLOR]] + [
         [cut + (1 - cut) * float(p), c] for p, c in blues
     ]
