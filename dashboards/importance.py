@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
@@ -22,6 +23,9 @@ MIN_TRIALS = 3  # below this an importance says nothing
 SEED = 0
 #: fANOVA's forest grows with the trials; beyond this many a seeded random subset is used.
 MAX_TRIALS = 250
+#: fANOVA one-hot encodes categories; a parameter with more enters as its category's index
+#: (an arbitrary order the forest can still split on) to keep the forest small.
+MAX_ONE_HOT = 16
 
 
 class ImportanceInfo(NamedTuple):
@@ -57,19 +61,21 @@ def rebuild_study(result: SweepResult) -> tuple[Any, list[str]]:
     scored = [(t, v) for t in result.trials if (v := trial_metric(t)) is not None]
     varied = []
     distributions: dict[str, Any] = {}
+    encoders: dict[str, Callable[[Any], Any]] = {}
     for path in param_paths(result):
         values = [t.params[path] for t, _ in scored if path in t.params]
         if len({value_label(v) for v in values}) < 2:
             continue
         varied.append(path)
-        distributions[path] = _distribution(declared.get(path, ParamInfo(path, "unknown")), values)
+        distributions[path], encoders[path] = _distribution(
+            declared.get(path, ParamInfo(path, "unknown")), values)
     direction = "minimize" if result.goal == "minimize" else "maximize"
     study = optuna.create_study(direction=direction, sampler=optuna.samplers.RandomSampler(seed=SEED))
     trials = []
     for trial, value in scored:
         if not all(p in trial.params for p in varied):
             continue
-        params = {p: _encode(trial.params[p], distributions[p]) for p in varied}
+        params = {p: encoders[p](trial.params[p]) for p in varied}
         trials.append(optuna.trial.create_trial(params=params, distributions={p: distributions[p] for p in varied},
                                                 value=value))
     study.add_trials(trials)
@@ -130,34 +136,29 @@ def importance_figure(info: ImportanceInfo) -> go.Figure:
     return fig
 
 
-def _distribution(info: ParamInfo, values: list[Any]):
+def _distribution(info: ParamInfo, values: list[Any]) -> tuple[Any, Callable[[Any], Any]]:
+    """The Optuna distribution of one parameter and how a value is encoded for it."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if info.categories is not None or not numeric:
         labels = [value_label(c) for c in info.categories or ()]
         labels += sorted({value_label(v) for v in values} - set(labels))
-        return CategoricalDistribution(list(dict.fromkeys(labels)))
+        labels = list(dict.fromkeys(labels))
+        if len(labels) > MAX_ONE_HOT:
+            index = {label: i for i, label in enumerate(labels)}
+            return IntDistribution(0, len(labels) - 1), lambda v: index[value_label(v)]
+        return CategoricalDistribution(labels), value_label
     low, high = min(values), max(values)
     if info.lower is not None:
         low = min(low, info.lower)
     if info.upper is not None:
         high = max(high, info.upper)
     if info.space == "randint" and all(isinstance(v, int) for v in values):
-        return IntDistribution(int(low), max(int(math.ceil(high)) - 1, int(max(values))))
+        return IntDistribution(int(low), max(int(math.ceil(high)) - 1, int(max(values)))), int
     if info.log and low > 0:
-        return FloatDistribution(float(low), float(high), log=True)
-    return FloatDistribution(float(low), float(high))
-
-
-def _encode(value: Any, distribution) -> Any:
-    from optuna.distributions import CategoricalDistribution, IntDistribution
-
-    if isinstance(distribution, CategoricalDistribution):
-        return value_label(value)
-    if isinstance(distribution, IntDistribution):
-        return int(value)
-    return float(value)
+        return FloatDistribution(float(low), float(high), log=True), float
+    return FloatDistribution(float(low), float(high)), float
 
 
 __all__ = ["ImportanceInfo", "importance_figure", "importance_info", "rebuild_study"]
