@@ -240,7 +240,7 @@ def kfold_figure(info: KFoldInfo) -> go.Figure:
     fig.add_trace(go.Scatter(
         x=[labels[i] for i in with_search], y=[info.search_scores[i] for i in with_search], mode="markers",
         name="search (validation)",
-        marker={"size": 10, "color": "rgba(0,0,0,0)", "symbol": "circle-open", "line": {"width": 2, "color": "#555"}},
+        marker={"size": 10, "color": "#555", "symbol": "circle-open", "line": {"width": 2}},
         hovertemplate="search %{y:.4g}<extra></extra>"), row=1, col=1)
     with_test = [i for i, t in enumerate(info.test_scores) if t is not None]
     fig.add_trace(go.Scatter(
@@ -269,6 +269,8 @@ def kfold_figure(info: KFoldInfo) -> go.Figure:
     fig.update_layout(
         title={"text": "K-fold vs test"}, height=460, margin={"l": 70, "r": 30, "t": 80, "b": 60},
         plot_bgcolor="white", paper_bgcolor="white",
+        # folds, mean, search and test side by side within a configuration (category axis only)
+        scattermode="group", scattergap=0.5,
         legend={"orientation": "h", "y": 1.12, "yanchor": "bottom", "x": 0, "xanchor": "left"},
     )
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, title_text="configuration",
