@@ -25,6 +25,7 @@ from dashboards.history import history_figure, history_info
 from dashboards.importance import importance_figure, importance_info
 from dashboards.kfold import KFoldInfo, kfold_figure, kfold_info, optimism_sentence
 from dashboards.parallel import parallel_coordinates_figure, parallel_coordinates_info
+from dashboards.pareto import pareto_figure, pareto_info
 from dashboards.table import trials_table
 from ludwig_hpo.results import SweepResult
 
@@ -38,6 +39,7 @@ HISTORY_DIV_ID = "optimization-history"
 KFOLD_DIV_ID = "kfold-vs-test"
 IMPORTANCE_DIV_ID = "parameter-importance"
 CURVES_DIV_ID = "learning-curves"
+PARETO_DIV_ID = "pareto-front"
 
 _PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -70,6 +72,7 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
         (importance_figure(importance), IMPORTANCE_DIV_ID),
         (history_figure(history_info(result)), HISTORY_DIV_ID),
         (curves_figure(curves_info(result)), CURVES_DIV_ID),
+        (pareto_figure(pareto_info(result)), PARETO_DIV_ID),
     ]
     if kfold is not None:
         figures.append((kfold_figure(kfold), KFOLD_DIV_ID))
@@ -87,6 +90,7 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
             importance_html=html[IMPORTANCE_DIV_ID],
             importance_note=_importance_note(importance),
             curves_html=html[CURVES_DIV_ID],
+            pareto_html=html[PARETO_DIV_ID],
             kfold_html=html.get(KFOLD_DIV_ID),
             kfold_rows=_kfold_rows(kfold) if kfold is not None else [],
             kfold_metric=kfold.y_title if kfold is not None else "",

@@ -20,6 +20,7 @@ from dashboards.report import (
     IMPORTANCE_DIV_ID,
     KFOLD_DIV_ID,
     PARALLEL_DIV_ID,
+    PARETO_DIV_ID,
 )
 from ludwig_hpo.results import ParamInfo
 
@@ -29,7 +30,7 @@ pytestmark = [
     pytest.mark.timeout(240),
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)"),
 ]
-FIGURES = (PARALLEL_DIV_ID, IMPORTANCE_DIV_ID, HISTORY_DIV_ID, CURVES_DIV_ID, KFOLD_DIV_ID)
+FIGURES = (PARALLEL_DIV_ID, IMPORTANCE_DIV_ID, HISTORY_DIV_ID, CURVES_DIV_ID, PARETO_DIV_ID, KFOLD_DIV_ID)
 # Markup in user strings; if any of it ran, the console would say so.
 INJECTED = (
     "<script>alert(1)</script>",
