@@ -87,8 +87,10 @@ def write_hiplot_page(table: pd.DataFrame, path: Path) -> Path:
 
     def page_of(rows: list[dict[str, Any]]) -> str:
         exp = hiplot.Experiment.from_iterable(rows)
-        if crowded:  # force high-cardinality categorical columns visible
-            exp.display_data(hiplot.Displays.PARALLEL_PLOT)["categoricalMaximumValues"] = max(crowded.values())
+        if crowded:  # force high-cardinality categorical columns visible, but not the ids
+            display = exp.display_data(hiplot.Displays.PARALLEL_PLOT)
+            display["categoricalMaximumValues"] = max(crowded.values())
+            display["hide"] = ["uid", "trial_id"]
         return exp.to_html()
 
     page = _escape_payload(page_of(rows))

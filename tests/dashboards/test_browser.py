@@ -104,3 +104,16 @@ def test_screenshot_is_saved_as_an_artifact(report_dir):
               cwd=report_dir)
     assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 50_000  # a blank page is a few kB
+
+
+def test_hiplot_draws_a_two_hundred_category_column(tmp_path, make_trial, make_sweep):
+    from dashboards.hiplot_page import write_hiplot_page
+    from dashboards.table import trials_table
+
+    trials = [make_trial(f"t{i}", {"model.vocab": f"w{i}", "lr": i / 1000}, 0.1 + i / 1000) for i in range(200)]
+    page = write_hiplot_page(trials_table(make_sweep(trials, parameters=())), tmp_path / "hiplot.html")
+    dom, console = _chromium("--dump-dom", page.as_uri(), cwd=tmp_path)
+    assert console == [], f"console messages: {console}"
+    axes = re.findall(r'class="label-name[^>]*>([^<]*)', dom)
+    assert "model.vocab" in axes and "lr" in axes  # HiPlot alone hides a column with > 80 categories
+    assert "trial_id" not in axes
