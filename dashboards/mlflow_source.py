@@ -22,6 +22,7 @@ Runs in the process that builds the report (the sweep driver or ``hpo report``).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -328,9 +329,7 @@ def load_sweep(
 
 
 def _client(uri: str):
-    for name in ("mlflow", "alembic"):
-        import logging
-
+    for name in ("mlflow", "alembic"):  # schema-migration chatter is not for the console
         logging.getLogger(name).setLevel(logging.WARNING)
     if uri.startswith("sqlite:///"):
         db = Path(uri.removeprefix("sqlite:///"))

@@ -139,10 +139,11 @@ def parallel_coordinates_info(
             axes.append(_status_axis(statuses))
         declared = {p.path: p for p in result.parameters}
         rank = {path: i for i, path in enumerate(importance or [])}
-        paths = param_paths(result)
-        # least important first: the most important axis ends up beside the metric
-        paths = sorted(paths, key=lambda p: (-rank.get(p, len(rank)), paths.index(p) if p not in rank else 0))
-        for path in paths:
+        declared_order = param_paths(result)
+        # Unranked parameters first (declaration order), then from least to most important,
+        # so the most important axis stands beside the metric.
+        ordered = sorted(declared_order, key=lambda p: (-rank.get(p, len(rank)), declared_order.index(p)))
+        for path in ordered:
             info = declared.get(path, ParamInfo(path=path, space="unknown"))
             values = [t.params.get(path, _MISSING) for t in trials]
             present = [v for v in values if v is not _MISSING]

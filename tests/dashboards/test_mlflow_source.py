@@ -182,3 +182,29 @@ def test_hpo_report_needs_something_to_report_on(tmp_path):
     assert res.exit_code == 2 and "--experiment NAME or --run-id" in res.output
     res = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "no MLflow store to read" in res.output
+
+
+def test_tidy_tables_from_the_store(result):
+    from dashboards import epochs_table, kfold_table, trials_table
+
+    trials = trials_table(result)
+    assert list(trials["trial_id"]) == [f"t_0000{i}" for i in range(5)]
+    assert list(trials["status"]) == ["FINISHED", "KILLED", "FAILED", "FINISHED", "RUNNING"]
+    assert list(trials["epochs"]) == [3, 1, 0, 3, 1]
+    assert trials["objective_best"].tolist()[:2] == [0.4, 1.2] and math.isnan(trials["objective_best"][2])
+    assert trials["trainer.optimizer"][1] == {"type": "sgd", "momentum": 0.9}
+
+    epochs = epochs_table(result)
+    assert list(epochs.columns) == ["trial_id", "status", "epoch", "objective", "train/combined/running_loss",
+                                    "validation/label/accuracy", "validation/label/loss"]
+    t3 = epochs[epochs["trial_id"] == "t_00003"]
+    assert t3["epoch"].tolist() == [1, 2, 3] and t3["objective"].tolist() == [0.8, 0.3, 0.35]
+    assert len(epochs) == 3 + 1 + 3 + 1  # the failed trial has no epoch
+
+    kfold = kfold_table(result)
+    assert kfold.to_dict(orient="list") == {
+        "config_rank": [1, 1, 1, 1, 2, 2, 2],
+        "trial_id": ["t_00003"] * 4 + ["t_00000"] * 3,
+        "fold": ["0", "1", "2", "test", "0", "1", "test"],
+        "score": pytest.approx([0.31, 0.29, 0.36, 0.33, 0.41, 0.44, 0.47]),
+    }
