@@ -49,9 +49,13 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
 
     Writes ``out_dir/hiplot.html`` (HiPlot view of the trials table) and then
     ``out_dir/report.html``: a header (sweep name, metric and goal, trial counts by
-    status, wall time, best trial and its parameters), parallel coordinates, the
-    optimization history, k-fold vs test (figure and table, or a note that it was not
-    run), failed trials' errors and the trials table. The page embeds plotly.js once
+    status, wall time, best trial with its configuration as YAML and its metrics),
+    parallel coordinates (axes by fANOVA importance), parameter importance, the
+    optimization history, learning curves, metric vs wall time with its Pareto front,
+    k-fold vs test (figure, confidence intervals, selection optimism and paired tests, or a
+    note that it was not run), failed trials' errors and the trials table. Runs in the
+    sweep driver or ``hpo report``; ~10 s for 1,000 trials (``bench/report_build.py``).
+    The page embeds plotly.js once
     (~4.7 MB) and works offline; it links and frames ``hiplot.html`` by relative path,
     so the two files travel together. Each file is written atomically. ``out_dir`` is
     created if missing.
