@@ -54,7 +54,7 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
     optimization history, learning curves, metric vs wall time with its Pareto front,
     k-fold vs test (figure, confidence intervals, selection optimism and paired tests, or a
     note that it was not run), failed trials' errors and the trials table. Runs in the
-    sweep driver or ``hpo report``; ~10 s for 1,000 trials (``bench/report_build.py``).
+    sweep driver or ``hpo report``; ~3 s for 1,000 trials (``bench/report_build.py``).
     The page embeds plotly.js once
     (~4.7 MB) and works offline; it links and frames ``hiplot.html`` by relative path,
     so the two files travel together. Each file is written atomically. ``out_dir`` is
