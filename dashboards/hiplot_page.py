@@ -29,9 +29,50 @@ def hiplot_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+#: HiPlot hides a categorical column with more distinct values than this (its default).
+HIPLOT_CATEGORICAL_LIMIT = 80
+
+
+def crowded_columns(table: pd.DataFrame) -> dict[str, int]:
+    """Text columns (categories, lists, dicts) with more distinct values than HiPlot shows
+    by default, with their counts; the page forces them visible. The trial id (unique per
+    row) is not a column to draw and stays hidden."""
+    out = {}
+    for column in table.columns:
+        if column == "trial_id":
+            continue
+        values = [v for v in hiplot_rows(table[[column]]) if v[str(column)] is not None]
+        texts = {v[str(column)] for v in values if isinstance(v[str(column)], str)}
+        if len(texts) > HIPLOT_CATEGORICAL_LIMIT:
+            out[str(column)] = len(texts)
+    return out
+
+
+def constant_columns(table: pd.DataFrame) -> list[str]:
+    """Columns with one distinct value (HiPlot does not draw them)."""
+    return [str(c) for c in table.columns
+            if len({value_label(v) for v in table[c] if v is not None and v == v}) == 1]
+
+
+def hiplot_notes(table: pd.DataFrame) -> list[str]:
+    """What the HiPlot page does with hard columns, in words, for the report."""
+    notes = []
+    crowded = crowded_columns(table)
+    if crowded:
+        listed = ", ".join(f"{c} ({n} values)" for c, n in crowded.items())
+        notes.append(f"Shown although HiPlot hides categorical columns with more than "
+                     f"{HIPLOT_CATEGORICAL_LIMIT} values: {listed}.")
+    constant = constant_columns(table)
+    if constant:
+        notes.append(f"Not drawn by HiPlot (one value for every trial): {', '.join(constant)}.")
+    return notes
+
+
 def write_hiplot_page(table: pd.DataFrame, path: Path) -> Path:
     """Write ``table`` (see :func:`dashboards.table.trials_table`) as a HiPlot page at
-    ``path``, atomically, and return ``path``. The page needs no network.
+    ``path``, atomically, and return ``path``. The page needs no network. Categorical
+    columns with more than :data:`HIPLOT_CATEGORICAL_LIMIT` values are forced visible
+    (HiPlot would hide them); :func:`hiplot_notes` says so for the report.
 
     Raises:
         ImportError: hiplot is not installed.
@@ -42,13 +83,23 @@ def write_hiplot_page(table: pd.DataFrame, path: Path) -> Path:
     except ImportError as err:  # pragma: no cover - hiplot is a dependency
         raise ImportError("the HiPlot page needs hiplot: pip install hiplot") from err
     rows = hiplot_rows(table)
-    page = _escape_payload(hiplot.Experiment.from_iterable(rows).to_html())
+    crowded = crowded_columns(table)
+
+    def page_of(rows: list[dict[str, Any]]) -> str:
+        exp = hiplot.Experiment.from_iterable(rows)
+        if crowded:  # force high-cardinality categorical columns visible, but not the ids
+            display = exp.display_data(hiplot.Displays.PARALLEL_PLOT)
+            display["categoricalMaximumValues"] = max(crowded.values())
+            display["hide"] = ["uid", "trial_id"]
+        return exp.to_html()
+
+    page = _escape_payload(page_of(rows))
     if page is None:
         safe_rows = [
             {k: v.replace("<", "\u2039") if isinstance(v, str) else v for k, v in row.items()}
             for row in rows
         ]
-        page = hiplot.Experiment.from_iterable(safe_rows).to_html()
+        page = page_of(safe_rows)
     write_text_atomic(Path(path), page)
     return Path(path)
 

@@ -1,14 +1,51 @@
-"""K-fold vs test: how the top configurations of the search hold up on held-out data."""
+"""K-fold vs test: how the top configurations of the search hold up on held-out data.
+
+For each re-evaluated configuration: its fold scores, their mean with a 95 % confidence
+interval (Student's t, sample standard deviation), its test score and the search's own
+(validation) score; across configurations: CV mean against test score with the y = x line
+and the selection optimism as numbers; and pairwise paired tests over the folds.
+"""
 
 from __future__ import annotations
 
+import math
+import warnings
+from itertools import combinations
 from typing import NamedTuple
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from scipy import stats
 
-from dashboards._format import better_phrase, plotly_text
+from dashboards._format import better_phrase, format_number, plotly_text
 from ludwig_hpo.results import SweepResult
+
+CONFIDENCE = 0.95
+ALPHA = 0.05
+
+
+class PairedTest(NamedTuple):
+    """Paired comparison of two configurations over the same folds.
+
+    Attributes:
+        a, b: config ranks compared (``a < b``).
+        n: number of paired folds.
+        mean_diff: mean of (score of ``a`` − score of ``b``) over the folds, metric units.
+        t_pvalue: two-sided p-value of the paired t-test (``scipy.stats.ttest_rel``); None
+            when it cannot be computed (fewer than 2 folds, or identical scores).
+        wilcoxon_pvalue: two-sided p-value of the Wilcoxon signed-rank test
+            (``scipy.stats.wilcoxon``); None when every difference is 0 or n < 2.
+        verdict: one plain sentence, e.g. ``"#1 and #2 are not distinguishable at 5 %"``.
+    """
+
+    a: int
+    b: int
+    n: int
+    mean_diff: float | None
+    t_pvalue: float | None
+    wilcoxon_pvalue: float | None
+    verdict: str
 
 
 class KFoldInfo(NamedTuple):
@@ -17,23 +54,88 @@ class KFoldInfo(NamedTuple):
 
     Attributes:
         labels: x-axis labels, ``"config #1 (trial <id>)"``.
+        ranks: the configurations' ranks in the search (1 = best).
         trial_ids: the search trial behind each configuration.
         fold_scores: each configuration's metric on its held-out folds, fold order.
+        failed_folds: folds per configuration whose run did not finish.
         means: mean of the fold scores (None when there are no fold scores).
         stds: sample standard deviation of the fold scores (ddof=1); None when k < 2.
+        ci_lows, ci_highs: the 95 % t confidence interval of the mean,
+            ``mean ± t(0.975, k−1)·std/√k``; None when k < 2.
         test_scores: the metric on the test split, None if that run failed.
+        search_scores: the search trial's best value on the sweep's split (the score it
+            was selected by), None if unknown.
+        cv_optimism: mean over configurations with both of (test − CV mean), signed so
+            that a positive number means the test score is worse than cross-validation
+            promised; None without such configurations.
+        search_optimism: the same for (test − search score): how much selecting on the
+            validation split flattered the configurations.
+        tests: paired tests of every pair of configurations (rank order).
         metric: the metric's name, ``"<feature>/<metric>"``.
         y_title: the metric with its direction, e.g. ``"label/loss (lower is better)"``.
+        goal: ``"minimize"`` or ``"maximize"``.
     """
 
     labels: list[str]
+    ranks: list[int]
     trial_ids: list[str]
     fold_scores: list[list[float]]
+    failed_folds: list[int]
     means: list[float | None]
     stds: list[float | None]
+    ci_lows: list[float | None]
+    ci_highs: list[float | None]
     test_scores: list[float | None]
+    search_scores: list[float | None]
+    cv_optimism: float | None
+    search_optimism: float | None
+    tests: list[PairedTest]
     metric: str
     y_title: str
+    goal: str
+
+
+def t_interval(scores: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The ``confidence`` interval of the mean of ``scores`` from Student's t with the
+    sample standard deviation (ddof=1): ``mean ± t((1+c)/2, n−1)·s/√n``. None when n < 2."""
+    n = len(scores)
+    if n < 2:
+        return None
+    mean = float(np.mean(scores))
+    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * float(np.std(scores, ddof=1)) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def paired_test(a: int, b: int, scores_a: list[float], scores_b: list[float], goal: str) -> PairedTest:
+    """Compare configurations ranked ``a`` and ``b`` over the same folds (pure).
+
+    The verdict uses the paired t-test at 5 %; the Wilcoxon p-value is given beside it
+    (with fewer than 6 folds it cannot fall below 5 %, so it never decides alone).
+    """
+    n = len(scores_a)
+    if n != len(scores_b) or n < 2:
+        return PairedTest(a, b, n, None, None, None,
+                          f"#{a} and #{b} cannot be compared: fewer than 2 folds scored for both")
+    diff = np.asarray(scores_a, dtype=float) - np.asarray(scores_b, dtype=float)
+    mean_diff = float(diff.mean())
+    if np.allclose(diff, 0.0):
+        return PairedTest(a, b, n, mean_diff, None, None,
+                          f"#{a} and #{b} scored the same on every fold")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if np.allclose(diff, diff[0]):  # no spread: the t statistic is infinite
+            t_p = 0.0
+        else:
+            t_p = float(stats.ttest_rel(scores_a, scores_b).pvalue)
+        w_p = float(stats.wilcoxon(diff).pvalue)
+    better_a = (mean_diff < 0) == (goal == "minimize")
+    if t_p < ALPHA:
+        first, second = (a, b) if better_a else (b, a)
+        verdict = f"#{first} is better than #{second} at 5 % (paired t-test p = {t_p:.3g}, {n} folds)"
+    else:
+        verdict = (f"#{a} and #{b} are not distinguishable at 5 % "
+                   f"(paired t-test p = {t_p:.3g}, {n} folds)")
+    return PairedTest(a, b, n, mean_diff, t_p, w_p, verdict)
 
 
 def kfold_info(result: SweepResult) -> KFoldInfo | None:
@@ -42,108 +144,158 @@ def kfold_info(result: SweepResult) -> KFoldInfo | None:
     if not result.kfold:
         return None
     records = sorted(result.kfold, key=lambda r: r.config_rank)
+    sign = 1.0 if result.goal == "minimize" else -1.0
+    search = {t.trial_id: t.objective_best for t in result.trials}
     means: list[float | None] = []
     stds: list[float | None] = []
+    lows: list[float | None] = []
+    highs: list[float | None] = []
     for record in records:
-        scores = np.asarray(record.fold_scores, dtype=float)
-        means.append(float(scores.mean()) if scores.size else None)
-        stds.append(float(scores.std(ddof=1)) if scores.size >= 2 else None)
+        scores = [float(s) for s in record.fold_scores]
+        means.append(float(np.mean(scores)) if scores else None)
+        stds.append(float(np.std(scores, ddof=1)) if len(scores) >= 2 else None)
+        ci = t_interval(scores)
+        lows.append(ci[0] if ci else None)
+        highs.append(ci[1] if ci else None)
+    tests_ = [None if r.test_score is None else float(r.test_score) for r in records]
+    searched = [search.get(r.trial_id) for r in records]
+    cv_gaps = [sign * (t - m) for t, m in zip(tests_, means, strict=True) if t is not None and m is not None]
+    search_gaps = [sign * (t - s) for t, s in zip(tests_, searched, strict=True)
+                   if t is not None and s is not None]
+    pairs = []
+    for ra, rb in combinations(records, 2):
+        if ra.failed_folds or rb.failed_folds:
+            pairs.append(PairedTest(ra.config_rank, rb.config_rank, 0, None, None, None,
+                                    f"#{ra.config_rank} and #{rb.config_rank} cannot be compared "
+                                    "fold by fold: a fold failed"))
+        else:
+            pairs.append(paired_test(ra.config_rank, rb.config_rank, list(ra.fold_scores),
+                                     list(rb.fold_scores), result.goal))
     metric = records[0].metric
     return KFoldInfo(
         labels=[f"config #{r.config_rank} (trial {r.trial_id})" for r in records],
+        ranks=[r.config_rank for r in records],
         trial_ids=[r.trial_id for r in records],
         fold_scores=[[float(s) for s in r.fold_scores] for r in records],
+        failed_folds=[r.failed_folds for r in records],
         means=means,
         stds=stds,
-        test_scores=[None if r.test_score is None else float(r.test_score) for r in records],
+        ci_lows=lows,
+        ci_highs=highs,
+        test_scores=tests_,
+        search_scores=searched,
+        cv_optimism=float(np.mean(cv_gaps)) if cv_gaps else None,
+        search_optimism=float(np.mean(search_gaps)) if search_gaps else None,
+        tests=pairs,
         metric=metric,
         y_title=f"{metric} ({better_phrase(result.goal)})",
+        goal=result.goal,
     )
+
+
+def optimism_sentence(info: KFoldInfo) -> str:
+    """The selection optimism in words, e.g. ``"On the test split the configurations
+    scored 0.012 worse than their CV mean and 0.03 worse than in the search."``"""
+    parts = []
+    for name, gap in (("their CV mean", info.cv_optimism), ("in the search (validation)", info.search_optimism)):
+        if gap is None:
+            continue
+        word = "worse" if gap > 0 else "better"
+        parts.append(f"{format_number(abs(gap), 3)} {word} than {name}")
+    if not parts:
+        return "No configuration has both a test score and fold scores, so the gap is unknown."
+    return "On the test split the configurations scored, on average, " + " and ".join(parts) + "."
 
 
 def kfold_figure(info: KFoldInfo) -> go.Figure:
-    """Draw ``info``: fold scores as small points, the fold mean with a ±1 std error bar,
-    and the test score as a red diamond, per configuration."""
-    labels = [plotly_text(label) for label in info.labels]
-    fig = go.Figure()
+    """Draw ``info`` as two panels.
+
+    Left: per configuration, the fold scores (small points), the fold mean with its 95 %
+    t confidence interval, the search's validation score (hollow circle) and the test score
+    (red diamond). Right: CV mean (x, with its interval) against test score (y) per
+    configuration, with the y = x line (:func:`optimism_sentence` puts the gap in words).
+    """
+    labels = [plotly_text(f"#{r}") for r in info.ranks]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
+                        subplot_titles=("Folds, mean with 95 % CI, test",
+                                        "CV mean vs test (y = x: no optimism)"))
     fold_x = [labels[i] for i, scores in enumerate(info.fold_scores) for _ in scores]
     fold_y = [s for scores in info.fold_scores for s in scores]
     fold_n = [n for scores in info.fold_scores for n in range(1, len(scores) + 1)]
-    fig.add_trace(
-        go.Scatter(
-            x=fold_x,
-            y=fold_y,
-            mode="markers",
-            name="fold score",
-            marker={"size": 7, "color": "rgba(31, 95, 168, 0.45)"},
-            customdata=fold_n,
-            hovertemplate="fold %{customdata}: %{y:.4g}<extra></extra>",
-        )
-    )
+    fig.add_trace(go.Scatter(
+        x=fold_x, y=fold_y, mode="markers", name="fold score",
+        marker={"size": 7, "color": "rgba(31, 95, 168, 0.45)"}, customdata=fold_n,
+        hovertemplate="fold %{customdata}: %{y:.4g}<extra></extra>"), row=1, col=1)
     with_mean = [i for i, m in enumerate(info.means) if m is not None]
-    fig.add_trace(
-        go.Scatter(
-            x=[labels[i] for i in with_mean],
-            y=[info.means[i] for i in with_mean],
-            mode="markers",
-            name="fold mean ± std",
-            marker={
-                "size": 12,
-                "color": "#1f5fa8",
-                "symbol": "line-ew-open",
-                "line": {"width": 3, "color": "#1f5fa8"},
-            },
-            error_y={
-                "type": "data",
-                "array": [info.stds[i] or 0.0 for i in with_mean],
-                "visible": True,
-                "thickness": 1.5,
-                "width": 10,
-                "color": "#1f5fa8",
-            },
-            hovertemplate="mean %{y:.4g}<extra></extra>",
-        )
-    )
+    fig.add_trace(go.Scatter(
+        x=[labels[i] for i in with_mean], y=[info.means[i] for i in with_mean], mode="markers",
+        name="fold mean, 95 % CI",
+        marker={"size": 14, "color": "#1f5fa8", "symbol": "line-ew-open", "line": {"width": 3, "color": "#1f5fa8"}},
+        error_y={"type": "data", "symmetric": False, "visible": True, "thickness": 1.5, "width": 10,
+                 "color": "#1f5fa8",
+                 "array": [_up(info.ci_highs[i], info.means[i]) for i in with_mean],
+                 "arrayminus": [_down(info.ci_lows[i], info.means[i]) for i in with_mean]},
+        hovertemplate="mean %{y:.4g}<extra></extra>"), row=1, col=1)
+    with_search = [i for i, s in enumerate(info.search_scores) if s is not None]
+    fig.add_trace(go.Scatter(
+        x=[labels[i] for i in with_search], y=[info.search_scores[i] for i in with_search], mode="markers",
+        name="search (validation)",
+        marker={"size": 10, "color": "#555", "symbol": "circle-open", "line": {"width": 2}},
+        hovertemplate="search %{y:.4g}<extra></extra>"), row=1, col=1)
     with_test = [i for i, t in enumerate(info.test_scores) if t is not None]
-    fig.add_trace(
-        go.Scatter(
-            x=[labels[i] for i in with_test],
-            y=[info.test_scores[i] for i in with_test],
-            mode="markers",
-            name="test score",
-            marker={
-                "size": 13,
-                "color": "#d62728",
-                "symbol": "diamond",
-                "line": {"width": 1, "color": "white"},
-            },
-            hovertemplate="test %{y:.4g}<extra></extra>",
-        )
-    )
+    fig.add_trace(go.Scatter(
+        x=[labels[i] for i in with_test], y=[info.test_scores[i] for i in with_test], mode="markers",
+        name="test score",
+        marker={"size": 13, "color": "#d62728", "symbol": "diamond", "line": {"width": 1, "color": "white"}},
+        hovertemplate="test %{y:.4g}<extra></extra>"), row=1, col=1)
+
+    both = [i for i in range(len(labels)) if info.means[i] is not None and info.test_scores[i] is not None]
+    fig.add_trace(go.Scatter(
+        x=[info.means[i] for i in both], y=[info.test_scores[i] for i in both], mode="markers+text",
+        name="configuration", showlegend=False, text=[labels[i] for i in both], textposition="top center",
+        marker={"size": 11, "color": "#d62728", "symbol": "diamond"},
+        error_x={"type": "data", "symmetric": False, "visible": True, "color": "#1f5fa8", "thickness": 1.2,
+                 "array": [_up(info.ci_highs[i], info.means[i]) for i in both],
+                 "arrayminus": [_down(info.ci_lows[i], info.means[i]) for i in both]},
+        hovertemplate="CV mean %{x:.4g}<br>test %{y:.4g}<extra></extra>"), row=1, col=2)
+    span = _y_range(info)
+    if span is not None:
+        fig.add_trace(go.Scatter(x=span, y=span, mode="lines", name="y = x", showlegend=False,
+                                 line={"color": "#999", "dash": "dash", "width": 1}, hoverinfo="skip"),
+                      row=1, col=2)
+        fig.update_xaxes(range=span, row=1, col=2)
+        fig.update_yaxes(range=span, row=1, col=2)
+        fig.update_yaxes(range=span, row=1, col=1)
     fig.update_layout(
-        title={"text": "K-fold vs test"},
-        height=420,
-        margin={"l": 70, "r": 30, "t": 60, "b": 60},
-        xaxis={"type": "category", "categoryorder": "array", "categoryarray": labels},
-        scattermode="group",  # folds, mean and test side by side within a configuration
-        scattergap=0.55,
-        yaxis={"title": {"text": plotly_text(info.y_title)}, "range": _y_range(info)},
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"},
+        title={"text": "K-fold vs test"}, height=460, margin={"l": 70, "r": 30, "t": 80, "b": 60},
+        plot_bgcolor="white", paper_bgcolor="white",
+        # folds, mean, search and test side by side within a configuration (category axis only)
+        scattermode="group", scattergap=0.5,
+        legend={"orientation": "h", "y": 1.12, "yanchor": "bottom", "x": 0, "xanchor": "left"},
     )
-    fig.update_xaxes(gridcolor="#eee")
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, title_text="configuration",
+                     row=1, col=1)
+    fig.update_yaxes(title_text=plotly_text(info.y_title), row=1, col=1)
+    fig.update_xaxes(title_text=plotly_text(f"CV mean {info.metric}"), row=1, col=2)
+    fig.update_yaxes(title_text=plotly_text(f"test {info.metric}"), row=1, col=2)
+    fig.update_xaxes(gridcolor="#eee", zeroline=False)
     fig.update_yaxes(gridcolor="#eee", zeroline=False)
     return fig
 
 
+def _up(high: float | None, mean: float | None) -> float:
+    return 0.0 if high is None or mean is None else high - mean
+
+
+def _down(low: float | None, mean: float | None) -> float:
+    return 0.0 if low is None or mean is None else mean - low
+
+
 def _y_range(info: KFoldInfo) -> list[float] | None:
-    # Grouped scatter traces make plotly include 0 in the range; keep to the data.
     ys = [y for scores in info.fold_scores for y in scores]
     ys += [t for t in info.test_scores if t is not None]
-    for mean, std in zip(info.means, info.stds, strict=True):
-        if mean is not None:
-            ys += [mean - (std or 0.0), mean + (std or 0.0)]
+    ys += [s for s in info.search_scores if s is not None]
+    ys += [v for v in info.ci_lows + info.ci_highs + info.means if v is not None]
     ys = [y for y in ys if np.isfinite(y)]
     if not ys:
         return None

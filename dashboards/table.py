@@ -62,3 +62,40 @@ def trials_table(result: SweepResult) -> pd.DataFrame:
 
 def _float(value: float | None) -> float:
     return float("nan") if value is None else float(value)
+
+
+def epochs_table(result: SweepResult) -> pd.DataFrame:
+    """Per-epoch curves in long form: one row per (trial, epoch). Pure.
+
+    Columns: ``trial_id``, ``status``, ``epoch`` (int, 1-based), ``objective`` (the sweep's
+    metric at that epoch), then one float column per reported metric key
+    (``"<split>/<feature>/<metric>"``, NaN where a trial did not report it), sorted.
+    """
+    keys = sorted({k for t in result.trials for h in t.history for k in h.metrics})
+    rows = [
+        {"trial_id": t.trial_id, "status": t.status, "epoch": h.epoch, "objective": h.objective,
+         **{k: h.metrics.get(k, float("nan")) for k in keys}}
+        for t in result.trials
+        for h in t.history
+    ]
+    return pd.DataFrame(rows, columns=["trial_id", "status", "epoch", "objective", *keys])
+
+
+def kfold_table(result: SweepResult) -> pd.DataFrame:
+    """K-fold and test scores in long form: one row per scored run. Pure.
+
+    Columns: ``config_rank`` (int, 1 = best of the search), ``trial_id`` (the search trial
+    re-evaluated), ``fold`` (``"0"``, ``"1"``... or ``"test"``), ``score`` (float, the
+    metric ``"<feature>/<metric>"`` on the held-out fold or the test split). Failed runs
+    have no row, and folds are numbered among the scored ones (a configuration with a
+    failed fold has folds ``"0"`` .. ``"k-2"``).
+    """
+    rows = []
+    for record in sorted(result.kfold, key=lambda r: r.config_rank):
+        for fold, score in enumerate(record.fold_scores):
+            rows.append({"config_rank": record.config_rank, "trial_id": record.trial_id,
+                         "fold": str(fold), "score": float(score)})
+        if record.test_score is not None:
+            rows.append({"config_rank": record.config_rank, "trial_id": record.trial_id,
+                         "fold": "test", "score": float(record.test_score)})
+    return pd.DataFrame(rows, columns=["config_rank", "trial_id", "fold", "score"])

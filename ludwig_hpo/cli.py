@@ -208,22 +208,53 @@ def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")
 
 @app.command()
 @_guard
-def report(results_dir: Path = typer.Argument(..., help="A sweep's output folder (holding results.json).")) -> None:
-    """Rebuild report.html of a finished sweep from its results.json."""
+def report(
+    results_dir: Path | None = typer.Argument(None, help="A sweep's output folder (holding mlflow.db)."),
+    experiment: str | None = typer.Option(None, "--experiment", "-e",
+                                          help="MLflow experiment: report its latest sweep."),
+    run_id: str | None = typer.Option(None, "--run-id", help="The sweep's MLflow parent run id."),
+    tracking_uri: str | None = typer.Option(None, "--tracking-uri",
+                                            help="MLflow store (default: DIR/mlflow.db, else MLFLOW_TRACKING_URI)."),
+    output: Path | None = typer.Option(None, "--output", "-o",
+                                       help="Folder for report.html (default: DIR, else hpo_reports/<sweep name>)."),
+) -> None:
+    """Rebuild a sweep's report.html from MLflow alone (finished or still running)."""
     from dashboards import build_report
+    from dashboards.mlflow_source import load_sweep, store_uri_of_dir
+    from ludwig_hpo.errors import DataError
+
+    if results_dir is None and not (experiment or run_id):
+        raise DataError("nothing to report on", key="hpo report",
+                        fix="pass a sweep output folder, --experiment NAME or --run-id PARENT_RUN_ID")
+    if results_dir is not None and not results_dir.is_dir():
+        raise DataError("no such folder", source=str(results_dir), fix="pass the output folder printed by 'hpo sweep'")
+    uri = tracking_uri
+    if uri is None and results_dir is not None and (results_dir / "mlflow.db").is_file():
+        uri = store_uri_of_dir(results_dir)
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri is None and results_dir is not None and (results_dir / "results.json").is_file():
+        result = _read_results_json(results_dir / "results.json")  # a sweep tracked on a server
+    elif uri is None:
+        raise DataError("no MLflow store to read", source=str(results_dir) if results_dir else None,
+                        fix="pass --tracking-uri (or set MLFLOW_TRACKING_URI), or a sweep output folder")
+    else:
+        result = load_sweep(uri, experiment=experiment, run_id=run_id, output_dir=results_dir)
+    target = output or results_dir or Path("hpo_reports") / result.name
+    n = len(result.trials)
+    out.print(f"{result.name}: {n} trial{'s' if n != 1 else ''}, {len(result.kfold)} k-fold configuration(s)"
+              f" from {uri or results_dir}")
+    out.print(f"report: {build_report(result, target)}")
+
+
+def _read_results_json(path: Path):
     from ludwig_hpo.errors import DataError
     from ludwig_hpo.results_io import read_result
 
-    path = results_dir / "results.json"
-    if not path.is_file():
-        raise DataError("no results.json in this folder", source=str(results_dir),
-                        fix="pass the output folder printed by 'hpo sweep'")
     try:
-        result = read_result(path)
+        return read_result(path)
     except (ValueError, KeyError, TypeError) as e:
         raise DataError(f"results.json is malformed ({type(e).__name__}: {e})", source=str(path),
                         fix="rerun the sweep") from None
-    out.print(f"report: {build_report(result, results_dir)}")
 
 
 @app.command()

@@ -13,6 +13,10 @@ _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+# Importing Optuna's importance module sets KMP_* environment variables (through torch);
+# import it here, once, so no test is blamed for leaking them.
+import optuna.importance  # noqa: E402, F401
+
 from ludwig_hpo.results import (  # noqa: E402
     EpochRecord,
     KFoldRecord,

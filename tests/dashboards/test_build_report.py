@@ -39,8 +39,9 @@ def test_header_and_tables(report):
     assert "digits-cnn" in page and "validation/label/loss (minimize)" in page
     assert "1 h 02 min 05 s" in page
     assert "15 finished" in page and "3 killed" in page and "2 failed" in page
-    assert "trainer.learning_rate: " in page  # best trial's params snippet
-    assert "fold mean ± std" in page and "config #3" in page
+    assert "trainer:\n  learning_rate: " in page  # best trial's configuration as YAML
+    assert "fold mean" in page and "95 % CI" in page and "config #3" in page
+    assert "Selection optimism" in page and "paired t-test p =" in page
     assert "RuntimeError: boom" in page  # failed trials' errors
 
 
@@ -50,7 +51,7 @@ def test_user_strings_appear_only_escaped(tmp_path, make_trial, make_sweep):
     page = build(make_sweep(trials, parameters=[p], name=EVIL), tmp_path)
     assert EVIL not in page
     assert f"<title>{EVIL_ESCAPED}" in page and f"<h1>{EVIL_ESCAPED}</h1>" in page
-    assert f"model.act: {EVIL_ESCAPED}" in page  # best trial t0's params
+    assert f"model:\n  act: {EVIL_ESCAPED}" in page  # best trial t0's configuration
     assert EVIL not in (tmp_path / "out" / "hiplot.html").read_text(encoding="utf-8")
 
 
@@ -79,3 +80,20 @@ def test_failed_write_leaves_no_temp_file(tmp_path, make_trial, make_sweep, para
     with pytest.raises(OSError, match="disk full"):
         build_report(make_sweep([make_trial("t0", {}, 0.4)]), tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_best_configuration_is_yaml_that_reads_back():
+    import yaml
+
+    from dashboards.report import best_config_yaml
+
+    params = {"trainer.learning_rate": 0.001, "trainer.optimizer.type": "sgd", "combiner.output_size": 16,
+              "image.encoder.layers": [8, 16], "trainer.optimizer.block": {"momentum": 0.9, "nesterov": True},
+              "combiner.activation": "yes", "combiner.name": "1e3"}
+    text = best_config_yaml(params)
+    assert yaml.safe_load(text) == {
+        "trainer": {"learning_rate": 0.001, "optimizer": {"type": "sgd", "block": {"momentum": 0.9, "nesterov": True}}},
+        "combiner": {"output_size": 16, "activation": "yes", "name": "1e3"},
+        "image": {"encoder": {"layers": [8, 16]}},
+    }
+    assert "# image: the feature named 'image'" in text

@@ -25,3 +25,15 @@ def test_page_is_written_and_a_value_cannot_close_its_script(tmp_path, make_tria
     assert "</script>alert" not in page and evil not in page
     assert "\\u003cscript>alert(1)\\u003c/script>" in page
     assert [p.name for p in tmp_path.iterdir()] == ["hiplot.html"]
+
+
+def test_two_hundred_categories_are_forced_visible_with_a_note(tmp_path, make_trial, make_sweep):
+    from dashboards.hiplot_page import crowded_columns, hiplot_notes
+
+    trials = [make_trial(f"t{i}", {"model.vocab": f"w{i}", "model.fixed": 1}, 0.1 + i / 1000) for i in range(200)]
+    table = trials_table(make_sweep(trials, parameters=()))
+    assert crowded_columns(table) == {"model.vocab": 200}  # trial_id is not a column to draw
+    notes = " ".join(hiplot_notes(table))
+    assert "model.vocab (200 values)" in notes and "model.fixed" in notes
+    page = write_hiplot_page(table, tmp_path / "hiplot.html").read_text(encoding="utf-8")
+    assert '"categoricalMaximumValues": 200' in page.replace("\\", "")

@@ -98,15 +98,61 @@ def test_constant_param_listed_not_drawn(make_trial, make_sweep, params):
     assert "image.encoder.num_layers = 2" in notes
 
 
-def test_failed_trials_excluded_and_counted(sweep):
+def test_failed_trials_drawn_grey_on_a_no_metric_tick_and_status_axis(sweep):
     info = parallel_coordinates_info(sweep)
-    failed = {t.trial_id for t in sweep.trials if t.status == "FAILED"}
-    assert failed and not failed & set(info.trial_ids)
+    failed = [t.trial_id for t in sweep.trials if t.status == "FAILED"]
+    assert failed and info.trial_ids[: len(failed)] == failed  # drawn first, under the others
     assert info.excluded == {"FAILED": len(failed)}
-    assert len(info.trial_ids) == len(sweep.trials) - len(failed)
+    assert len(info.trial_ids) == len(sweep.trials)
     assert all(len(a.values) == len(info.trial_ids) for a in info.axes)
+    metric = axis(info, "validation/label/loss")
+    scored = [v for v in metric.values if v != info.no_metric_value]
+    # minimize: "no metric" sits beyond the worst (highest) value, 10 % of the span away
+    assert info.no_metric_value == pytest.approx(max(scored) + 0.1 * (max(scored) - min(scored)))
+    assert metric.values[: len(failed)] == [info.no_metric_value] * len(failed)
+    assert metric.ticktext[-1] == "no metric" and metric.tickvals[-1] == info.no_metric_value
+    assert all(min(scored) <= t <= max(scored) for t in metric.tickvals[:-1])
+    status = axis(info, "status")
+    assert info.axes[0] is status and status.ticktext == ["finished", "stopped early", "failed"]
+    by_id = dict(zip(info.trial_ids, status.values, strict=True))
+    assert {by_id[t] for t in failed} == {2.0}
+    killed = [t.trial_id for t in sweep.trials if t.status == "KILLED"]
+    assert {by_id[t] for t in killed} == {1.0}
+    fig = parallel_coordinates_figure(info)
+    line = fig.data[0].line
+    assert line.colorscale[0][1] == "#c8c8c8"  # grey end of the scale, the worse end once reversed
+    assert line.cmax == info.no_metric_value
+    notes = " ".join(a.text for a in fig.layout.annotations)
+    assert f"{len(failed)} failed without a metric" in notes
+
+
+def test_axes_ordered_by_importance_most_important_next_to_the_metric(sweep, params):
+    lr, layers, optimizer = params
+    info = parallel_coordinates_info(sweep, importance=[layers.path, lr.path])
+    assert [a.label for a in info.axes] == ["status", optimizer.path, lr.path, layers.path,
+                                            "validation/label/loss"]
+    info = parallel_coordinates_info(sweep)
+    assert [a.label for a in info.axes][1:4] == [lr.path, layers.path, optimizer.path]
+
+
+def test_two_hundred_categories_label_every_nth_tried_one(make_trial, make_sweep):
+    p = ParamInfo("model.vocab", "choice", categories=tuple(f"word_{i:03d}" for i in range(200)))
+    trials = [make_trial(f"t{i}", {p.path: f"word_{i:03d}"}, 0.1 + i / 1000) for i in range(0, 200, 2)]
+    info = parallel_coordinates_info(make_sweep(trials, parameters=[p]))
+    vocab = axis(info, p.path)
+    assert vocab.range == (0.0, 99.0)  # the 100 tried categories
+    assert vocab.ticktext[:3] == ["word_000", "word_008", "word_016"]  # every 4th, full text
+    assert len(vocab.ticktext) == 25
+    assert vocab.note == "100 of 200 categories tried, only those shown; every 4th labelled"
     notes = " ".join(a.text for a in parallel_coordinates_figure(info).layout.annotations)
-    assert f"{len(failed)} failed" in notes
+    assert "every 4th labelled" in notes
+
+
+def test_dict_and_list_choices_get_full_labels(make_trial, make_sweep, params):
+    optimizer = params[2]
+    trials = [make_trial(f"t{i}", {optimizer.path: c}, 0.1 * i) for i, c in enumerate(optimizer.categories)]
+    info = parallel_coordinates_info(make_sweep(trials))
+    assert axis(info, optimizer.path).ticktext == ["adam", '{"momentum": 0.9, "type": "sgd"}', "[1, 2]"]
 
 
 @pytest.mark.parametrize("goal", ["minimize", "maximize"])

@@ -211,3 +211,24 @@ def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig):
     client = MlflowClient(tracking_uri=f"sqlite:///{(out_dir / 'mlflow.db').resolve()}")
     runs = client.search_runs([client.get_experiment_by_name("breast-cancer-tiny").experiment_id])
     assert runs and all(r.info.status == "KILLED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+
+
+def test_hpo_report_rebuilds_the_same_sweep_from_mlflow_alone(tiny_sweep, tmp_path):
+    from dashboards.mlflow_source import load_sweep
+    from ludwig_hpo.results_io import read_result
+
+    _, out = tiny_sweep
+    uri = f"sqlite:///{(out / 'mlflow.db').resolve()}"
+    proc = run_cli("report", "--experiment", "breast-cancer-tiny", "--tracking-uri", uri, "-o", "rebuilt",
+                   cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "rebuilt" / "report.html").read_text()
+    assert 'id="kfold-vs-test"' in page and 'id="parameter-importance"' in page
+    from_mlflow, saved = load_sweep(uri, experiment="breast-cancer-tiny"), read_result(out / "results.json")
+    assert [(t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size)
+            for t in from_mlflow.trials] == [
+        (t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size) for t in saved.trials]
+    assert [[h.metrics for h in t.history] for t in from_mlflow.trials] == [
+        [h.metrics for h in t.history] for t in saved.trials]
+    assert from_mlflow.kfold == saved.kfold and from_mlflow.parameters == saved.parameters
+    assert from_mlflow.best_trial_id == saved.best_trial_id

@@ -1,0 +1,109 @@
+"""Pareto front of two objectives over the trials.
+
+A sweep optimizes one metric, but every trial also has a cost (its wall time): the front of
+trials that no other trial beats on both shows what each extra minute bought. The front
+itself is computed for any two objectives (:func:`pareto_front`), so a sweep with two
+metrics uses the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import plotly.graph_objects as go
+
+from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric
+from ludwig_hpo.results import SweepResult
+
+
+def pareto_front(xs: list[float], ys: list[float], x_goal: str, y_goal: str) -> list[int]:
+    """Indices of the non-dominated points, in increasing ``x`` order. Pure.
+
+    A point is dominated when another is at least as good on both objectives and better on
+    one (goals ``"minimize"`` / ``"maximize"``). Points with a non-finite value are ignored.
+    """
+    sx = 1.0 if x_goal == "minimize" else -1.0
+    sy = 1.0 if y_goal == "minimize" else -1.0
+    points = [(sx * x, sy * y, i) for i, (x, y) in enumerate(zip(xs, ys, strict=True))
+              if math.isfinite(x) and math.isfinite(y)]
+    points.sort()
+    front: list[int] = []
+    best_y = math.inf
+    last: tuple[float, float] | None = None
+    for x, y, i in points:
+        if y < best_y:
+            front.append(i)
+            best_y = y
+            last = (x, y)
+        elif last is not None and (x, y) == last:  # an exact tie is not dominated either
+            front.append(i)
+    return sorted(front, key=lambda i: xs[i])
+
+
+class ParetoInfo(NamedTuple):
+    """What the Pareto figure draws: every scored trial with a known wall time.
+
+    Attributes:
+        trial_ids, costs, values, statuses: aligned, one item per trial; ``costs`` in
+            minutes of wall time, ``values`` the sweep's metric.
+        front: indices (into the lists above) of the non-dominated trials, by cost.
+        metric_title: the metric with its direction.
+    """
+
+    trial_ids: list[str]
+    costs: list[float]
+    values: list[float]
+    statuses: list[str]
+    front: list[int]
+    metric_title: str
+
+
+def pareto_info(result: SweepResult) -> ParetoInfo:
+    """The trials' metric against their wall time (minutes) and the front of both minimized
+    cost and the sweep's goal."""
+    ids, costs, values, statuses = [], [], [], []
+    for trial in result.trials:
+        value = trial_metric(trial)
+        if value is None or trial.wall_time_s is None or not math.isfinite(trial.wall_time_s):
+            continue
+        ids.append(trial.trial_id)
+        costs.append(trial.wall_time_s / 60)
+        values.append(value)
+        statuses.append(trial.status)
+    front = pareto_front(costs, values, "minimize", result.goal)
+    return ParetoInfo(ids, costs, values, statuses, front, metric_title(result))
+
+
+def pareto_figure(info: ParetoInfo) -> go.Figure:
+    """Trials as points (stopped-early ones hollow), the front as a red step line."""
+    fig = go.Figure()
+    fig.update_layout(
+        title={"text": "Metric vs cost (Pareto front)"}, height=400,
+        margin={"l": 70, "r": 30, "t": 40, "b": 60}, plot_bgcolor="white", paper_bgcolor="white",
+        xaxis={"title": {"text": "trial wall time (min)"}, "gridcolor": "#eee", "zeroline": False},
+        yaxis={"title": {"text": plotly_text(info.metric_title)}, "gridcolor": "#eee", "zeroline": False},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"},
+    )
+    if not info.trial_ids:
+        add_empty_note(fig, "No trial has both a metric and a wall time.")
+        return fig
+    for status, symbol, name in (("FINISHED", "circle", "finished"), ("KILLED", "circle-open", "stopped early"),
+                                 ("RUNNING", "square-open", "running")):
+        idx = [i for i, s in enumerate(info.statuses) if s == status]
+        if idx:
+            fig.add_trace(go.Scattergl(
+                x=[info.costs[i] for i in idx], y=[info.values[i] for i in idx], mode="markers", name=name,
+                marker={"size": 7, "symbol": symbol, "color": "#1f5fa8"},
+                customdata=[plotly_text(info.trial_ids[i]) for i in idx],
+                hovertemplate="trial %{customdata}<br>%{x:.3g} min: %{y:.4g}<extra></extra>"))
+    fig.add_trace(go.Scatter(
+        x=[info.costs[i] for i in info.front], y=[info.values[i] for i in info.front], mode="lines+markers",
+        name="Pareto front", line={"shape": "hv", "color": "#d62728", "width": 2},
+        marker={"size": 9, "color": "#d62728"},
+        customdata=[plotly_text(info.trial_ids[i]) for i in info.front],
+        hovertemplate="trial %{customdata}<br>%{x:.3g} min: %{y:.4g}<extra></extra>"))
+    return fig
+
+
+__all__ = ["ParetoInfo", "pareto_figure", "pareto_front", "pareto_info"]
