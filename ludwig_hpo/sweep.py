@@ -51,6 +51,16 @@ class SweepPaths:
         return self.root / "ray"
 
 
+def trial_count_text(hp) -> str:
+    """``"12 trials (grid of 4 points x num_samples 3)"``: the search's trial count and why."""
+    n, g = hp.num_trials, hp.grid_points
+    if hp.search_alg.type == "grid":
+        return f"{n} trials (every point of the grid once)"
+    if g > 1:
+        return f"{n} trials (grid of {g} points x num_samples {hp.executor.num_samples})"
+    return f"{n} trials"
+
+
 def choose_output_dir(loaded: LoadedSweep, output_root: Path | None) -> Path:
     """``<root>/<name>``, or ``<name>_1``, ``_2``... if taken. ``root``: the ``--output`` option,
     else the file's ``output_dir`` (relative to the current folder), else ``hpo_results``."""
@@ -186,8 +196,8 @@ class Sweep:
                 "host": platform.node(), "output_dir": str(paths.root.resolve()),
                 **{f"version.{k}": v for k, v in _versions().items()}}
         hp = cfg.hyperopt
-        params = {"metric": self.metric, "goal": hp.goal, "num_samples": hp.executor.num_samples,
-                  "search_alg": f"{hp.search_alg.type}/{hp.search_alg.sampler}", "seed": hp.search_alg.seed,
+        params = {"metric": self.metric, "goal": hp.goal, "num_samples": hp.num_trials,
+                  "search_alg": f"{hp.search_alg.type}/{hp.search_alg.effective_sampler}", "seed": hp.search_alg.seed,
                   "scheduler": hp.scheduler.type, "epochs": cfg.trainer.epochs,
                   "num_workers": cfg.backend.num_workers, "kfold.k": cfg.kfold.k if cfg.kfold else None,
                   "kfold.top_k": cfg.kfold.top_k if cfg.kfold else None}
@@ -273,9 +283,10 @@ class Sweep:
         from ludwig_hpo.train.trial import search_trial
 
         hp = self.cfg.hyperopt
-        n = hp.executor.num_samples
+        n = hp.num_trials
         budget = hp.executor.time_budget_s
-        self.console.print(f"search: {n} trials, {hp.search_alg.sampler.upper()} (seed {hp.search_alg.seed}), "
+        self.console.print(f"search: {trial_count_text(hp)}, {hp.search_alg.effective_sampler.upper()} "
+                           f"(seed {hp.search_alg.seed}), "
                            f"scheduler {hp.scheduler.type}, {self.cfg.trainer.epochs} epochs max, "
                            f"optimizing {self.metric} ({hp.goal}); time budget: "
                            f"{f'{budget:g}s' if budget else 'none'}", highlight=False)
@@ -291,6 +302,8 @@ class Sweep:
             kw["time_budget_s"] = budget
         grid = self._tune_run(search_trial, name="search", ctx=ctx, plan=plan, monitor=monitor,
                               tune_config_kw=kw, param_space=None, paths=paths)
+        if hp.search_alg.type == "grid" and len(monitor.trials) == n:
+            self.console.print(f"search space exhausted: all {n} grid points ran", highlight=False)
         # The best epoch's checkpoint: reported by Train (multi-worker) or kept by Tune (1 worker).
         checkpoints = {tid: t.checkpoint for tid, t in monitor.trials.items() if t.checkpoint}
         mode = self.mode
