@@ -71,12 +71,14 @@ def _guard(fn: Callable) -> Callable:
 def sweep(
     sweep_file: Path = typer.Argument(..., help="The sweep YAML file."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source "
+                                        "(runs a Ludwig config unchanged)."),
 ) -> None:
     """Run a sweep: search, k-fold re-evaluation of the best configurations, report."""
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.sweep import Sweep
 
-    loaded = load_sweep(sweep_file)
+    loaded = load_sweep(sweep_file, dataset=dataset)
     signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops the sweep like Ctrl-C
     # A process started in the background by a script inherits SIGINT ignored; `kill -INT`
     # must still stop a sweep cleanly.
@@ -108,31 +110,81 @@ def sweep(
     out.print(f"mlflow:  {result.tracking_uri}{hint}")
 
 
+def _show(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _describe_search(cfg) -> list[str]:
+    """Lines of ``hpo validate`` about the search: algorithm, scheduler, budget, space."""
+    from ludwig_hpo.sweep import trial_count_text
+
+    hp = cfg.hyperopt
+    sa, sch = hp.search_alg, hp.scheduler
+    name = sa.effective_sampler
+    opts = [f"seed {sa.seed}"]
+    if name == "tpe":
+        opts += [f"n_startup_trials {sa.n_startup_trials}", f"multivariate {str(sa.multivariate).lower()}"]
+    for option in ("n_startup_trials", "population_size", "qmc_type"):
+        if option in sa.model_fields_set and name != "tpe":
+            opts.append(f"{option} {getattr(sa, option)}")
+    algo = "grid search" if name == "grid" else f"optuna {name} sampler"
+    if sa.type in ("variant_generator", "random"):
+        algo = f"random search ({sa.type})"
+    lines = [f"search: {trial_count_text(hp)}; {algo} ({', '.join(opts)})"]
+    if sa.points_to_evaluate:
+        lines.append(f"points_to_evaluate: {len(sa.points_to_evaluate)} configuration(s) run first")
+    if sch.type == "fifo":
+        lines.append(f"scheduler: fifo (every trial runs all {cfg.trainer.epochs} epochs)")
+    else:
+        unit = "epochs" if sch.in_epochs else "s"
+        shown = {k: v for k, v in sch.model_dump().items() if k not in ("type", "time_attr", "max_t")}
+        max_t = getattr(sch, "max_t", None)
+        if hasattr(sch, "max_t"):
+            shown["max_t"] = (f"{max_t} {unit}" if max_t is not None and not sch.in_epochs
+                              else f"{cfg.trainer.epochs} epochs (trainer.epochs)")
+        lines.append(f"scheduler: {sch.type} on {sch.time_attr} ("
+                     + ", ".join(f"{k} {_show(v)}" for k, v in shown.items()) + ")")
+    budget = hp.executor.time_budget_s
+    lines.append(f"time budget: {f'{budget:g} s (no trial starts after it)' if budget else 'none (all trials run)'}")
+    lines.append(f"search space ({len(hp.parameters)} parameter(s)):")
+    width = max(len(p) for p in hp.parameters)
+    lines += [f"  {p:<{width}}  {s.describe()}" for p, s in hp.parameters.items()]
+    return lines
+
+
+def _tracking_location(cfg, results: Path) -> str:
+    """Where the sweep's MLflow data will go (mirrors :meth:`Sweep._open_tracking`)."""
+    experiment = cfg.tracking.experiment or cfg.name
+    if cfg.tracking.uri:
+        return f"{cfg.tracking.uri} (tracking.uri), experiment {experiment!r}"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return f"{os.environ['MLFLOW_TRACKING_URI']} (MLFLOW_TRACKING_URI), experiment {experiment!r}"
+    return f"{results / 'mlflow.db'} (embedded SQLite store), experiment {experiment!r}"
+
+
 @app.command()
 @_guard
-def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")) -> None:
+def validate(
+    sweep_file: Path = typer.Argument(..., help="The sweep YAML file (or a Ludwig config)."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source."),
+) -> None:
     """Check a sweep file and its dataset without starting Ray; print what the sweep would do."""
     from ludwig_hpo.cluster import local_plan
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.sweep import choose_output_dir
 
-    loaded = load_sweep(sweep_file)
+    loaded = load_sweep(sweep_file, dataset=dataset)
     cfg = loaded.config
     hp = cfg.hyperopt
     out.print(f"{sweep_file}: valid")
     out.print(f"name: {cfg.name}   dataset: {cfg.dataset.source}")
     out.print(f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
               f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}")
-    out.print(f"metric: {hp.metric_key} ({hp.goal})   trials: {hp.executor.num_samples}   epochs: {cfg.trainer.epochs}"
-              f"   sampler: {hp.search_alg.sampler} (seed {hp.search_alg.seed})   scheduler: {hp.scheduler.type}")
-    out.print("search space:")
-    for path, s in hp.parameters.items():
-        if s.space == "choice":
-            out.print(f"  {path}: choice of {s.categories}")
-        elif s.space == "randint":
-            out.print(f"  {path}: randint [{s.lower}, {s.upper}) = integers {s.lower}..{s.upper - 1}")
-        else:
-            out.print(f"  {path}: {s.space} [{s.lower:g}, {s.upper:g}){' (log scale)' if s.space == 'loguniform' else ''}")
+    out.print(f"metric: {hp.metric_key} ({hp.goal})   epochs per trial: {cfg.trainer.epochs}")
+    for line in _describe_search(cfg):
+        out.print(line)
     from ludwig_hpo.data import load_dataframe, prepare
 
     data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
@@ -142,7 +194,22 @@ def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")
     out.print(f"resources: {plan.describe()}")
     if cfg.kfold:
         out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
-    out.print(f"results: {choose_output_dir(loaded, None)}")
+    results = choose_output_dir(loaded, None)
+    out.print(f"results: {results}")
+    out.print(f"mlflow: {_tracking_location(cfg, results)}")
+
+
+@app.command()
+@_guard
+def schema() -> None:
+    """Print the JSON Schema of the sweep file (for editor completion and checks)."""
+    import json
+
+    from ludwig_hpo.config.schema import SweepConfig
+
+    doc = SweepConfig.model_json_schema()
+    doc = {"$schema": "https://json-schema.org/draft/2020-12/schema", **doc, "title": "ludwig_hpo sweep file"}
+    out.print(json.dumps(doc, indent=2), soft_wrap=True)
 
 
 @app.command()

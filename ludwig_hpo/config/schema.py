@@ -426,6 +426,9 @@ class SweepConfig(_Base):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> SweepConfig:
+        if self.preprocessing is not None and "split" in self.dataset.model_fields_set:
+            raise KeyedValueError("the split is set twice: dataset.split and preprocessing.split",
+                                  ("preprocessing", "split"), fix="keep only one of them")
         names = [f.name for f in (*self.input_features, *self.output_features)]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
