@@ -183,6 +183,16 @@ def _step_type(tp: Any, step: Any) -> tuple[Any, bool]:
     return None, False
 
 
+def _optional_model(tp: Any) -> Any:
+    """``Model`` for ``Model | None``, else ``tp``."""
+    tp = _unwrap(tp)
+    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        members = [_unwrap(a) for a in typing.get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return tp
+
+
 def _model_and_path(loc: tuple) -> tuple[Any, tuple]:
     """Follow a pydantic error loc through the schema; return (model at the end, raw key path)."""
     tp: Any = SweepConfig
@@ -193,7 +203,7 @@ def _model_and_path(loc: tuple) -> tuple[Any, tuple]:
         if was_tag:
             tp = nxt
             continue
-        parent = tp
+        parent = _optional_model(tp)
         raw_path.append(step)
         tp = nxt
     return _unwrap(parent), tuple(raw_path)
@@ -236,7 +246,9 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
             path = cause.path
         located.append((e, model, path, cause))
     # An unknown key explains a "missing" one (a misspelt section), so it goes first.
-    e, model, path, cause = min(located, key=lambda x: _PRIORITY.get(x[0]["type"], 1))
+    # defaults are merged into the features: an error in a default is reported at the default
+    e, model, path, cause = min(located, key=lambda x: (_PRIORITY.get(x[0]["type"], 1),
+                                                        0 if x[2][:1] == ("defaults",) else 1))
     key = _display(raw, path) or "(top level)"
     if key_prefix:
         key = f"{key_prefix} -> {key}"
@@ -250,6 +262,10 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
         close = difflib.get_close_matches(bad, allowed, n=1, cutoff=0.6)
         message = f"unknown key {bad!r}"
         fix = f"did you mean {close[0]!r}?" if close else f"remove it (allowed keys: {', '.join(allowed)})"
+    elif typ == "union_tag_not_found":
+        tag = str((e.get("ctx") or {}).get("discriminator", "type")).strip("'")
+        message = f"'{tag}' is missing"
+        fix = f"add '{tag}:'" + (" (uniform, loguniform, randint, choice, grid_search, ...)" if tag == "space" else "")
     elif typ == "missing":
         message = "required key is missing"
         fix = f"add '{path[-1]}:'" if path else None
@@ -344,9 +360,12 @@ def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> Non
                                   "'defaults.<feature type>.encoder.<field>'") from None
             if inner is None:
                 continue
-            if inner.message.startswith("unknown key"):
+            if inner.message.startswith("unknown key") and not isinstance(value, dict):
                 raise ConfigError(f"{path!r} is not a field of the config: {inner.key}: {inner.message}",
                                   source=source, key=key, fix=inner.fix) from None
+            if path.startswith(f"{inner.key}.") and "valid" in inner.message:
+                raise ConfigError(f"path {path!r} walks into {inner.key!r}, which is a value, not a section",
+                                  source=source, key=key, fix="end the path at a field") from None
             shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else repr(value)
             fix = ("use an integer space (randint, qrandint, lograndint) for an integer field"
                    if not isinstance(space, (*INT_SPACES, *LISTED_SPACES)) and "integer" in inner.message
