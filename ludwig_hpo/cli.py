@@ -208,6 +208,8 @@ def schema() -> None:
     from ludwig_hpo.config.schema import SweepConfig
 
     doc = SweepConfig.model_json_schema()
+    # `name` defaults to the file's stem and `dataset` may come from --dataset (Ludwig configs)
+    doc["required"] = [k for k in doc.get("required", []) if k not in ("name", "dataset")]
     doc = {"$schema": "https://json-schema.org/draft/2020-12/schema", **doc, "title": "ludwig_hpo sweep file"}
     out.print(json.dumps(doc, indent=2), soft_wrap=True)
 

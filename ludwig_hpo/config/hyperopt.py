@@ -156,6 +156,8 @@ class ExecutorConfig(_Base):
     num_samples: int = Field(10, ge=1, le=1_000_000)
     max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
     time_budget_s: float | None = Field(None, gt=0)
+    scheduler: Scheduler | None = Field(None, exclude=True, description="Ludwig's place of hyperopt.scheduler "
+                                           "(read as hyperopt.scheduler)")
 
 
 def _fill_type(default: str):
