@@ -91,7 +91,7 @@ def sweep(
     out.print(f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {counts['FINISHED']} finished, "
               f"{counts['KILLED']} stopped early, {counts['FAILED']} failed", markup=True)
     if best is None:
-        err.print("error: no trial produced a result (see the failed trials above)")
+        err.print(f"error: no trial produced a result; {_failure_summary(result.trials)}")
         raise typer.Exit(1)
     out.print(f"best trial {best.trial_id}: {result.metric} = {best.objective_best:.6g}")
     for k, v in best.params.items():
@@ -162,6 +162,17 @@ def _tracking_location(cfg, results: Path) -> str:
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return f"{os.environ['MLFLOW_TRACKING_URI']} (MLFLOW_TRACKING_URI), experiment {experiment!r}"
     return f"{results / 'mlflow.db'} (embedded SQLite store), experiment {experiment!r}"
+
+
+def _failure_summary(trials) -> str:
+    """``"4 failed: 3x TrialError: ...; 1x ..."``: the distinct one-line errors, most frequent first."""
+    from collections import Counter
+
+    errors = Counter(t.error or "no error message" for t in trials if t.status == "FAILED")
+    if not errors:
+        return f"{len(trials)} trial(s) ended without reporting a metric"
+    distinct = "; ".join(f"{n}x {e}" for e, n in errors.most_common())
+    return f"{sum(errors.values())} of {len(trials)} trial(s) failed: {distinct}"
 
 
 @app.command()
