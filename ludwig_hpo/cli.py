@@ -94,6 +94,8 @@ def sweep(
         err.print(f"error: no trial produced a result; {_failure_summary(result.trials)}")
         raise typer.Exit(1)
     out.print(f"best trial {best.trial_id}: {result.metric} = {best.objective_best:.6g}")
+    if result.pareto_trial_ids:
+        out.print(f"pareto set on {', '.join(result.objectives)}: {', '.join(result.pareto_trial_ids)}")
     for k, v in best.params.items():
         out.print(f"  {k}: {v}")
     for k in result.kfold:
@@ -193,7 +195,9 @@ def validate(
     out.print(f"name: {cfg.name}   dataset: {cfg.dataset.source}")
     out.print(f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
               f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}")
-    out.print(f"metric: {hp.metric_key} ({hp.goal})   epochs per trial: {cfg.trainer.epochs}")
+    metrics = ", ".join(f"{k} ({g})" for k, g in cfg.objectives)
+    out.print(f"metric{'s (Pareto front)' if hp.multi_objective else ''}: {metrics}   "
+              f"epochs per trial: {cfg.trainer.epochs}")
     for line in _describe_search(cfg):
         out.print(line)
     from ludwig_hpo.data import load_dataframe, prepare

@@ -243,9 +243,23 @@ class Sweep:
             name=self.cfg.name, metric=self.metric, goal=self.cfg.hyperopt.goal,
             parameters=param_infos(self.cfg.hyperopt.parameters), trials=records, kfold=kfold,
             best_trial_id=best.trial_id if best else None, wall_time_s=time.time() - t0,
+            objectives=tuple(k for k, _ in self.cfg.objectives) if self.cfg.hyperopt.multi_objective else (),
+            pareto_trial_ids=self._pareto(records),
             output_dir=str(paths.root), tracking_uri=store.uri)
         self._finish(result, best, store, parent, paths)
         return result
+
+    def _pareto(self, records: tuple[TrialRecord, ...]) -> tuple[str, ...]:
+        """The Pareto set of a multi-objective search (empty for one metric), printed."""
+        if not self.cfg.hyperopt.multi_objective:
+            return ()
+        from ludwig_hpo.search.algorithms import pareto_trial_ids
+
+        ids = pareto_trial_ids(records, self.cfg.objectives)
+        self.console.print(f"pareto set ({len(ids)} trial(s) not dominated on "
+                           f"{', '.join(k for k, _ in self.cfg.objectives)}): {', '.join(ids) or 'none'}",
+                           highlight=False)
+        return ids
 
     def _tune_run(self, trainable, *, name: str, ctx, plan: ResourcePlan, monitor, tune_config_kw: dict,
                   param_space: dict | None, paths: SweepPaths):
@@ -296,7 +310,7 @@ class Sweep:
                                                           f"trial_{tid}"),
             sinks=[MlflowSink(store, parent),
                    ConsoleSink(self.console, self.metric, self.sign, n)])
-        kw: dict[str, Any] = {"search_alg": make_searcher(hp), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
+        kw: dict[str, Any] = {"search_alg": make_searcher(hp, self.cfg.objectives), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
                               "num_samples": n}
         if budget:
             kw["time_budget_s"] = budget

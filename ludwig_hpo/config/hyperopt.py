@@ -160,6 +160,20 @@ class ExecutorConfig(_Base):
                                            "(read as hyperopt.scheduler)")
 
 
+class Objective(_Base):
+    """One objective of a multi-objective search: ``metric`` of ``output_feature`` (default:
+    ``hyperopt.output_feature``) on ``hyperopt.split``; ``goal`` defaults to the metric's
+    direction and must agree with it."""
+
+    metric: str
+    goal: Literal["minimize", "maximize"] | None = None
+    output_feature: str | None = None
+
+
+#: Samplers that optimize several objectives at once (Pareto front).
+MULTI_OBJECTIVE_SAMPLERS = ("tpe", "nsga2", "random", "grid")
+
+
 def _fill_type(default: str):
     def fill(value: Any) -> Any:
         if isinstance(value, dict) and "type" not in value:
@@ -180,7 +194,31 @@ class HyperoptConfig(_Base):
     scheduler: Scheduler = FifoScheduler()
     executor: ExecutorConfig = ExecutorConfig()
 
+    objectives: list[Objective] = []
+
     _fill_scheduler = field_validator("scheduler", mode="before")(_fill_type("fifo"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _metric_list(cls, data: Any) -> Any:
+        # metric: [loss, {metric: accuracy, goal: maximize}] (Ludwig's list form uses `name`)
+        if not isinstance(data, dict) or not isinstance(data.get("metric"), list):
+            return data
+        if "objectives" in data:
+            raise RuleError("objectives are set twice: a metric list and objectives",
+                            path=("hyperopt", "objectives"), fix="keep only one of them")
+        items = [{"metric": m} if isinstance(m, str) else
+                 ({("metric" if k == "name" else k): v for k, v in m.items()} if isinstance(m, dict) else m)
+                 for m in data["metric"]]
+        if not items or not isinstance(items[0], dict) or not isinstance(items[0].get("metric"), str):
+            raise RuleError("a metric list needs at least one metric name", path=("hyperopt", "metric"),
+                            fix="write metric: [loss, accuracy] or metric: loss")
+        first = items[0]
+        out = {**data, "metric": first["metric"], "objectives": items}
+        for key in ("goal", "output_feature"):
+            if first.get(key) is not None and key not in data:
+                out[key] = first[key]
+        return out
 
     @model_validator(mode="before")
     @classmethod
@@ -222,6 +260,15 @@ class HyperoptConfig(_Base):
                     raise KeyedValueError(f"a '.' block may set only {', '.join(ROOT_BLOCK_SECTIONS)}, not {bad[0]!r}",
                                           where, fix="move that setting out of the search or into its section")
         sa = self.search_alg
+        if self.multi_objective:
+            if sa.effective_sampler not in MULTI_OBJECTIVE_SAMPLERS:
+                raise KeyedValueError(f"the {sa.effective_sampler!r} sampler optimizes one metric, but "
+                                      f"{len(self.objectives)} are given", ("hyperopt", "search_alg", "sampler"),
+                                      fix="use sampler: nsga2 or tpe, or a single metric")
+            if self.scheduler.type != "fifo":
+                raise KeyedValueError(f"scheduler {self.scheduler.type!r} stops trials on one metric, but "
+                                      f"{len(self.objectives)} are optimized", ("hyperopt", "scheduler"),
+                                      fix="use scheduler: {type: fifo} with several metrics")
         if sa.type == "grid":
             others = [p for p, s in params.items() if not isinstance(s, GridSearchSpace)]
             if others:
@@ -261,6 +308,15 @@ class HyperoptConfig(_Base):
     def metric_key(self) -> str:
         """The reported metric the search optimizes, e.g. ``"validation/label/loss"``."""
         return f"{self.split}/{self.output_feature}/{self.metric}"
+
+    @property
+    def multi_objective(self) -> bool:
+        """True when several metrics are optimized at once (results carry the Pareto set)."""
+        return len(self.objectives) > 1
+
+    def objective_key(self, o: Objective) -> str:
+        """The reported key of one objective, e.g. ``"validation/label/accuracy"``."""
+        return f"{self.split}/{o.output_feature or self.output_feature}/{o.metric}"
 
     @property
     def grid_points(self) -> int:

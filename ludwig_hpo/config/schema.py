@@ -449,6 +449,20 @@ class SweepConfig(_Base):
         if hp.goal != want:
             raise KeyedValueError(f"goal is {hp.goal!r} but {hp.metric!r} is better when "
                                   f"{'larger' if want == 'maximize' else 'smaller'}; set goal: {want}", ("hyperopt", "goal"))
+        for i, o in enumerate(hp.objectives):
+            where = ("hyperopt", "metric", i)
+            feature = o.output_feature or hp.output_feature
+            if feature != "combined" and feature not in outputs:
+                raise KeyedValueError(f"{feature!r} is not an output feature; use one of "
+                                      f"{sorted(outputs) + ['combined']}", where)
+            kind = "combined" if feature == "combined" else outputs[feature]
+            if o.metric not in METRICS[kind]:
+                raise KeyedValueError(f"{o.metric!r} is not reported for a {kind} output; use one of "
+                                      f"{sorted(METRICS[kind])}", where)
+            better = "maximize" if METRICS[kind][o.metric] else "minimize"
+            if o.goal is not None and o.goal != better:
+                raise KeyedValueError(f"goal of {o.metric!r} is {o.goal!r} but it is better when "
+                                      f"{'larger' if better == 'maximize' else 'smaller'}; set goal: {better}", where)
         sch = hp.scheduler
         in_epochs = getattr(sch, "in_epochs", False)
         if in_epochs and getattr(sch, "max_t", None) is not None and sch.max_t != self.trainer.epochs:
@@ -458,6 +472,21 @@ class SweepConfig(_Base):
             raise KeyedValueError(f"grace_period ({sch.grace_period:g}) must be <= trainer.epochs "
                                   f"({self.trainer.epochs})", ("hyperopt", "scheduler", "grace_period"))
         return self
+
+    @property
+    def objectives(self) -> list[tuple[str, str]]:
+        """``[(reported key, goal)]`` of every optimized metric: the primary one, or each of a
+        multi-objective search's metrics in the order written."""
+        hp = self.hyperopt
+        if not hp.multi_objective:
+            return [(hp.metric_key, hp.goal)]
+        outputs = {f.name: f.type for f in self.output_features}
+        out = []
+        for o in hp.objectives:
+            feature = o.output_feature or hp.output_feature
+            kind = "combined" if feature == "combined" else outputs[feature]
+            out.append((hp.objective_key(o), "maximize" if METRICS[kind][o.metric] else "minimize"))
+        return out
 
     @property
     def goal_sign(self) -> float:

@@ -74,11 +74,13 @@ def enqueued_points(hp: HyperoptConfig) -> list[dict[str, Any]]:
 
 class _Search(OptunaSearch):
     """``OptunaSearch`` that enqueues :func:`enqueued_points` and tells Optuna a failed trial
-    as the worst value seen so far (so the sampler moves away from it instead of ignoring it)."""
+    as the worst value seen so far (so the sampler moves away from it instead of ignoring it);
+    with several objectives, the worst value of each."""
 
-    def __init__(self, *args, enqueue: list[dict[str, Any]], mode: str, **kwargs) -> None:
+    def __init__(self, *args, enqueue: list[dict[str, Any]], mode: str | list[str], **kwargs) -> None:
         self._enqueue = enqueue
-        self._sign = 1.0 if mode == "min" else -1.0
+        modes = mode if isinstance(mode, list) else [mode]
+        self._signs = [1.0 if m == "min" else -1.0 for m in modes]
         super().__init__(*args, mode=mode, **kwargs)
 
     def _setup_study(self, mode):
@@ -87,21 +89,47 @@ class _Search(OptunaSearch):
             self._ot_study.enqueue_trial(point)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        if error and not (result and result.get(self.metric) is not None):
-            done = [t.value for t in self._ot_study.get_trials(deepcopy=False,
-                                                               states=(optuna.trial.TrialState.COMPLETE,))
-                    if t.value is not None and math.isfinite(t.value)]
+        keys = self.metric if isinstance(self.metric, list) else [self.metric]
+        if error and not (result and all(result.get(k) is not None for k in keys)):
+            done = [t.values for t in self._ot_study.get_trials(deepcopy=False,
+                                                                states=(optuna.trial.TrialState.COMPLETE,))
+                    if t.values is not None and all(math.isfinite(v) for v in t.values)]
             if done:
-                result = {**(result or {}), self.metric: max(done, key=lambda v: self._sign * v)}
+                worst = [max((v[i] for v in done), key=lambda x, s=sign: s * x) for i, sign in enumerate(self._signs)]
+                result = {**(result or {}), **dict(zip(keys, worst, strict=True))}
                 error = False
         super().on_trial_complete(trial_id, result=result, error=error)
 
 
-def make_searcher(hp: HyperoptConfig) -> OptunaSearch:
-    """``OptunaSearch`` over the declared parameters, optimizing :data:`OBJECTIVE` toward ``goal``."""
+def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None = None) -> OptunaSearch:
+    """``OptunaSearch`` over the declared parameters, optimizing :data:`OBJECTIVE` toward
+    ``goal``, or, with several ``objectives`` (``[(reported key, goal)]``, from
+    :attr:`SweepConfig.objectives`), every one of them (a Pareto front)."""
     space: dict[str, Any] = {path: to_optuna(s) for path, s in hp.parameters.items()}
-    mode = "min" if hp.goal == "minimize" else "max"
-    return _Search(space=space, metric=OBJECTIVE, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp))
+    if objectives and len(objectives) > 1:
+        metric: str | list[str] = [k for k, _ in objectives]
+        mode: str | list[str] = ["min" if g == "minimize" else "max" for _, g in objectives]
+    else:
+        metric, mode = OBJECTIVE, "min" if hp.goal == "minimize" else "max"
+    return _Search(space=space, metric=metric, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp))
+
+
+def pareto_trial_ids(records, objectives: list[tuple[str, str]]) -> tuple[str, ...]:
+    """Trials not dominated on ``objectives`` (``[(reported key, goal)]``), by the metrics of
+    each trial's last reported epoch; failed trials and trials missing a metric are left out.
+    Pure; runs in the driver."""
+    points = []
+    for r in records:
+        last = r.history[-1].metrics if r.history else {}
+        if r.status == "FAILED" or any(not isinstance(last.get(k), (int, float)) or not math.isfinite(last[k])
+                                       for k, _ in objectives):
+            continue
+        points.append((r.trial_id, [last[k] * (1.0 if g == "minimize" else -1.0) for k, g in objectives]))
+
+    def dominates(a, b):
+        return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
+
+    return tuple(tid for tid, p in points if not any(dominates(q, p) for _, q in points))
 
 
 def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:

@@ -135,3 +135,35 @@ def test_schedulers(scheduler, cls, attrs):
 def test_ludwig_executor_scheduler_is_read():
     h = hp(SPACE, executor={"type": "ray", "num_samples": 4, "scheduler": {"type": "hyperband"}})
     assert h.scheduler.type == "hyperband" and h.executor.num_samples == 4
+
+
+# ---------------------------------------------------------------------------- several objectives
+MO = [("validation/y/loss", "minimize"), ("validation/y/accuracy", "maximize")]
+
+
+def test_multi_objective_search_tells_every_metric_and_the_worst_of_each_on_failure():
+    h = hp(SPACE, metric=["loss", {"metric": "accuracy", "goal": "maximize"}], search_alg={"sampler": "nsga2",
+                                                                                          "seed": 0})
+    assert h.multi_objective and h.metric == "loss"
+    s = make_searcher(h, MO)
+    for i, (loss, acc) in enumerate([(0.5, 0.8), (0.3, 0.6)]):
+        s.suggest(f"t{i}")
+        s.on_trial_complete(f"t{i}", {"validation/y/loss": loss, "validation/y/accuracy": acc})
+    s.suggest("t2")
+    s.on_trial_complete("t2", None, error=True)
+    assert [t.values for t in s._ot_study.trials] == [[0.5, 0.8], [0.3, 0.6], [0.5, 0.6]]
+    assert [d.name for d in s._ot_study.directions] == ["MINIMIZE", "MAXIMIZE"]
+
+
+def test_pareto_set_from_last_epochs():
+    from ludwig_hpo.results import EpochRecord, TrialRecord
+    from ludwig_hpo.search.algorithms import pareto_trial_ids
+
+    def rec(tid, loss, acc, status="FINISHED"):
+        m = {"validation/y/loss": loss, "validation/y/accuracy": acc}
+        return TrialRecord(tid, status, {}, loss, loss, history=(EpochRecord(1, loss, m),))
+
+    records = [rec("a", 0.5, 0.8), rec("b", 0.3, 0.6), rec("c", 0.6, 0.7), rec("d", 0.2, 0.9, "FAILED"),
+               rec("e", 0.3, 0.8), TrialRecord("f", "FAILED", {}, None, None)]
+    assert pareto_trial_ids(records, MO) == ("e",)  # a (0.5, 0.8) is dominated by e (0.3, 0.8)
+    assert pareto_trial_ids(records[:3], MO) == ("a", "b")

@@ -226,6 +226,18 @@ CASES = [
     ("scheduler-twice", edit(("  executor: {num_samples: 4}\n", "  executor: {num_samples: 4, scheduler: {type: fifo}}\n")),
      "sweep.yaml:14:30: hyperopt.executor.scheduler: the scheduler is set twice: hyperopt.scheduler and "
      "hyperopt.executor.scheduler; fix: keep only one of them"),
+    ("several-metrics-with-cmaes", edit(("  metric: loss\n", "  metric: [loss, accuracy]\n"),
+                                        ("{type: optuna, sampler: tpe, seed: 1}", "{type: optuna, sampler: cmaes}"),
+                                        ("{type: async_hyperband, grace_period: 1}", "{type: fifo}")),
+     "sweep.yaml:12:30: hyperopt.search_alg.sampler: the 'cmaes' sampler optimizes one metric, but 2 are "
+     'given; fix: use sampler: nsga2 or tpe, or a single metric'),
+    ("several-metrics-with-asha", edit(("  metric: loss\n", "  metric: [loss, accuracy]\n")),
+     "sweep.yaml:13:3: hyperopt.scheduler: scheduler 'async_hyperband' stops trials on one metric, but 2 "
+     'are optimized; fix: use scheduler: {type: fifo} with several metrics'),
+    ("several-metrics-unknown-metric", edit(("  metric: loss\n", "  metric: [loss, roc_auc]\n"),
+                                            ("{type: async_hyperband, grace_period: 1}", "{type: fifo}")),
+     "sweep.yaml:10:18: hyperopt.metric[1]: 'roc_auc' is not reported for a category output; use one of "
+     "['accuracy', 'loss']"),
     # ---- budget, Ludwig sections
     ("num-samples-zero", edit(("{num_samples: 4}", "{num_samples: 0}")),
      'sweep.yaml:14:14: hyperopt.executor.num_samples: Input should be greater than or equal to 1, got 0'),
