@@ -134,7 +134,7 @@ def _describe_search(cfg) -> list[str]:
     algo = "grid search" if name == "grid" else f"optuna {name} sampler"
     if sa.type in ("variant_generator", "random"):
         algo = f"random search ({sa.type})"
-    lines = [f"search: {trial_count_text(hp)}; {algo} ({', '.join(opts)})"]
+    lines = [f"search: {trial_count_text(hp)}; {algo}" + ("" if name == "grid" else f" ({', '.join(opts)})")]
     if sa.points_to_evaluate:
         lines.append(f"points_to_evaluate: {len(sa.points_to_evaluate)} configuration(s) run first")
     if sch.type == "fifo":
