@@ -77,6 +77,8 @@ def sweep(
     output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
     restart: bool = typer.Option(False, "--restart",
                                  help="Discard an unfinished sweep of this name instead of resuming it."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source "
+                                        "(runs a Ludwig config unchanged)."),
 ) -> None:
     """Run a sweep: search, k-fold re-evaluation of the best configurations, report.
 
@@ -86,7 +88,7 @@ def sweep(
     from ludwig_hpo.state import decide
     from ludwig_hpo.sweep import Sweep, default_output_dir
 
-    loaded = load_sweep(sweep_file)
+    loaded = load_sweep(sweep_file, dataset=dataset)
     target = default_output_dir(loaded, output)
     decision, state = decide(target, loaded.text, loaded.raw, restart=restart)
     if restart and decision == "new" and (target / "state.json").is_file():
@@ -95,7 +97,8 @@ def sweep(
         if (old := read_state(target)) is not None and old.phase != "finished":
             shutil.rmtree(target)
             out.print(f"--restart: removed the unfinished sweep in {target}", highlight=False)
-    _run_sweep(Sweep(loaded, out, output_root=output, resume=state, resume_dir=target if state else None),
+    _run_sweep(Sweep(loaded, out, output_root=output, resume=state, resume_dir=target if state else None,
+                     dataset=dataset),
                f"{loaded.config.name} ({sweep_file})")
 
 
@@ -104,7 +107,7 @@ def sweep(
 def resume(results_dir: Path = typer.Argument(..., help="The output folder of an unfinished sweep.")) -> None:
     """Resume the unfinished sweep in RESULTS_DIR (same as rerunning its `hpo sweep` command)."""
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.state import read_state, sha256_text
+    from ludwig_hpo.state import fingerprint, read_state
     from ludwig_hpo.sweep import Sweep
 
     state = read_state(results_dir)
@@ -115,15 +118,15 @@ def resume(results_dir: Path = typer.Argument(..., help="The output folder of an
         raise ConfigError("this sweep has finished; there is nothing to resume", source=str(results_dir),
                           fix=f"rebuild its report with `hpo report {results_dir}` or start a new sweep")
     sweep_file = Path(state.sweep_file)
-    if not sweep_file.is_file() or sha256_text(sweep_file.read_text(errors="replace")) != state.sweep_sha256:
+    loaded = load_sweep(sweep_file, dataset=state.dataset) if sweep_file.is_file() else None
+    if loaded is None or fingerprint(loaded.text, loaded.raw) != state.fingerprint:
         # the file moved or changed since: run the copy the sweep started with, as if from its
         # old place (relative dataset paths start there)
         import dataclasses
 
-        loaded = dataclasses.replace(load_sweep(results_dir / "sweep.yaml"), path=sweep_file)
-    else:
-        loaded = load_sweep(sweep_file)
-    _run_sweep(Sweep(loaded, out, resume=state, resume_dir=results_dir), f"{loaded.config.name} ({results_dir})")
+        loaded = dataclasses.replace(load_sweep(results_dir / "sweep.yaml", dataset=state.dataset), path=sweep_file)
+    _run_sweep(Sweep(loaded, out, resume=state, resume_dir=results_dir, dataset=state.dataset),
+               f"{loaded.config.name} ({results_dir})")
 
 
 def _run_sweep(sweep_: Sweep, title: str) -> None:
@@ -142,6 +145,8 @@ def _run_sweep(sweep_: Sweep, title: str) -> None:
         err.print(f"error: no trial produced a result; {_failure_summary(result.trials)}")
         raise typer.Exit(1)
     out.print(f"best trial {best.trial_id}: {result.metric} = {best.objective_best:.6g}")
+    if result.pareto_trial_ids:
+        out.print(f"pareto set on {', '.join(result.objectives)}: {', '.join(result.pareto_trial_ids)}")
     for k, v in best.params.items():
         out.print(f"  {k}: {v}")
     for k in result.kfold:
@@ -158,6 +163,60 @@ def _run_sweep(sweep_: Sweep, title: str) -> None:
     out.print(f"mlflow:  {result.tracking_uri}{hint}")
 
 
+def _show(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _describe_search(cfg) -> list[str]:
+    """Lines of ``hpo validate`` about the search: algorithm, scheduler, budget, space."""
+    from ludwig_hpo.sweep import trial_count_text
+
+    hp = cfg.hyperopt
+    sa, sch = hp.search_alg, hp.scheduler
+    name = sa.effective_sampler
+    opts = [f"seed {sa.seed}"]
+    if name == "tpe":
+        opts += [f"n_startup_trials {sa.n_startup_trials}", f"multivariate {str(sa.multivariate).lower()}"]
+    for option in ("n_startup_trials", "population_size", "qmc_type"):
+        if option in sa.model_fields_set and name != "tpe":
+            opts.append(f"{option} {getattr(sa, option)}")
+    algo = "grid search" if name == "grid" else f"optuna {name} sampler"
+    if sa.type in ("variant_generator", "random"):
+        algo = f"random search ({sa.type})"
+    lines = [f"search: {trial_count_text(hp)}; {algo}" + ("" if name == "grid" else f" ({', '.join(opts)})")]
+    if sa.points_to_evaluate:
+        lines.append(f"points_to_evaluate: {len(sa.points_to_evaluate)} configuration(s) run first")
+    if sch.type == "fifo":
+        lines.append(f"scheduler: fifo (every trial runs all {cfg.trainer.epochs} epochs)")
+    else:
+        unit = "epochs" if sch.in_epochs else "s"
+        shown = {k: v for k, v in sch.model_dump().items() if k not in ("type", "time_attr", "max_t")}
+        max_t = getattr(sch, "max_t", None)
+        if hasattr(sch, "max_t"):
+            shown["max_t"] = (f"{max_t} {unit}" if max_t is not None and not sch.in_epochs
+                              else f"{cfg.trainer.epochs} epochs (trainer.epochs)")
+        lines.append(f"scheduler: {sch.type} on {sch.time_attr} ("
+                     + ", ".join(f"{k} {_show(v)}" for k, v in shown.items()) + ")")
+    budget = hp.executor.time_budget_s
+    lines.append(f"time budget: {f'{budget:g} s (no trial starts after it)' if budget else 'none (all trials run)'}")
+    lines.append(f"search space ({len(hp.parameters)} parameter(s)):")
+    width = max(len(p) for p in hp.parameters)
+    lines += [f"  {p:<{width}}  {s.describe()}" for p, s in hp.parameters.items()]
+    return lines
+
+
+def _tracking_location(cfg, results: Path) -> str:
+    """Where the sweep's MLflow data will go (mirrors :meth:`Sweep._open_tracking`)."""
+    experiment = cfg.tracking.experiment or cfg.name
+    if cfg.tracking.uri:
+        return f"{cfg.tracking.uri} (tracking.uri), experiment {experiment!r}"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return f"{os.environ['MLFLOW_TRACKING_URI']} (MLFLOW_TRACKING_URI), experiment {experiment!r}"
+    return f"{results / 'mlflow.db'} (embedded SQLite store), experiment {experiment!r}"
+
+
 def _failure_summary(trials) -> str:
     """``"4 failed: 3x TrialError: ...; 1x ..."``: the distinct one-line errors, most frequent first."""
     from collections import Counter
@@ -171,29 +230,27 @@ def _failure_summary(trials) -> str:
 
 @app.command()
 @_guard
-def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")) -> None:
+def validate(
+    sweep_file: Path = typer.Argument(..., help="The sweep YAML file (or a Ludwig config)."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source."),
+) -> None:
     """Check a sweep file and its dataset without starting Ray; print what the sweep would do."""
     from ludwig_hpo.cluster import local_plan
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.sweep import choose_output_dir
 
-    loaded = load_sweep(sweep_file)
+    loaded = load_sweep(sweep_file, dataset=dataset)
     cfg = loaded.config
     hp = cfg.hyperopt
     out.print(f"{sweep_file}: valid")
     out.print(f"name: {cfg.name}   dataset: {cfg.dataset.source}")
     out.print(f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
               f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}")
-    out.print(f"metric: {hp.metric_key} ({hp.goal})   trials: {hp.executor.num_samples}   epochs: {cfg.trainer.epochs}"
-              f"   sampler: {hp.search_alg.sampler} (seed {hp.search_alg.seed})   scheduler: {hp.scheduler.type}")
-    out.print("search space:")
-    for path, s in hp.parameters.items():
-        if s.space == "choice":
-            out.print(f"  {path}: choice of {s.categories}")
-        elif s.space == "randint":
-            out.print(f"  {path}: randint [{s.lower}, {s.upper}) = integers {s.lower}..{s.upper - 1}")
-        else:
-            out.print(f"  {path}: {s.space} [{s.lower:g}, {s.upper:g}){' (log scale)' if s.space == 'loguniform' else ''}")
+    metrics = ", ".join(f"{k} ({g})" for k, g in cfg.objectives)
+    out.print(f"metric{'s (Pareto front)' if hp.multi_objective else ''}: {metrics}   "
+              f"epochs per trial: {cfg.trainer.epochs}")
+    for line in _describe_search(cfg):
+        out.print(line)
     from ludwig_hpo.data import load_dataframe, prepare
 
     data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
@@ -203,7 +260,24 @@ def validate(sweep_file: Path = typer.Argument(..., help="The sweep YAML file.")
     out.print(f"resources: {plan.describe()}")
     if cfg.kfold:
         out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
-    out.print(f"results: {choose_output_dir(loaded, None)}")
+    results = choose_output_dir(loaded, None)
+    out.print(f"results: {results}")
+    out.print(f"mlflow: {_tracking_location(cfg, results)}")
+
+
+@app.command()
+@_guard
+def schema() -> None:
+    """Print the JSON Schema of the sweep file (for editor completion and checks)."""
+    import json
+
+    from ludwig_hpo.config.schema import SweepConfig
+
+    doc = SweepConfig.model_json_schema()
+    # `name` defaults to the file's stem and `dataset` may come from --dataset (Ludwig configs)
+    doc["required"] = [k for k in doc.get("required", []) if k not in ("name", "dataset")]
+    doc = {"$schema": "https://json-schema.org/draft/2020-12/schema", **doc, "title": "ludwig_hpo sweep file"}
+    out.print(json.dumps(doc, indent=2), soft_wrap=True)
 
 
 @app.command()

@@ -66,7 +66,7 @@ def local_plan(cfg: SweepConfig) -> ResourcePlan:
     return plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
                           cluster_cpus=cpus, cluster_gpus=gpus,
                           max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
-                          num_samples=cfg.hyperopt.executor.num_samples)
+                          num_samples=cfg.hyperopt.num_trials)
 
 
 def free_port() -> int:

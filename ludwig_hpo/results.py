@@ -120,6 +120,9 @@ class SweepResult:
         wall_time_s: seconds the whole sweep took.
         output_dir: where results were written (as a string, for display).
         tracking_uri: the MLflow tracking URI of the sweep.
+        objectives: a multi-objective search's metrics (``"<split>/<feature>/<metric>"``),
+            in the order written; empty for a single metric.
+        pareto_trial_ids: trials not dominated on ``objectives`` (by their last epoch).
     """
 
     name: str
@@ -132,3 +135,5 @@ class SweepResult:
     wall_time_s: float | None = None
     output_dir: str = ""
     tracking_uri: str = ""
+    objectives: tuple[str, ...] = ()
+    pareto_trial_ids: tuple[str, ...] = ()

@@ -55,4 +55,6 @@ def read_result(path: Path) -> SweepResult:
                    for p in d["parameters"])
     kfold = tuple(KFoldRecord(**{**k, "fold_scores": tuple(num(x) for x in k["fold_scores"]),
                                  "test_score": num(k["test_score"])}) for k in d["kfold"])
-    return SweepResult(**{**d, "parameters": params, "trials": trials, "kfold": kfold})
+    return SweepResult(**{**d, "parameters": params, "trials": trials, "kfold": kfold,
+                          "objectives": tuple(d.get("objectives", ())),
+                          "pareto_trial_ids": tuple(d.get("pareto_trial_ids", ()))})

@@ -25,25 +25,30 @@ class SweepState:
     """Where a sweep stands.
 
     Attributes:
-        sweep_sha256: hash of the sweep file's text the sweep runs.
+        fingerprint: hash of the sweep file's text and its dataset (see :func:`fingerprint`).
         sweep_file: the sweep file's absolute path (its folder anchors relative dataset paths).
         parent_run_id: the sweep's MLflow parent run.
         tracking_uri: the MLflow store the runs are in.
         phase: ``search`` (trials), ``kfold`` (re-evaluation), ``report``, or ``finished``.
+        dataset: the ``--dataset`` file that replaced ``dataset.source``, if any.
     """
 
-    sweep_sha256: str
+    fingerprint: str
     sweep_file: str
     parent_run_id: str
     tracking_uri: str
     phase: Phase = "search"
+    dataset: str | None = None
 
     def at(self, phase: Phase) -> SweepState:
         return replace(self, phase=phase)
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def fingerprint(text: str, raw: dict) -> str:
+    """sha256 of a sweep file's text and of the dataset it reads (``--dataset`` replaces the
+    file's own): two runs with equal fingerprints are the same sweep."""
+    dataset = json.dumps(raw.get("dataset"), sort_keys=True, default=str)
+    return hashlib.sha256(f"{text}\n{dataset}".encode()).hexdigest()
 
 
 def read_state(root: Path) -> SweepState | None:
@@ -103,7 +108,7 @@ def decide(root: Path, text: str, raw: dict, *, restart: bool) -> tuple[Decision
     state = read_state(root)
     if state is None or state.phase == "finished" or restart:
         return "new", None
-    if state.sweep_sha256 == sha256_text(text):
+    if state.fingerprint == fingerprint(text, raw):
         return "resume", state
     try:
         import yaml

@@ -28,7 +28,7 @@ from ludwig_hpo.errors import DataError
 from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
-from ludwig_hpo.state import SweepState, sha256_text, write_state
+from ludwig_hpo.state import SweepState, fingerprint, write_state
 
 DEFAULT_OUTPUT_ROOT = Path("hpo_results")
 
@@ -54,6 +54,16 @@ class SweepPaths:
 
 def _output_root(loaded: LoadedSweep, output_root: Path | None) -> Path:
     return output_root or (Path(loaded.config.output_dir) if loaded.config.output_dir else DEFAULT_OUTPUT_ROOT)
+
+
+def trial_count_text(hp) -> str:
+    """``"12 trials (grid of 4 points x num_samples 3)"``: the search's trial count and why."""
+    n, g = hp.num_trials, hp.grid_points
+    if hp.search_alg.type == "grid":
+        return f"{n} trials (every point of the grid once)"
+    if g > 1:
+        return f"{n} trials (grid of {g} points x num_samples {hp.executor.num_samples})"
+    return f"{n} trials"
 
 
 def choose_output_dir(loaded: LoadedSweep, output_root: Path | None) -> Path:
@@ -117,16 +127,19 @@ class Sweep:
         resume: continue the unfinished sweep in ``resume_dir`` described by this state
             (finished trials are kept, unfinished ones run again, the MLflow runs are reused).
         resume_dir: the output folder of the sweep to resume.
+        dataset: the ``--dataset`` file that replaced ``dataset.source`` (kept for a resume).
     """
 
     def __init__(self, loaded: LoadedSweep, console: Console, output_root: Path | None = None, *,
-                 resume: SweepState | None = None, resume_dir: Path | None = None) -> None:
+                 resume: SweepState | None = None, resume_dir: Path | None = None,
+                 dataset: Path | None = None) -> None:
         self.loaded = loaded
         self.cfg = loaded.config
         self.console = console
         self.output_root = output_root
         self.resume = resume
         self.resume_dir = resume_dir
+        self.dataset = Path(dataset).resolve() if dataset else None
         self.sign = self.cfg.goal_sign
         self.mode = "min" if self.sign > 0 else "max"  # Tune's spelling of the goal
         self.metric = self.cfg.hyperopt.metric_key
@@ -183,9 +196,9 @@ class Sweep:
             store = self._open_tracking(paths)
             (paths.root / "sweep.yaml").write_text(self.loaded.text)
             parent = self._start_parent(store, paths)
-            self.state = SweepState(sweep_sha256=sha256_text(self.loaded.text),
+            self.state = SweepState(fingerprint=fingerprint(self.loaded.text, self.loaded.raw),
                                     sweep_file=str(Path(self.loaded.path).resolve()), parent_run_id=parent,
-                                    tracking_uri=store.uri)
+                                    tracking_uri=store.uri, dataset=str(self.dataset) if self.dataset else None)
             write_state(paths.root, self.state)
         except BaseException:
             shutil.rmtree(created, ignore_errors=True)  # nothing half-written
@@ -234,8 +247,8 @@ class Sweep:
                 "host": platform.node(), "output_dir": str(paths.root.resolve()),
                 **{f"version.{k}": v for k, v in _versions().items()}}
         hp = cfg.hyperopt
-        params = {"metric": self.metric, "goal": hp.goal, "num_samples": hp.executor.num_samples,
-                  "search_alg": f"{hp.search_alg.type}/{hp.search_alg.sampler}", "seed": hp.search_alg.seed,
+        params = {"metric": self.metric, "goal": hp.goal, "num_samples": hp.num_trials,
+                  "search_alg": f"{hp.search_alg.type}/{hp.search_alg.effective_sampler}", "seed": hp.search_alg.seed,
                   "scheduler": hp.scheduler.type, "epochs": cfg.trainer.epochs,
                   "num_workers": cfg.backend.num_workers, "kfold.k": cfg.kfold.k if cfg.kfold else None,
                   "kfold.top_k": cfg.kfold.top_k if cfg.kfold else None}
@@ -283,10 +296,24 @@ class Sweep:
             name=self.cfg.name, metric=self.metric, goal=self.cfg.hyperopt.goal,
             parameters=param_infos(self.cfg.hyperopt.parameters), trials=records, kfold=kfold,
             best_trial_id=best.trial_id if best else None, wall_time_s=time.time() - t0,
+            objectives=tuple(k for k, _ in self.cfg.objectives) if self.cfg.hyperopt.multi_objective else (),
+            pareto_trial_ids=self._pareto(records),
             output_dir=str(paths.root), tracking_uri=store.uri)
         self._finish(result, best, store, parent, paths)
         self._phase(paths, "finished")
         return result
+
+    def _pareto(self, records: tuple[TrialRecord, ...]) -> tuple[str, ...]:
+        """The Pareto set of a multi-objective search (empty for one metric), printed."""
+        if not self.cfg.hyperopt.multi_objective:
+            return ()
+        from ludwig_hpo.search.algorithms import pareto_trial_ids
+
+        ids = pareto_trial_ids(records, self.cfg.objectives)
+        self.console.print(f"pareto set ({len(ids)} trial(s) not dominated on "
+                           f"{', '.join(k for k, _ in self.cfg.objectives)}): {', '.join(ids) or 'none'}",
+                           highlight=False)
+        return ids
 
     def _tune_run(self, trainable, *, name: str, ctx, plan: ResourcePlan, monitor, tune_config_kw: dict,
                   param_space: dict | None, paths: SweepPaths):
@@ -337,9 +364,10 @@ class Sweep:
         from ludwig_hpo.train.trial import search_trial
 
         hp = self.cfg.hyperopt
-        n = hp.executor.num_samples
+        n = hp.num_trials
         budget = hp.executor.time_budget_s
-        self.console.print(f"search: {n} trials, {hp.search_alg.sampler.upper()} (seed {hp.search_alg.seed}), "
+        self.console.print(f"search: {trial_count_text(hp)}, {hp.search_alg.effective_sampler.upper()} "
+                           f"(seed {hp.search_alg.seed}), "
                            f"scheduler {hp.scheduler.type}, {self.cfg.trainer.epochs} epochs max, "
                            f"optimizing {self.metric} ({hp.goal}); time budget: "
                            f"{f'{budget:g}s' if budget else 'none'}", highlight=False)
@@ -349,12 +377,14 @@ class Sweep:
                                                           f"trial_{tid}"),
             sinks=[MlflowSink(store, parent, resume=self.resume is not None),
                    ConsoleSink(self.console, self.metric, self.sign, n)])
-        kw: dict[str, Any] = {"search_alg": make_searcher(hp), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
+        kw: dict[str, Any] = {"search_alg": make_searcher(hp, self.cfg.objectives), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
                               "num_samples": n}
         if budget:
             kw["time_budget_s"] = budget
         grid = self._tune_run(search_trial, name="search", ctx=ctx, plan=plan, monitor=monitor,
                               tune_config_kw=kw, param_space=None, paths=paths)
+        if hp.search_alg.type == "grid" and len(monitor.trials) == n:
+            self.console.print(f"search space exhausted: all {n} grid points ran", highlight=False)
         # The best epoch's checkpoint: reported by Train (multi-worker) or kept by Tune (1 worker).
         checkpoints = {tid: t.checkpoint for tid, t in monitor.trials.items() if t.checkpoint}
         mode = self.mode

@@ -7,6 +7,8 @@ as :class:`~ludwig_hpo.errors.ConfigError` before anything (Ray, MLflow, folders
 from __future__ import annotations
 
 import difflib
+import json
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +17,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ludwig_hpo.config.paths import PathError, apply_params
-from ludwig_hpo.config.schema import (
-    ChoiceSpace,
-    KeyedValueError,
-    LogUniformSpace,
-    RandIntSpace,
-    SweepConfig,
-    UniformSpace,
-)
+from ludwig_hpo.config.base import RuleError
+from ludwig_hpo.config.paths import ROOT, PathError, apply_params
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.config.spaces import INT_SPACES, LISTED_SPACES
 from ludwig_hpo.errors import ConfigError
 
 Mark = tuple[int, int]  # 1-based (line, column)
@@ -186,6 +183,16 @@ def _step_type(tp: Any, step: Any) -> tuple[Any, bool]:
     return None, False
 
 
+def _optional_model(tp: Any) -> Any:
+    """``Model`` for ``Model | None``, else ``tp``."""
+    tp = _unwrap(tp)
+    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        members = [_unwrap(a) for a in typing.get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return tp
+
+
 def _model_and_path(loc: tuple) -> tuple[Any, tuple]:
     """Follow a pydantic error loc through the schema; return (model at the end, raw key path)."""
     tp: Any = SweepConfig
@@ -196,7 +203,7 @@ def _model_and_path(loc: tuple) -> tuple[Any, tuple]:
         if was_tag:
             tp = nxt
             continue
-        parent = tp
+        parent = _optional_model(tp)
         raw_path.append(step)
         tp = nxt
     return _unwrap(parent), tuple(raw_path)
@@ -235,11 +242,13 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
     for e in errors:
         model, path = _model_and_path(tuple(e["loc"]))
         cause = (e.get("ctx") or {}).get("error")
-        if isinstance(cause, KeyedValueError):
+        if isinstance(cause, RuleError) and cause.path is not None:
             path = cause.path
-        located.append((e, model, path))
+        located.append((e, model, path, cause))
     # An unknown key explains a "missing" one (a misspelt section), so it goes first.
-    e, model, path = min(located, key=lambda x: _PRIORITY.get(x[0]["type"], 1))
+    # defaults are merged into the features: an error in a default is reported at the default
+    e, model, path, cause = min(located, key=lambda x: (_PRIORITY.get(x[0]["type"], 1),
+                                                        0 if x[2][:1] == ("defaults",) else 1))
     key = _display(raw, path) or "(top level)"
     if key_prefix:
         key = f"{key_prefix} -> {key}"
@@ -253,9 +262,15 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
         close = difflib.get_close_matches(bad, allowed, n=1, cutoff=0.6)
         message = f"unknown key {bad!r}"
         fix = f"did you mean {close[0]!r}?" if close else f"remove it (allowed keys: {', '.join(allowed)})"
+    elif typ == "union_tag_not_found":
+        tag = str((e.get("ctx") or {}).get("discriminator", "type")).strip("'")
+        message = f"'{tag}' is missing"
+        fix = f"add '{tag}:'" + (" (uniform, loguniform, randint, choice, grid_search, ...)" if tag == "space" else "")
     elif typ == "missing":
         message = "required key is missing"
         fix = f"add '{path[-1]}:'" if path else None
+        if path == ("dataset",):
+            fix = "add 'dataset: {source: data.csv}' or pass --dataset data.csv"
     else:
         same = [x[0]["msg"] for x in located if x[2] == path and x[0]["type"] not in ("extra_forbidden", "missing")]
         if len(same) > 1:  # a union of plain types: say every accepted form
@@ -266,6 +281,8 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
             message += f", got {got!r}"
         if typ.startswith("union_tag") or typ.startswith("literal"):
             fix = "use one of the values listed"
+        if isinstance(cause, RuleError) and cause.fix:
+            fix = cause.fix
     return ConfigError(message, source=source, key=key, fix=fix)
 
 
@@ -281,56 +298,98 @@ def _fixed_reason(path: str) -> str | None:
     parts = path.split(".")
     if parts[0] == "trainer":
         return _FIXED["epochs"] if parts[1:] == ["epochs"] else None
+    if parts[0] == "defaults":
+        return _FIXED["preprocessing"] if parts[2:3] == ["preprocessing"] else None
     if parts[0] == "combiner" or len(parts) < 2:
         return None
     return _FIXED.get(parts[1])
 
 
-def _probe_values(space: Any) -> list[Any]:
-    if isinstance(space, (UniformSpace, LogUniformSpace, RandIntSpace)):
-        if not space.lower < space.upper:
-            raise ValueError(f"lower < upper must hold, but got (lower={space.lower}, upper={space.upper})")
-    if isinstance(space, LogUniformSpace) and space.lower <= 0:
-        raise ValueError(f"loguniform needs lower > 0, but got lower={space.lower} (bounds are values, not exponents)")
-    if isinstance(space, RandIntSpace):
-        return [space.lower, space.upper - 1]  # upper is exclusive
-    if isinstance(space, ChoiceSpace):
-        return list(space.categories)
-    # a non-integral inner value too: a float space on an integer field fails here, not in a trial
-    inner = space.lower + (space.upper - space.lower) * 0.371
-    return [space.lower, inner, space.upper]
+def _leaf_paths(block: Any, prefix: str = "") -> list[str]:
+    if isinstance(block, dict) and block:
+        return [p for k, v in block.items() for p in _leaf_paths(v, f"{prefix}.{k}" if prefix else str(k))]
+    return [prefix]
+
+
+def _param_key(path: str) -> str:
+    return f'hyperopt.parameters."{path}"' if "." in path else f"hyperopt.parameters.{path}"
+
+
+def _first_error(raw: dict, params: dict[str, Any], src: str) -> ConfigError | None:
+    try:
+        SweepConfig.model_validate(apply_params(raw, params))
+    except ValidationError as e:
+        return _validation_to_config_error(e, raw, {}, src)
+    return None
+
+
+def _enablers(path: str, spaces: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Values of other listed parameters that may make ``path`` exist (an encoder ``type``
+    choice next to it, or a ``"."`` block), to try when ``path`` is unknown on its own."""
+    parent = path.rsplit(".", 1)[0]
+    out = []
+    for other, s in spaces.items():
+        if other != path and isinstance(s, LISTED_SPACES) and (other == ROOT or other == f"{parent}.type"):
+            out.extend((other, v) for v in s.probe_values())
+    return out
 
 
 def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> None:
-    for path, space in cfg.hyperopt.parameters.items():
-        key = f'hyperopt.parameters."{path}"' if "." in path else f"hyperopt.parameters.{path}"
+    spaces = cfg.hyperopt.parameters
+    for path, space in spaces.items():
+        key = _param_key(path)
         mark = _mark_for(marks, ("hyperopt", "parameters", path))
         source = f"{src}:{mark[0]}:{mark[1]}" if mark else src
-        reason = _fixed_reason(path)
-        if reason:
-            raise ConfigError(f"{path!r} cannot be searched: {reason}", source=source, key=key,
-                              fix="set it in the config instead of hyperopt.parameters")
-        try:
-            values = _probe_values(space)
-        except ValueError as e:
-            raise ConfigError(str(e), source=source, key=key, fix="correct the bounds") from None
-        for value in values:
+        leaves = ([p for block in space.probe_values() for p in _leaf_paths(block)] if path == ROOT else [path])
+        for leaf in leaves:
+            reason = _fixed_reason(leaf)
+            if reason:
+                raise ConfigError(f"{leaf!r} cannot be searched: {reason}", source=source, key=key,
+                                  fix="set it in the config instead of hyperopt.parameters")
+        for value in space.probe_values():
             try:
-                SweepConfig.model_validate(apply_params(raw, {path: value}))
+                inner = _first_error(raw, {path: value}, src)
+                if inner is not None and inner.message.startswith("unknown key"):
+                    # a field that exists only under another sampled value (e.g. an encoder type)
+                    if any(_first_error(raw, {other: v, path: value}, src) is None
+                           for other, v in _enablers(path, spaces)):
+                        inner = None
             except PathError as e:
                 raise ConfigError(str(e), source=source, key=key, fix="use a path such as "
-                                  "'trainer.learning_rate' or '<feature>.encoder.<field>'") from None
-            except ValidationError as e:
-                inner = _validation_to_config_error(e, raw, {}, src)
-                fix = ("use randint for an integer field" if space.space in ("uniform", "loguniform")
-                       and "integer" in inner.message else inner.fix or "change the range or categories")
-                raise ConfigError(f"value {value!r} is invalid for {inner.key}: {inner.message}",
-                                  source=source, key=key, fix=fix) from None
+                                  "'trainer.learning_rate', '<feature>.encoder.<field>' or "
+                                  "'defaults.<feature type>.encoder.<field>'") from None
+            if inner is None:
+                continue
+            if inner.message.startswith("unknown key") and not isinstance(value, dict):
+                raise ConfigError(f"{path!r} is not a field of the config: {inner.key}: {inner.message}",
+                                  source=source, key=key, fix=inner.fix) from None
+            if path.startswith(f"{inner.key}.") and "valid" in inner.message:
+                raise ConfigError(f"path {path!r} walks into {inner.key!r}, which is a value, not a section",
+                                  source=source, key=key, fix="end the path at a field") from None
+            shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else repr(value)
+            fix = ("use an integer space (randint, qrandint, lograndint) for an integer field"
+                   if not isinstance(space, (*INT_SPACES, *LISTED_SPACES)) and "integer" in inner.message
+                   else inner.fix or "change the range or categories")
+            raise ConfigError(f"value {shown} is invalid for {inner.key}: {inner.message}",
+                              source=source, key=key, fix=fix) from None
+
+
+# ---------------------------------------------------------------------------- Ludwig configs
+def _name_from_file(path: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem).strip("-.") or "sweep"
+    return name.replace("..", ".")
 
 
 # ---------------------------------------------------------------------------- public
-def load_sweep(path: str | Path) -> LoadedSweep:
-    """Read and validate a sweep file. Runs in the driver; touches nothing but the file.
+def load_sweep(path: str | Path, dataset: str | Path | None = None) -> LoadedSweep:
+    """Read and validate a sweep file (or a Ludwig config). Runs in the driver; touches
+    nothing but the file.
+
+    Args:
+        path: the sweep YAML file.
+        dataset: a CSV / Parquet path (relative to the current folder) that replaces
+            ``dataset.source`` (``hpo sweep CONFIG --dataset data.csv``, Ludwig's way). A
+            file without ``name`` is named after the file's stem.
 
     Raises:
         ConfigError: unreadable file, invalid YAML, unknown key, bad value, or a parameter
@@ -339,6 +398,11 @@ def load_sweep(path: str | Path) -> LoadedSweep:
     path = Path(path)
     text, raw, marks = _read(path)
     src = str(path)
+    if "name" not in raw:
+        raw = {"name": _name_from_file(path), **raw}
+    if dataset is not None:
+        ds = raw.get("dataset") if isinstance(raw.get("dataset"), dict) else {}
+        raw = {**raw, "dataset": {**ds, "source": str(Path(dataset).resolve())}}
     try:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:
@@ -349,6 +413,9 @@ def load_sweep(path: str | Path) -> LoadedSweep:
 
 def resolve_trial_config(raw: dict, params: dict[str, Any]) -> SweepConfig:
     """The config of one trial: ``raw`` with the sampled ``{dotted path: value}`` applied.
+
+    A sampled field that exists only under another sampled value (``encoder.num_layers``
+    when the sampled encoder ``type`` has no layers) is left out, as Ludwig does.
 
     Runs wherever a trial starts (driver or worker); pure.
 
@@ -361,4 +428,14 @@ def resolve_trial_config(raw: dict, params: dict[str, Any]) -> SweepConfig:
     except PathError as e:
         raise ConfigError(str(e), key="hyperopt.parameters") from None
     except ValidationError as e:
+        if not all(x["type"] == "extra_forbidden" for x in e.errors()):
+            raise _validation_to_config_error(e, raw, {}, "trial config", key_prefix=f"params {params}") from None
+        for path in params:
+            if path == ROOT:
+                continue
+            rest = {k: v for k, v in params.items() if k != path}
+            try:
+                return SweepConfig.model_validate(apply_params(raw, rest))
+            except (ValidationError, PathError):
+                continue
         raise _validation_to_config_error(e, raw, {}, "trial config", key_prefix=f"params {params}") from None

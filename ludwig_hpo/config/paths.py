@@ -1,8 +1,10 @@
 """Dotted parameter paths (``trainer.learning_rate``, ``image.encoder.num_layers``,
-``combiner.output_size``) applied to the raw sweep dict. Pure; no I/O.
+``combiner.output_size``, ``defaults.number.encoder.output_size``) applied to the raw sweep
+dict. Pure; no I/O.
 
-A path's first part is a section (``trainer``, ``combiner``) or a feature name; the rest
-walks nested mappings. Paths never reach attributes or anything outside the dict.
+A path's first part is a section (``trainer``, ``combiner``, ``defaults``) or a feature
+name; the rest walks nested mappings. The path ``"."`` deep-merges a mapping (a partial
+config block) at the root. Paths never reach attributes or anything outside the dict.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-SECTIONS = ("trainer", "combiner")
+SECTIONS = ("trainer", "combiner", "defaults")
+#: The path of partial config blocks merged at the root.
+ROOT = "."
 
 
 class PathError(ValueError):
@@ -40,6 +44,13 @@ def set_path(raw: dict, path: str, value: Any) -> None:
         PathError: the first part is neither a section nor a feature name, or a part
             walks into something that is not a mapping.
     """
+    if path == ROOT:
+        if not isinstance(value, dict):
+            raise PathError(f"the '.' parameter merges config blocks at the root, but got {value!r}")
+        merged = deep_merge(raw, value)
+        raw.clear()
+        raw.update(merged)
+        return
     parts = path.split(".")
     if len(parts) < 2 or any(not p for p in parts):
         raise PathError(f"path {path!r} must be '<section or feature>.<field>[.<field>...]'")
@@ -65,6 +76,17 @@ def set_path(raw: dict, path: str, value: Any) -> None:
     node[rest[-1]] = copy.deepcopy(value)
 
 
+def deep_merge(base: Any, over: Any) -> Any:
+    """A deep copy of ``over`` merged onto ``base``: mappings merge key by key, anything else
+    (lists, scalars) is replaced by ``over``'s value. Pure."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = copy.deepcopy(base)
+        for k, v in over.items():
+            out[k] = deep_merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
+
+
 def apply_params(raw: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
     """Return a deep copy of ``raw`` with each ``{dotted path: value}`` of ``params`` set.
 
@@ -72,6 +94,7 @@ def apply_params(raw: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         PathError: see :func:`set_path`.
     """
     out = copy.deepcopy(dict(raw))
-    for path, value in params.items():
+    # "." blocks first: a dotted parameter then wins over the same field in a block
+    for path, value in sorted(params.items(), key=lambda kv: kv[0] != ROOT):
         set_path(out, path, value)
     return out

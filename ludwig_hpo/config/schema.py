@@ -10,7 +10,24 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base  # noqa: F401 (re-exported)
+from ludwig_hpo.config.hyperopt import (  # noqa: F401 (re-exported)
+    AsyncHyperbandScheduler,
+    ExecutorConfig,
+    HyperbandScheduler,
+    HyperoptConfig,
+    SearchAlgConfig,
+)
+from ludwig_hpo.config.spaces import (  # noqa: F401 (re-exported)
+    ChoiceSpace,
+    GridSearchSpace,
+    LogUniformSpace,
+    ParamSpace,
+    RandIntSpace,
+    UniformSpace,
+)
 
 RESERVED_NAMES = frozenset(
     {"trainer", "combiner", "backend", "hyperopt", "dataset", "defaults", "kfold", "tracking",
@@ -24,18 +41,6 @@ METRICS: dict[str, dict[str, bool]] = {
     "combined": {"loss": False},
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class KeyedValueError(ValueError):
-    """A cross-field rule broken at ``path`` (raw key path), so the loader can point at it."""
-
-    def __init__(self, message: str, path: tuple) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # ---------------------------------------------------------------------------- data
@@ -227,99 +232,6 @@ class BackendConfig(_Base):
     cpus_per_worker: float = Field(1.0, gt=0)
 
 
-# ---------------------------------------------------------------------------- hyperopt
-class UniformSpace(_Base):
-    """Float uniformly sampled in [lower, upper)."""
-
-    space: Literal["uniform"]
-    lower: float
-    upper: float
-
-
-class LogUniformSpace(_Base):
-    """Float sampled uniformly in log space in [lower, upper); bounds are values, not exponents."""
-
-    space: Literal["loguniform"]
-    lower: float
-    upper: float
-
-
-class RandIntSpace(_Base):
-    """Integer in [lower, upper): the upper bound is exclusive, as in Ludwig and Ray Tune."""
-
-    space: Literal["randint"]
-    lower: int
-    upper: int
-
-
-class ChoiceSpace(_Base):
-    """One of ``categories`` (scalars, lists or config blocks)."""
-
-    space: Literal["choice"]
-    categories: list[Any] = Field(min_length=1)
-
-
-ParamSpace = Annotated[Union[UniformSpace, LogUniformSpace, RandIntSpace, ChoiceSpace],
-                       Field(discriminator="space")]
-
-
-class SearchAlgConfig(_Base):
-    """Optuna sampler behind Ray Tune's ``OptunaSearch``; ``seed`` makes suggestions reproducible."""
-
-    type: Literal["optuna"] = "optuna"
-    sampler: Literal["tpe", "random"] = "tpe"
-    seed: int | None = None
-    n_startup_trials: int = Field(5, ge=1)
-
-
-class SchedulerConfig(_Base):
-    """Tune trial scheduler. ``async_hyperband`` (alias ``asha``) stops trials at rungs
-    ``grace_period * reduction_factor**i`` epochs; ``fifo`` never stops early."""
-
-    type: Literal["fifo", "async_hyperband", "asha"] = "fifo"
-    grace_period: int = Field(1, ge=1)
-    max_t: int | None = Field(None, ge=1)
-    reduction_factor: float = Field(3.0, gt=1)
-
-
-class ExecutorConfig(_Base):
-    """``num_samples``: total trials. ``max_concurrent_trials``: ``auto`` = as many as the
-    cluster fits. ``time_budget_s``: stop starting trials after this many seconds (none: no limit).
-    ``max_failures``: run a failed trial again up to this many times (for transient failures such
-    as a lost worker) before it counts as FAILED."""
-
-    num_samples: int = Field(10, ge=1, le=1_000_000)
-    max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
-    time_budget_s: float | None = Field(None, gt=0)
-    max_failures: int = Field(0, ge=0, le=100)
-
-
-class HyperoptConfig(_Base):
-    """The search: optimize ``<split>/<output_feature>/<metric>`` toward ``goal``."""
-
-    goal: Literal["minimize", "maximize"] = "minimize"
-    metric: str = "loss"
-    split: Literal["train", "validation"] = "validation"
-    output_feature: str = "combined"
-    parameters: dict[str, ParamSpace] = Field(min_length=1)
-    search_alg: SearchAlgConfig = SearchAlgConfig()
-    scheduler: SchedulerConfig = SchedulerConfig()
-    executor: ExecutorConfig = ExecutorConfig()
-
-    @field_validator("split", mode="before")
-    @classmethod
-    def _no_test(cls, v: Any) -> Any:
-        if v == "test":
-            raise ValueError("selecting trials on the test split leaks it into the search; "
-                             "use 'validation' (the test split scores the top configurations after the search)")
-        return v
-
-    @property
-    def metric_key(self) -> str:
-        """The reported metric the search optimizes, e.g. ``"validation/label/loss"``."""
-        return f"{self.split}/{self.output_feature}/{self.metric}"
-
-
 class KFoldConfig(_Base):
     """After the search, re-run the ``top_k`` best configurations with ``k``-fold
     cross-validation on train+validation and once on the held-out test split."""
@@ -339,6 +251,131 @@ class ReportConfig(_Base):
     enabled: bool = True
 
 
+# ---------------------------------------------------------------------------- defaults
+class NumberDefaults(_Base):
+    """``defaults.number``: sections applied to every number feature (feature values win)."""
+
+    preprocessing: NumberPreprocessing | None = None
+    encoder: Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")] | None = None
+    decoder: Decoder | None = None
+    _fill = field_validator("encoder", mode="before")(_default_type("passthrough"))
+
+
+class BinaryDefaults(_Base):
+    """``defaults.binary``: sections applied to every binary feature (feature values win)."""
+
+    encoder: PassthroughEncoder | None = None
+    decoder: Decoder | None = None
+
+
+class CategoryDefaults(_Base):
+    """``defaults.category``: sections applied to every category feature (feature values win)."""
+
+    encoder: EmbedEncoder | None = None
+    decoder: Decoder | None = None
+    _fill = field_validator("encoder", mode="before")(_default_type("dense"))
+
+
+class ImageDefaults(_Base):
+    """``defaults.image``: sections applied to every image feature (feature values win)."""
+
+    preprocessing: ImagePreprocessing | None = None
+    encoder: StackedCNNEncoder | None = None
+    _fill = field_validator("encoder", mode="before")(_default_type("stacked_cnn"))
+
+
+class DefaultsConfig(_Base):
+    """Ludwig's ``defaults``: per feature type, ``preprocessing`` / ``encoder`` (input
+    features) and ``decoder`` (output features) merged under each feature's own values."""
+
+    number: NumberDefaults | None = None
+    binary: BinaryDefaults | None = None
+    category: CategoryDefaults | None = None
+    image: ImageDefaults | None = None
+
+
+#: Feature sections that ``defaults`` fill, for input and output features.
+_DEFAULT_SECTIONS = {"input_features": ("preprocessing", "encoder"), "output_features": ("decoder",)}
+
+
+def _deep_merge(base: Any, over: Any) -> Any:
+    """``over`` merged onto ``base`` (mappings recursively; ``over`` wins). Pure."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _deep_merge(base.get(k), v) if k in base else v
+        return out
+    return over
+
+
+def apply_feature_defaults(data: dict) -> dict:
+    """``data`` (a raw sweep mapping) with ``defaults.<type>.<section>`` merged into every
+    feature of that type; a feature's own values win, and an encoder of another ``type``
+    than the default's keeps none of the default's fields (Ludwig's rule). Pure."""
+    defaults = data["defaults"]
+    out = dict(data)
+    for section, names in _DEFAULT_SECTIONS.items():
+        feats = data.get(section)
+        if not isinstance(feats, list):
+            continue
+        merged = []
+        for feat in feats:
+            d = defaults.get(feat.get("type")) if isinstance(feat, dict) else None
+            if not isinstance(d, dict):
+                merged.append(feat)
+                continue
+            feat = dict(feat)
+            for name in names:
+                dv, fv = d.get(name), feat.get(name)
+                if not isinstance(dv, dict):
+                    continue
+                if isinstance(fv, dict) and "type" in fv and "type" in dv and fv["type"] != dv["type"]:
+                    continue
+                feat[name] = _deep_merge(dv, fv) if fv is not None else dv
+            merged.append(feat)
+        out[section] = merged
+    return out
+
+
+# ---------------------------------------------------------------------------- Ludwig preprocessing
+class LudwigSplitConfig(_Base):
+    """Ludwig's ``preprocessing.split``: ``random`` (``probabilities`` train/validation/test),
+    ``stratify`` (random, stratified on ``column``) or ``fixed`` (``column`` holds 0 = train,
+    1 = validation, 2 = test for each row)."""
+
+    type: Literal["random", "stratify", "fixed"] = "random"
+    column: str | None = None
+    probabilities: tuple[float, float, float] = (0.7, 0.1, 0.2)
+
+    @model_validator(mode="after")
+    def _fits(self) -> LudwigSplitConfig:
+        if self.type in ("fixed", "stratify") and not self.column:
+            raise RuleError(f"split type {self.type!r} needs column", fix="add column: <the split column's name>")
+        if self.type == "random" and self.column:
+            raise RuleError("column does not apply to a random split", fix="remove column, or use type: fixed")
+        if abs(sum(self.probabilities) - 1) > 1e-6 or min(self.probabilities) <= 0:
+            raise RuleError(f"probabilities must be three positive fractions summing to 1, got {list(self.probabilities)}",
+                            fix="use e.g. [0.7, 0.1, 0.2]")
+        return self
+
+
+class GlobalPreprocessing(_Base):
+    """Ludwig's top-level ``preprocessing``: only ``split`` is read."""
+
+    split: LudwigSplitConfig = LudwigSplitConfig()
+
+
+def _raw_scheduler(data: Any) -> dict:
+    """The raw scheduler mapping (``hyperopt.scheduler`` or Ludwig's ``hyperopt.executor.scheduler``)."""
+    hp = data.get("hyperopt") if isinstance(data, dict) else None
+    if not isinstance(hp, dict):
+        return {}
+    sch = hp.get("scheduler")
+    if sch is None and isinstance(hp.get("executor"), dict):
+        sch = hp["executor"].get("scheduler")
+    return sch if isinstance(sch, dict) else {}
+
+
 # ---------------------------------------------------------------------------- root
 class SweepConfig(_Base):
     """A whole sweep file, validated. ``base_dir`` (not a key) is the sweep file's folder."""
@@ -355,19 +392,30 @@ class SweepConfig(_Base):
     tracking: TrackingConfig = TrackingConfig()
     report: ReportConfig = ReportConfig()
     output_dir: str | None = None
+    defaults: DefaultsConfig | None = None
+    preprocessing: GlobalPreprocessing | None = None
+    model_type: Literal["ecd"] = "ecd"
+    ludwig_version: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _epochs_from_max_t(cls, data: Any) -> Any:
         # Ludwig's rule: scheduler.max_t alone sets the epochs; trainer.epochs alone sets max_t.
-        try:
-            max_t = data["hyperopt"]["scheduler"]["max_t"]
-            trainer = data.get("trainer") or {}
-        except (KeyError, TypeError, AttributeError):
-            return data
-        if max_t is not None and isinstance(trainer, dict) and "epochs" not in trainer:
+        sch = _raw_scheduler(data)
+        trainer = data.get("trainer") or {} if isinstance(data, dict) else None
+        max_t = sch.get("max_t")
+        if (max_t is not None and sch.get("time_attr", "epoch") != "time_total_s"
+                and isinstance(trainer, dict) and "epochs" not in trainer):
             return {**data, "trainer": {**trainer, "epochs": max_t}}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_defaults(cls, data: Any) -> Any:
+        # defaults.<type>.<section> fills every feature of that type; the feature's own values win.
+        if not isinstance(data, dict) or not isinstance(data.get("defaults"), dict):
+            return data
+        return apply_feature_defaults(data)
 
     @field_validator("name")
     @classmethod
@@ -378,6 +426,9 @@ class SweepConfig(_Base):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> SweepConfig:
+        if self.preprocessing is not None and "split" in self.dataset.model_fields_set:
+            raise KeyedValueError("the split is set twice: dataset.split and preprocessing.split",
+                                  ("preprocessing", "split"), fix="keep only one of them")
         names = [f.name for f in (*self.input_features, *self.output_features)]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -398,14 +449,44 @@ class SweepConfig(_Base):
         if hp.goal != want:
             raise KeyedValueError(f"goal is {hp.goal!r} but {hp.metric!r} is better when "
                                   f"{'larger' if want == 'maximize' else 'smaller'}; set goal: {want}", ("hyperopt", "goal"))
+        for i, o in enumerate(hp.objectives):
+            where = ("hyperopt", "metric", i)
+            feature = o.output_feature or hp.output_feature
+            if feature != "combined" and feature not in outputs:
+                raise KeyedValueError(f"{feature!r} is not an output feature; use one of "
+                                      f"{sorted(outputs) + ['combined']}", where)
+            kind = "combined" if feature == "combined" else outputs[feature]
+            if o.metric not in METRICS[kind]:
+                raise KeyedValueError(f"{o.metric!r} is not reported for a {kind} output; use one of "
+                                      f"{sorted(METRICS[kind])}", where)
+            better = "maximize" if METRICS[kind][o.metric] else "minimize"
+            if o.goal is not None and o.goal != better:
+                raise KeyedValueError(f"goal of {o.metric!r} is {o.goal!r} but it is better when "
+                                      f"{'larger' if better == 'maximize' else 'smaller'}; set goal: {better}", where)
         sch = hp.scheduler
-        if sch.max_t is not None and sch.max_t != self.trainer.epochs:
+        in_epochs = getattr(sch, "in_epochs", False)
+        if in_epochs and getattr(sch, "max_t", None) is not None and sch.max_t != self.trainer.epochs:
             raise KeyedValueError(f"max_t ({sch.max_t}) contradicts trainer.epochs ({self.trainer.epochs}); "
                                   "set only one of them", ("hyperopt", "scheduler", "max_t"))
-        if sch.grace_period > self.trainer.epochs:
-            raise KeyedValueError(f"grace_period ({sch.grace_period}) must be <= trainer.epochs "
+        if in_epochs and getattr(sch, "grace_period", 0) > self.trainer.epochs:
+            raise KeyedValueError(f"grace_period ({sch.grace_period:g}) must be <= trainer.epochs "
                                   f"({self.trainer.epochs})", ("hyperopt", "scheduler", "grace_period"))
         return self
+
+    @property
+    def objectives(self) -> list[tuple[str, str]]:
+        """``[(reported key, goal)]`` of every optimized metric: the primary one, or each of a
+        multi-objective search's metrics in the order written."""
+        hp = self.hyperopt
+        if not hp.multi_objective:
+            return [(hp.metric_key, hp.goal)]
+        outputs = {f.name: f.type for f in self.output_features}
+        out = []
+        for o in hp.objectives:
+            feature = o.output_feature or hp.output_feature
+            kind = "combined" if feature == "combined" else outputs[feature]
+            out.append((hp.objective_key(o), "maximize" if METRICS[kind][o.metric] else "minimize"))
+        return out
 
     @property
     def goal_sign(self) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.data.split import kfold_indices, split_indices
+from ludwig_hpo.data.split import fixed_split_indices, kfold_indices, split_indices
 from ludwig_hpo.errors import DataError
 
 UNKNOWN = "<UNK>"
@@ -146,6 +146,27 @@ def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.nda
                             f"each, too few to score {n_classes} classes", key="kfold.k", fix="lower kfold.k")
 
 
+def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The sweep's train/validation/test rows: ``dataset.split``, or Ludwig's
+    ``preprocessing.split`` (random / stratify on a column / fixed split column)."""
+    sp = cfg.dataset.split
+    lsp = cfg.preprocessing.split if cfg.preprocessing is not None else None
+    if lsp is None:
+        return split_indices(len(df), (sp.train, sp.validation, sp.test), sp.seed, strat)
+    key = "preprocessing.split.column"
+    if lsp.type == "fixed":
+        if lsp.column not in df.columns:
+            raise DataError(f"split column {lsp.column!r} is not in the dataset", key=key,
+                            fix="add the column (0 = train, 1 = validation, 2 = test) or change column")
+        return fixed_split_indices(df[lsp.column].to_numpy(), key)
+    if lsp.type == "stratify":
+        if lsp.column not in df.columns:
+            raise DataError(f"stratify column {lsp.column!r} is not in the dataset", key=key,
+                            fix="use one of the dataset's columns")
+        strat = pd.factorize(df[lsp.column].astype(str))[0]
+    return split_indices(len(df), tuple(lsp.probabilities), sp.seed, strat)
+
+
 def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
     """Encode every feature of ``df`` with preprocessing fitted on the training split.
 
@@ -167,8 +188,7 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
         if len(np.unique(strat)) < 2:
             raise DataError("the target has a single class; there is nothing to learn",
                             key=f"output_features[{first_out.name}]", fix="use a column with at least 2 classes")
-    sp = cfg.dataset.split
-    splits = split_indices(len(df), (sp.train, sp.validation, sp.test), sp.seed, strat)
+    splits = _split(df, cfg, strat)
     _check_sizes(cfg, splits, strat)
     train = splits["train"]
     inputs: dict[str, np.ndarray] = {}
@@ -229,5 +249,5 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
     folds: tuple = ()
     if cfg.kfold is not None:
         rows = np.sort(np.concatenate([splits["train"], splits["validation"]]))
-        folds = tuple(kfold_indices(rows, cfg.kfold.k, sp.seed, strat))
+        folds = tuple(kfold_indices(rows, cfg.kfold.k, cfg.dataset.split.seed, strat))
     return PreparedData(inputs=inputs, targets=targets, splits=splits, folds=folds, meta=meta)

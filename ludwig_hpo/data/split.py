@@ -47,6 +47,40 @@ def split_indices(n_rows: int, fractions: tuple[float, float, float], seed: int,
     return {"train": np.sort(train), "validation": np.sort(val), "test": np.sort(test)}
 
 
+def fixed_split_indices(values: np.ndarray, key: str = "preprocessing.split.column") -> dict[str, np.ndarray]:
+    """Rows of a fixed split column, Ludwig's convention: 0 = train, 1 = validation, 2 = test.
+
+    Args:
+        values: (n_rows,) the split column (ints, or floats / strings holding 0, 1, 2).
+        key: the config key named in errors.
+
+    Returns:
+        ``{"train": idx, "validation": idx, "test": idx}``, sorted int64 indices.
+
+    Raises:
+        DataError: a value other than 0, 1, 2 (or missing), or an empty split.
+    """
+    codes = np.full(len(values), -1, dtype=np.int64)
+    for i, v in enumerate(values):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            f = float("nan")
+        if f in (0.0, 1.0, 2.0):
+            codes[i] = int(f)
+    bad = np.flatnonzero(codes < 0)
+    if len(bad):
+        raise DataError(f"the split column holds {values[bad[0]]!r} in row {bad[0]} ({len(bad)} such rows); "
+                        "it may hold only 0 (train), 1 (validation), 2 (test)", key=key, fix="fix those rows")
+    out = {name: np.flatnonzero(codes == code).astype(np.int64)
+           for code, name in enumerate(("train", "validation", "test"))}
+    empty = [name for name, idx in out.items() if len(idx) == 0]
+    if empty:
+        raise DataError(f"the split column assigns no row to {empty[0]} ({('0', '1', '2')[list(out).index(empty[0])]})",
+                        key=key, fix="give every split some rows")
+    return out
+
+
 def kfold_indices(rows: np.ndarray, k: int, seed: int,
                   labels: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """``k`` (train, held-out) index pairs over ``rows`` (stratified when ``labels`` allow).

@@ -1,17 +1,31 @@
 """Searcher and scheduler: Optuna's sampler behind Tune's ``OptunaSearch``, and a Tune
 trial scheduler. Early stopping belongs to the Tune scheduler (``OptunaSearch`` gives its
-study a no-op pruner)."""
+study a no-op pruner).
+
+Grid points (``grid_search`` parameters) and ``points_to_evaluate`` are enqueued in the
+Optuna study, so they run first and in order while the sampler still learns from them;
+a sweep with only ``grid_search`` parameters runs exactly the Cartesian product.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import optuna
-from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
+from ray.tune.schedulers import (
+    AsyncHyperBandScheduler,
+    FIFOScheduler,
+    HyperBandScheduler,
+    MedianStoppingRule,
+    TrialScheduler,
+)
 from ray.tune.search.optuna import OptunaSearch
 
 from ludwig_hpo.config.schema import HyperoptConfig
-from ludwig_hpo.search.space import to_optuna
+from ludwig_hpo.config.spaces import GridSearchSpace
+from ludwig_hpo.search.space import encode_value, to_optuna
 
 #: The key every trial reports for the scheduler: the metric's current value on its split.
 OBJECTIVE = "objective"
@@ -20,26 +34,121 @@ TIME_ATTR = "epoch"
 
 
 def make_sampler(hp: HyperoptConfig) -> optuna.samplers.BaseSampler:
-    """The seeded Optuna sampler of ``hyperopt.search_alg``."""
+    """The seeded Optuna sampler of ``hyperopt.search_alg`` (``random`` for the grid and the
+    random types: enqueued grid points fix every parameter)."""
     sa = hp.search_alg
-    if sa.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=sa.seed)
-    return optuna.samplers.TPESampler(seed=sa.seed, n_startup_trials=sa.n_startup_trials)
+    given = sa.model_fields_set
+    name = sa.effective_sampler
+    opt: dict[str, Any] = {"seed": sa.seed}
+    if name in ("random", "grid"):
+        return optuna.samplers.RandomSampler(**opt)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(n_startup_trials=sa.n_startup_trials, multivariate=sa.multivariate, **opt)
+    if "n_startup_trials" in given:
+        opt["n_startup_trials"] = sa.n_startup_trials
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(popsize=sa.population_size, warn_independent_sampling=False, **opt)
+    if name == "gp":
+        return optuna.samplers.GPSampler(warn_independent_sampling=False, **opt)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(qmc_type=sa.qmc_type, scramble=sa.seed is not None,
+                                          warn_independent_sampling=False, **opt)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(population_size=sa.population_size or 50, **opt)
+    raise ValueError(f"unknown sampler {name!r}")  # the schema admits no other
 
 
-def make_searcher(hp: HyperoptConfig) -> OptunaSearch:
-    """``OptunaSearch`` over the declared parameters, optimizing :data:`OBJECTIVE` toward ``goal``."""
+def enqueued_points(hp: HyperoptConfig) -> list[dict[str, Any]]:
+    """Configurations run first, in order, as Optuna values: ``points_to_evaluate``, then
+    every grid point ``num_samples`` times (once for ``type: grid``), in Ray Tune's order
+    (the grid repeated per sample, the last parameter varying fastest)."""
+    spaces = hp.parameters
+    points = [{p: encode_value(spaces[p], v) for p, v in point.items()} for point in hp.search_alg.points_to_evaluate]
+    grid = {p: s for p, s in spaces.items() if isinstance(s, GridSearchSpace)}
+    if grid:
+        combos = [dict(zip(grid, values, strict=True)) for values in itertools.product(*(s.values for s in grid.values()))]
+        repeats = 1 if hp.search_alg.type == "grid" else hp.executor.num_samples
+        points += [{p: encode_value(spaces[p], v) for p, v in c.items()} for _ in range(repeats) for c in combos]
+    return points
+
+
+class _Search(OptunaSearch):
+    """``OptunaSearch`` that enqueues :func:`enqueued_points` and tells Optuna a failed trial
+    as the worst value seen so far (so the sampler moves away from it instead of ignoring it);
+    with several objectives, the worst value of each."""
+
+    def __init__(self, *args, enqueue: list[dict[str, Any]], mode: str | list[str], **kwargs) -> None:
+        self._enqueue = enqueue
+        modes = mode if isinstance(mode, list) else [mode]
+        self._signs = [1.0 if m == "min" else -1.0 for m in modes]
+        super().__init__(*args, mode=mode, **kwargs)
+
+    def _setup_study(self, mode):
+        super()._setup_study(mode)
+        for point in self._enqueue:
+            self._ot_study.enqueue_trial(point)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        keys = self.metric if isinstance(self.metric, list) else [self.metric]
+        if error and not (result and all(result.get(k) is not None for k in keys)):
+            done = [t.values for t in self._ot_study.get_trials(deepcopy=False,
+                                                                states=(optuna.trial.TrialState.COMPLETE,))
+                    if t.values is not None and all(math.isfinite(v) for v in t.values)]
+            if done:
+                worst = [max((v[i] for v in done), key=lambda x, s=sign: s * x) for i, sign in enumerate(self._signs)]
+                result = {**(result or {}), **dict(zip(keys, worst, strict=True))}
+                error = False
+        super().on_trial_complete(trial_id, result=result, error=error)
+
+
+def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None = None) -> OptunaSearch:
+    """``OptunaSearch`` over the declared parameters, optimizing :data:`OBJECTIVE` toward
+    ``goal``, or, with several ``objectives`` (``[(reported key, goal)]``, from
+    :attr:`SweepConfig.objectives`), every one of them (a Pareto front)."""
     space: dict[str, Any] = {path: to_optuna(s) for path, s in hp.parameters.items()}
-    mode = "min" if hp.goal == "minimize" else "max"
-    return OptunaSearch(space=space, metric=OBJECTIVE, mode=mode, sampler=make_sampler(hp))
+    if objectives and len(objectives) > 1:
+        metric: str | list[str] = [k for k, _ in objectives]
+        mode: str | list[str] = ["min" if g == "minimize" else "max" for _, g in objectives]
+    else:
+        metric, mode = OBJECTIVE, "min" if hp.goal == "minimize" else "max"
+    return _Search(space=space, metric=metric, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp))
+
+
+def pareto_trial_ids(records, objectives: list[tuple[str, str]]) -> tuple[str, ...]:
+    """Trials not dominated on ``objectives`` (``[(reported key, goal)]``), by the metrics of
+    each trial's last reported epoch; failed trials and trials missing a metric are left out.
+    Pure; runs in the driver."""
+    points = []
+    for r in records:
+        last = r.history[-1].metrics if r.history else {}
+        if r.status == "FAILED" or any(not isinstance(last.get(k), (int, float)) or not math.isfinite(last[k])
+                                       for k, _ in objectives):
+            continue
+        points.append((r.trial_id, [last[k] * (1.0 if g == "minimize" else -1.0) for k, g in objectives]))
+
+    def dominates(a, b):
+        return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
+
+    return tuple(tid for tid, p in points if not any(dominates(q, p) for _, q in points))
 
 
 def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
-    """ASHA (``async_hyperband`` / ``asha``) with rungs at ``grace_period * reduction_factor**i``
-    epochs up to ``epochs``, or FIFO."""
+    """The Tune scheduler of ``hyperopt.scheduler``; ``max_t`` defaults to ``epochs`` when
+    progress counts epochs. Option names are Ray Tune's (and Ludwig's)."""
     mode = "min" if hp.goal == "minimize" else "max"
     sch = hp.scheduler
+    if sch.type == "fifo":
+        return FIFOScheduler()
+    common = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
+    max_t = getattr(sch, "max_t", None) or epochs
     if sch.type in ("async_hyperband", "asha"):
-        return AsyncHyperBandScheduler(time_attr=TIME_ATTR, metric=OBJECTIVE, mode=mode, max_t=epochs,
-                                       grace_period=sch.grace_period, reduction_factor=sch.reduction_factor)
-    return FIFOScheduler()
+        return AsyncHyperBandScheduler(max_t=max_t, grace_period=sch.grace_period,
+                                       reduction_factor=sch.reduction_factor, brackets=sch.brackets,
+                                       stop_last_trials=sch.stop_last_trials, **common)
+    if sch.type == "hyperband":
+        return HyperBandScheduler(max_t=max_t, reduction_factor=sch.reduction_factor,
+                                  stop_last_trials=sch.stop_last_trials, **common)
+    if sch.type == "median_stopping_rule":
+        return MedianStoppingRule(grace_period=sch.grace_period, min_samples_required=sch.min_samples_required,
+                                  min_time_slice=sch.min_time_slice, hard_stop=sch.hard_stop, **common)
+    raise ValueError(f"unknown scheduler {sch.type!r}")  # the schema admits no other

@@ -1,8 +1,17 @@
-"""Search space translation: sweep-file spaces -> Optuna distributions. Pure, table-tested.
+"""Search space translation: sweep-file spaces -> Optuna distributions, and sampled values
+back to config values. Pure, table-tested.
 
-Integer upper bounds are exclusive in the sweep file (Ludwig, Ray Tune) and inclusive in
-Optuna, so ``randint [lower, upper)`` becomes ``IntDistribution(lower, upper - 1)``.
-Choice categories are passed by index so lists and config blocks reach the trial intact.
+Optuna has no normal law, no quantized log law and its integer upper bounds are inclusive,
+so a few spaces are sampled in a helper space and *decoded* into the sweep file's value:
+
+- ``randint`` / ``lograndint`` ``[lower, upper)`` -> ``IntDistribution(lower, upper - 1)``;
+  ``qrandint`` ``[lower, upper]`` step ``q`` -> ``IntDistribution(lower, upper, step=q)``.
+- ``quniform`` -> ``FloatDistribution(lower, upper, step=q)``; ``qloguniform`` /
+  ``qlograndint`` -> a log distribution over ``[lower, upper]``, rounded to multiples of ``q``.
+- ``randn`` / ``qrandn`` -> a uniform ``u`` in ``[1e-6, 1 - 1e-6]``, decoded as
+  ``mean + sd * Phi^-1(u)`` (then rounded to multiples of ``q``).
+- ``choice`` / ``grid_search`` whose values are not all scalars -> categorical over indices
+  ``0..n-1``, decoded to the value, so lists and config blocks reach the trial intact.
 """
 
 from __future__ import annotations
@@ -10,48 +19,122 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+from scipy.special import ndtr, ndtri
 
-from ludwig_hpo.config.schema import ChoiceSpace, LogUniformSpace, RandIntSpace, UniformSpace
+from ludwig_hpo.config.spaces import (
+    LISTED_SPACES,
+    LOG_SPACES,
+    ChoiceSpace,
+    LogRandIntSpace,
+    LogUniformSpace,
+    QLogRandIntSpace,
+    QLogUniformSpace,
+    QRandIntSpace,
+    QRandnSpace,
+    QUniformSpace,
+    RandIntSpace,
+    RandnSpace,
+    UniformSpace,
+    clean_float,
+)
 from ludwig_hpo.results import ParamInfo
+
+#: The uniform helper of the normal spaces stays this far from 0 and 1 (±4.75 sd).
+NORMAL_EPS = 1e-6
+_D = optuna.distributions
 
 
 def _is_scalar(v: Any) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
 
 
-def to_optuna(space: Any) -> optuna.distributions.BaseDistribution:
-    """The Optuna distribution of one sweep-file space.
+def _options(space: Any) -> list[Any]:
+    return list(space.categories if isinstance(space, ChoiceSpace) else space.values)
 
-    Choice spaces whose categories are not all scalars become a categorical over indices
-    ``0..n-1``; :func:`decode` maps a sampled index back to the category.
+
+def _by_index(space: Any) -> bool:
+    return not all(_is_scalar(c) for c in _options(space))
+
+
+def to_optuna(space: Any) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution of one sweep-file space (see the module docstring).
+
+    Raises:
+        TypeError: ``space`` is not a sweep-file space model.
     """
-    if isinstance(space, UniformSpace):
-        return optuna.distributions.FloatDistribution(space.lower, space.upper)
-    if isinstance(space, LogUniformSpace):
-        return optuna.distributions.FloatDistribution(space.lower, space.upper, log=True)
-    if isinstance(space, RandIntSpace):
-        return optuna.distributions.IntDistribution(space.lower, space.upper - 1)
-    if isinstance(space, ChoiceSpace):
-        if all(_is_scalar(c) for c in space.categories):
-            return optuna.distributions.CategoricalDistribution(space.categories)
-        return optuna.distributions.CategoricalDistribution(list(range(len(space.categories))))
+    if isinstance(space, QUniformSpace):
+        return _D.FloatDistribution(space.lower, space.upper, step=space.q)
+    if isinstance(space, QLogUniformSpace):
+        return _D.FloatDistribution(space.lower, space.upper, log=True)
+    if isinstance(space, (UniformSpace, LogUniformSpace)):
+        return _D.FloatDistribution(space.lower, space.upper, log=isinstance(space, LogUniformSpace))
+    if isinstance(space, RandnSpace):  # and QRandnSpace
+        return _D.FloatDistribution(NORMAL_EPS, 1 - NORMAL_EPS)
+    if isinstance(space, QRandIntSpace):
+        return _D.IntDistribution(space.lower, space.upper, step=int(space.q))
+    if isinstance(space, QLogRandIntSpace):
+        return _D.IntDistribution(space.lower, space.upper, log=True)
+    if isinstance(space, (RandIntSpace, LogRandIntSpace)):
+        return _D.IntDistribution(space.lower, space.upper - 1, log=isinstance(space, LogRandIntSpace))
+    if isinstance(space, LISTED_SPACES):
+        opts = _options(space)
+        return _D.CategoricalDistribution(list(range(len(opts))) if _by_index(space) else opts)
     raise TypeError(f"no Optuna distribution for {type(space).__name__}")
 
 
-def index_encoded_choices(spaces: dict[str, Any]) -> dict[str, list]:
-    """Choice parameters that Optuna samples by index (categories that are lists or config
-    blocks): ``{dotted path: categories}``."""
-    return {path: list(s.categories) for path, s in spaces.items()
-            if isinstance(s, ChoiceSpace) and not all(_is_scalar(c) for c in s.categories)}
+def _snap(value: float, q: float, lower: float | None = None, upper: float | None = None) -> float:
+    v = round(value / q) * q
+    if lower is not None:
+        v = min(max(v, lower), upper)
+    return v
 
 
-def decode_with(choices: dict[str, list], sampled: dict[str, Any]) -> dict[str, Any]:
+def decode_value(space: Any, sampled: Any) -> Any:
+    """The config value of one value Optuna sampled for ``space``."""
+    if isinstance(space, LISTED_SPACES):
+        return _options(space)[int(sampled)] if _by_index(space) else sampled
+    if isinstance(space, RandnSpace):
+        v = space.mean + space.sd * float(ndtri(sampled))
+        return clean_float(_snap(v, space.q)) if isinstance(space, QRandnSpace) else v
+    if isinstance(space, QLogRandIntSpace):
+        return int(_snap(sampled, space.q, space.lower, space.upper))
+    if isinstance(space, (QUniformSpace, QLogUniformSpace)):
+        return clean_float(_snap(sampled, space.q, space.lower, space.upper))
+    return sampled
+
+
+def encode_value(space: Any, value: Any) -> Any:
+    """Inverse of :func:`decode_value`: the value to give Optuna for a config value
+    (``points_to_evaluate``, grid points). ``value`` must be inside the space."""
+    if isinstance(space, LISTED_SPACES):
+        if not _by_index(space):
+            return value
+        return next(i for i, c in enumerate(_options(space)) if c == value and type(c) is type(value))
+    if isinstance(space, RandnSpace):
+        u = float(ndtr((value - space.mean) / space.sd))
+        return min(max(u, NORMAL_EPS), 1 - NORMAL_EPS)
+    return value
+
+
+#: Spaces whose sampled value differs from the config value.
+_DECODED = (RandnSpace, QLogRandIntSpace, QUniformSpace, QLogUniformSpace)
+
+
+def index_encoded_choices(spaces: dict[str, Any]) -> dict[str, Any]:
+    """The parameters whose sampled value must be decoded (categories by index, normal and
+    quantized spaces): ``{dotted path: space}``. Small and picklable: every trial gets it."""
+    return {path: s for path, s in spaces.items()
+            if isinstance(s, _DECODED) or (isinstance(s, LISTED_SPACES) and _by_index(s))}
+
+
+def decode_with(decoders: dict[str, Any], sampled: dict[str, Any]) -> dict[str, Any]:
     """Map sampled values back to config values, given :func:`index_encoded_choices`."""
-    return {path: choices[path][int(v)] if path in choices else v for path, v in sampled.items()}
+    return {path: decode_value(decoders[path], v) if path in decoders else v for path, v in sampled.items()}
 
 
 def decode(spaces: dict[str, Any], sampled: dict[str, Any]) -> dict[str, Any]:
-    """Map Optuna's sampled values back to config values (category indices -> categories)."""
+    """Map Optuna's sampled values back to config values (category indices -> categories,
+    normal quantiles -> values, quantized spaces -> multiples of ``q``)."""
     return decode_with(index_encoded_choices(spaces), sampled)
 
 
@@ -59,9 +142,12 @@ def param_infos(spaces: dict[str, Any]) -> tuple[ParamInfo, ...]:
     """Report-side description of each searched parameter, in declaration order."""
     out = []
     for path, s in spaces.items():
-        if isinstance(s, ChoiceSpace):
-            out.append(ParamInfo(path, s.space, categories=tuple(s.categories)))
+        if isinstance(s, LISTED_SPACES):
+            out.append(ParamInfo(path, s.space, categories=tuple(_options(s))))
+        elif isinstance(s, RandnSpace):
+            out.append(ParamInfo(path, s.space, lower=s.mean - 4.75 * s.sd, upper=s.mean + 4.75 * s.sd))
         else:
-            out.append(ParamInfo(path, s.space, log=isinstance(s, LogUniformSpace),
+            out.append(ParamInfo(path, s.space, log=isinstance(s, LOG_SPACES),
                                  lower=float(s.lower), upper=float(s.upper)))
     return tuple(out)
+

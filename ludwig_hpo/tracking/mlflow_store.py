@@ -36,6 +36,16 @@ def param_value(value: Any) -> str:
     return text if len(text) <= MAX_PARAM_VAL_LENGTH else text[: MAX_PARAM_VAL_LENGTH - 3] + "..."
 
 
+#: MLflow's name for the ``"."`` parameter (partial config blocks merged at the root):
+#: MLflow refuses names that resolve to a path such as ``.``.
+ROOT_PARAM_NAME = "root_block"
+
+
+def param_name(name: str) -> str:
+    """A parameter path as an MLflow parameter name (``"."`` -> :data:`ROOT_PARAM_NAME`)."""
+    return ROOT_PARAM_NAME if name == "." else name
+
+
 def metric_name(name: str) -> str:
     """``name`` with characters MLflow refuses replaced by ``_``."""
     return _METRIC_NAME_OK.sub("_", name)
@@ -156,7 +166,7 @@ class MlflowStore:
         from mlflow.entities import Param
         from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
 
-        items = [Param(k, param_value(v)) for k, v in params.items()]
+        items = [Param(param_name(k), param_value(v)) for k, v in params.items()]
         for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, params=chunk)
 

@@ -34,7 +34,8 @@ def _session_pids(sid: int) -> list[int]:
             except OSError:
                 continue
             fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid:  # field 6 of /proc/PID/stat: session id
+            # fields 3 and 6 of /proc/PID/stat: state and session id; a zombie is already dead
+            if int(fields[3]) == sid and fields[0] != "Z":
                 pids.append(int(entry.name))
     return pids
 

@@ -279,7 +279,7 @@ def test_load_accepts_str_path(tmp_path):
     ("label.type: {space: choice, categories: [number, category]}", "cannot be searched", None),
     ("trainer.epochs: {space: randint, lower: 2, upper: 4}", "it sets the scheduler's max_t", None),
     ("combiner.output_size: {space: uniform, lower: 8, upper: 16}", "is invalid for combiner.output_size",
-     "use randint for an integer field"),
+     "use an integer space (randint, qrandint, lograndint) for an integer field"),
 ])
 def test_parameters_that_cannot_be_searched_or_do_not_fit_the_field(tmp_path, line, message, fix):
     err = load_error(write(tmp_path, param(line)))

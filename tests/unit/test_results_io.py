@@ -111,3 +111,14 @@ def test_malformed_file(tmp_path):
     (tmp_path / "results.json").write_text('{"name": "x"}')
     with pytest.raises((KeyError, ValueError, TypeError)):
         read_result(tmp_path / "results.json")
+
+
+def test_round_trip_pareto_set_and_old_files_without_it(tmp_path):
+    r = SweepResult(name="s", metric="validation/y/loss", goal="minimize", parameters=(), trials=(),
+                    objectives=("validation/y/loss", "validation/y/accuracy"), pareto_trial_ids=("a", "b"))
+    write_result(r, tmp_path / "r.json")
+    assert read_result(tmp_path / "r.json") == r
+    d = json.loads((tmp_path / "r.json").read_text())
+    del d["objectives"], d["pareto_trial_ids"]
+    (tmp_path / "old.json").write_text(json.dumps(d))
+    assert read_result(tmp_path / "old.json").pareto_trial_ids == ()

@@ -35,6 +35,18 @@ TRANSLATIONS = [
      D.CategoricalDistribution([0, 1])),
     ("choice-mixed", {"space": "choice", "categories": ["adam", {"type": "sgd"}, [1]]},
      D.CategoricalDistribution([0, 1, 2])),
+    ("quniform-step", {"space": "quniform", "lower": 0.0, "upper": 0.5, "q": 0.1},
+     D.FloatDistribution(0.0, 0.5, step=0.1)),
+    ("qloguniform-rounded-after", {"space": "qloguniform", "lower": 0.001, "upper": 0.1, "q": 0.001},
+     D.FloatDistribution(0.001, 0.1, log=True)),
+    ("randn-through-uniform", {"space": "randn", "mean": 1, "sd": 2}, D.FloatDistribution(1e-6, 1 - 1e-6)),
+    ("qrandn-through-uniform", {"space": "qrandn", "mean": 0, "sd": 1, "q": 0.5}, D.FloatDistribution(1e-6, 1 - 1e-6)),
+    ("qrandint-upper-inclusive", {"space": "qrandint", "lower": 8, "upper": 64, "q": 8}, D.IntDistribution(8, 64, step=8)),
+    ("lograndint-upper-exclusive", {"space": "lograndint", "lower": 1, "upper": 100}, D.IntDistribution(1, 99, log=True)),
+    ("qlograndint-rounded-after", {"space": "qlograndint", "lower": 8, "upper": 256, "q": 8},
+     D.IntDistribution(8, 256, log=True)),
+    ("grid-scalars", {"space": "grid_search", "values": [1, 2]}, D.CategoricalDistribution([1, 2])),
+    ("grid-blocks", {"space": "grid_search", "values": [{"a": 1}, [2]]}, D.CategoricalDistribution([0, 1])),
 ]
 
 
@@ -119,3 +131,64 @@ def test_param_infos_from_a_shipped_sweep(repo_root):
     infos = param_infos(cfg.hyperopt.parameters)
     assert [i.path for i in infos] == list(cfg.hyperopt.parameters)
     assert [i.space for i in infos] == ["loguniform", "randint", "uniform", "choice"]
+
+
+# every space: sampled values decode into the space, both documented ends are reached
+EVERY_SPACE = [
+    ({"space": "uniform", "lower": -1, "upper": 1}, None),
+    ({"space": "quniform", "lower": 0.0, "upper": 0.5, "q": 0.1}, {0.0, 0.1, 0.2, 0.3, 0.4, 0.5}),
+    ({"space": "loguniform", "lower": 1e-4, "upper": 1e-1}, None),
+    ({"space": "qloguniform", "lower": 0.5, "upper": 2.0, "q": 0.5}, {0.5, 1.0, 1.5, 2.0}),
+    ({"space": "randn", "mean": 10, "sd": 0.5}, None),
+    ({"space": "qrandn", "mean": 0, "sd": 1, "q": 1}, None),
+    ({"space": "randint", "lower": -2, "upper": 2}, {-2, -1, 0, 1}),
+    ({"space": "qrandint", "lower": 0, "upper": 9, "q": 3}, {0, 3, 6, 9}),
+    ({"space": "lograndint", "lower": 1, "upper": 4}, {1, 2, 3}),
+    ({"space": "qlograndint", "lower": 2, "upper": 8, "q": 2}, {2, 4, 6, 8}),
+    ({"space": "choice", "categories": [[1, 2], {"a": 1}, "x"]}, None),
+    ({"space": "grid_search", "values": [3, 4]}, {3, 4}),
+]
+
+
+@pytest.mark.parametrize(("spec", "support"), EVERY_SPACE, ids=[s["space"] for s, _ in EVERY_SPACE])
+def test_samples_decode_into_the_space(spec, support):
+    from ludwig_hpo.search.space import decode_value
+
+    s = space(**spec)
+    dist = to_optuna(s)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    values = []
+    for _ in range(300):
+        trial = study.ask({"p": dist})
+        values.append(decode_value(s, trial.params["p"]))
+        study.tell(trial, 0.0)
+    for v in values:
+        assert s.problem_with(v) is None, v
+    if support is not None:
+        assert set(values) == support
+    if spec["space"] in ("randint", "qrandint", "lograndint", "qlograndint"):
+        assert all(type(v) is int for v in values)
+    if spec["space"] == "randn":
+        assert abs(sum(values) / len(values) - 10) < 0.15
+    if spec["space"] == "choice":
+        assert [1, 2] in values and {"a": 1} in values  # lists and blocks intact, never strings
+
+
+@pytest.mark.parametrize("spec", [s for s, _ in EVERY_SPACE], ids=[s["space"] for s, _ in EVERY_SPACE])
+def test_encode_inverts_decode(spec):
+    from ludwig_hpo.search.space import decode_value, encode_value
+
+    s = space(**spec)
+    for v in s.probe_values():
+        if s.problem_with(v) is None:
+            assert decode_value(s, encode_value(s, v)) == pytest.approx(v) if not isinstance(v, (list, dict)) \
+                else decode_value(s, encode_value(s, v)) == v
+
+
+def test_describe_shows_inclusive_integer_ranges():
+    assert space(space="randint", lower=1, upper=4).describe() == \
+        "randint [1, 4) = integers 1..3, linear scale"
+    assert space(space="qrandint", lower=8, upper=64, q=8).describe() == \
+        "qrandint [8, 64] = integers 8..64 step 8, linear scale"
+    assert space(space="loguniform", lower=1e-4, upper=0.1).describe() == \
+        "loguniform float in [0.0001, 0.1), log scale"

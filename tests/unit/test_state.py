@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ludwig_hpo.errors import ConfigError
-from ludwig_hpo.state import SweepState, changed_keys, decide, read_state, sha256_text, write_state
+from ludwig_hpo.state import SweepState, changed_keys, decide, fingerprint, read_state, write_state
 
 TEXT = "name: s\ntrainer: {epochs: 3}\ninput_features: [{name: a, type: number}]\n"
 
@@ -15,7 +15,7 @@ def _sweep_dir(tmp_path, text=TEXT, phase="search"):
     root = tmp_path / "s"
     root.mkdir()
     (root / "sweep.yaml").write_text(text)
-    write_state(root, SweepState(sha256_text(text), str(tmp_path / "sweep.yaml"), "parent-1", "sqlite:///x", phase))
+    write_state(root, SweepState(fingerprint(text, yaml.safe_load(text)), str(tmp_path / "sweep.yaml"), "parent-1", "sqlite:///x", phase))
     return root
 
 

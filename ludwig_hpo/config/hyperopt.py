@@ -1,0 +1,335 @@
+"""``hyperopt``: the search space, search algorithm (Optuna sampler or grid), Tune scheduler
+and budget. Typed and frozen; no I/O. Option names follow Ludwig and Ray Tune.
+
+Rules that need only this section (sampler options, grid, ``points_to_evaluate``) are
+checked here; rules that need the features or the trainer live in
+:class:`~ludwig_hpo.config.schema.SweepConfig`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
+from ludwig_hpo.config.spaces import LISTED_SPACES, GridSearchSpace, ParamSpace, grid_size
+
+#: The parameter path whose ``choice`` / ``grid_search`` categories are partial config
+#: blocks deep-merged at the root of the config (Ludwig's convention).
+ROOT_PATH = "."
+#: Top-level sections a ``"."`` block may set.
+ROOT_BLOCK_SECTIONS = ("trainer", "combiner", "defaults")
+
+Sampler = Literal["tpe", "random", "cmaes", "gp", "qmc", "nsga2"]
+#: Sampler options and the samplers that take them.
+SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "n_startup_trials": ("tpe", "cmaes", "gp"),
+    "multivariate": ("tpe",),
+    "population_size": ("nsga2", "cmaes"),
+    "qmc_type": ("qmc",),
+}
+
+
+class SearchAlgConfig(_Base):
+    """How trials' parameters are chosen.
+
+    ``type: optuna`` (default): an Optuna ``sampler`` behind Ray Tune's ``OptunaSearch``;
+    ``grid``: every point of the Cartesian product of the ``grid_search`` parameters once;
+    ``variant_generator`` / ``random`` (Ludwig, Ray Tune): independent random samples.
+    ``seed`` makes the suggested sequence reproducible. ``points_to_evaluate``: configurations
+    (``{parameter path: value}``, possibly partial) run first, in order.
+    """
+
+    type: Literal["optuna", "grid", "variant_generator", "random"] = "optuna"
+    sampler: Sampler = "tpe"
+    seed: int | None = None
+    n_startup_trials: int = Field(5, ge=0)
+    multivariate: bool = False
+    population_size: int | None = Field(None, ge=2)
+    qmc_type: Literal["sobol", "halton"] = "sobol"
+    points_to_evaluate: list[dict[str, Any]] = []
+
+    @model_validator(mode="after")
+    def _options_fit_sampler(self) -> SearchAlgConfig:
+        given = self.model_fields_set
+        if self.type != "optuna" and "sampler" in given:
+            raise RuleError(f"sampler {self.sampler!r} is set but search_alg.type is {self.type!r}",
+                            path=("hyperopt", "search_alg", "sampler"),
+                            fix="remove sampler, or use type: optuna")
+        sampler = self.sampler if self.type == "optuna" else "random"
+        for option, samplers in SAMPLER_OPTIONS.items():
+            if option in given and sampler not in samplers:
+                raise RuleError(f"{option} does not apply to the {sampler!r} sampler (only to "
+                                f"{', '.join(samplers)})", path=("hyperopt", "search_alg", option),
+                                fix=f"remove {option}")
+        return self
+
+    @property
+    def effective_sampler(self) -> str:
+        """The Optuna sampler actually used: ``random`` for the random types, ``grid`` for grid."""
+        if self.type == "grid":
+            return "grid"
+        return "random" if self.type in ("variant_generator", "random") else self.sampler
+
+
+TimeAttr = Literal["epoch", "training_iteration", "time_total_s"]
+
+
+class _Scheduler(_Base):
+    time_attr: TimeAttr = "epoch"
+
+    @property
+    def in_epochs(self) -> bool:
+        """True when progress (``max_t``, ``grace_period``) counts epochs, False for seconds."""
+        return self.time_attr != "time_total_s"
+
+    @property
+    def tune_time_attr(self) -> str:
+        """The reported key Tune reads: ``epoch`` (a restored trial keeps counting) or ``time_total_s``."""
+        return "epoch" if self.in_epochs else "time_total_s"
+
+
+def _max_t_in_seconds(sch: Any) -> Any:
+    if not sch.in_epochs and sch.max_t is None:
+        raise RuleError(f"{sch.type} with time_attr: time_total_s needs max_t in seconds",
+                        path=("hyperopt", "scheduler", "time_attr"), fix="add max_t: <seconds>")
+    return sch
+
+
+class FifoScheduler(_Base):
+    """Never stops a trial early."""
+
+    type: Literal["fifo"] = "fifo"
+
+
+class AsyncHyperbandScheduler(_Scheduler):
+    """ASHA: stops trials at rungs ``grace_period * reduction_factor**i`` (in ``time_attr``
+    units) that are not in the top ``1/reduction_factor`` of their rung. ``max_t`` defaults to
+    ``trainer.epochs``."""
+
+    type: Literal["async_hyperband", "asha"]
+    max_t: int | None = Field(None, ge=1)
+    grace_period: int = Field(1, ge=1)
+    reduction_factor: float = Field(3.0, gt=1)
+    brackets: int = Field(1, ge=1)
+    stop_last_trials: bool = True
+
+    _seconds = model_validator(mode="after")(_max_t_in_seconds)
+
+
+class HyperbandScheduler(_Scheduler):
+    """Synchronous HyperBand: brackets of trials halved every rung up to ``max_t``."""
+
+    type: Literal["hyperband"]
+    max_t: int | None = Field(None, ge=1)
+    reduction_factor: float = Field(3.0, gt=1)
+    stop_last_trials: bool = True
+
+    _seconds = model_validator(mode="after")(_max_t_in_seconds)
+
+
+class MedianStoppingRuleScheduler(_Scheduler):
+    """Stops a trial whose best result is worse than the median of the other trials' running
+    averages at the same time, after ``grace_period`` and ``min_samples_required`` trials."""
+
+    type: Literal["median_stopping_rule"]
+    grace_period: float = Field(1.0, ge=0)
+    min_samples_required: int = Field(3, ge=1)
+    min_time_slice: float = Field(0.0, ge=0)
+    hard_stop: bool = True
+
+
+Scheduler = Annotated[
+    Union[FifoScheduler, AsyncHyperbandScheduler, HyperbandScheduler, MedianStoppingRuleScheduler],
+    Field(discriminator="type"),
+]
+
+
+class ExecutorConfig(_Base):
+    """``num_samples``: trials of the search (times the grid size when ``grid_search``
+    parameters exist). ``max_concurrent_trials``: ``auto`` = as many as the cluster fits.
+    ``time_budget_s``: stop starting trials after this many seconds (none: no limit).
+    ``type: ray`` is accepted for Ludwig configs (it is the only executor). ``max_failures``: run
+    a failed trial again up to this many times (for transient failures such as a lost worker)
+    before it counts as FAILED."""
+
+    type: Literal["ray"] = "ray"
+    num_samples: int = Field(10, ge=1, le=1_000_000)
+    max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
+    time_budget_s: float | None = Field(None, gt=0)
+    max_failures: int = Field(0, ge=0, le=100)
+    scheduler: Scheduler | None = Field(None, exclude=True, description="Ludwig's place of hyperopt.scheduler "
+                                           "(read as hyperopt.scheduler)")
+
+
+class Objective(_Base):
+    """One objective of a multi-objective search: ``metric`` of ``output_feature`` (default:
+    ``hyperopt.output_feature``) on ``hyperopt.split``; ``goal`` defaults to the metric's
+    direction and must agree with it."""
+
+    metric: str
+    goal: Literal["minimize", "maximize"] | None = None
+    output_feature: str | None = None
+
+
+#: Samplers that optimize several objectives at once (Pareto front).
+MULTI_OBJECTIVE_SAMPLERS = ("tpe", "nsga2", "random", "grid")
+
+
+def _fill_type(default: str):
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict) and "type" not in value:
+            return {"type": default, **value}
+        return value
+    return fill
+
+
+class HyperoptConfig(_Base):
+    """The search: optimize ``<split>/<output_feature>/<metric>`` toward ``goal``."""
+
+    goal: Literal["minimize", "maximize"] = "minimize"
+    metric: str = "loss"
+    split: Literal["train", "validation"] = "validation"
+    output_feature: str = "combined"
+    parameters: dict[str, ParamSpace] = Field(min_length=1)
+    search_alg: SearchAlgConfig = SearchAlgConfig()
+    scheduler: Scheduler = FifoScheduler()
+    executor: ExecutorConfig = ExecutorConfig()
+
+    objectives: list[Objective] = []
+
+    _fill_scheduler = field_validator("scheduler", mode="before")(_fill_type("fifo"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _metric_list(cls, data: Any) -> Any:
+        # metric: [loss, {metric: accuracy, goal: maximize}] (Ludwig's list form uses `name`)
+        if not isinstance(data, dict) or not isinstance(data.get("metric"), list):
+            return data
+        if "objectives" in data:
+            raise RuleError("objectives are set twice: a metric list and objectives",
+                            path=("hyperopt", "objectives"), fix="keep only one of them")
+        items = [{"metric": m} if isinstance(m, str) else
+                 ({("metric" if k == "name" else k): v for k, v in m.items()} if isinstance(m, dict) else m)
+                 for m in data["metric"]]
+        if not items or not isinstance(items[0], dict) or not isinstance(items[0].get("metric"), str):
+            raise RuleError("a metric list needs at least one metric name", path=("hyperopt", "metric"),
+                            fix="write metric: [loss, accuracy] or metric: loss")
+        first = items[0]
+        out = {**data, "metric": first["metric"], "objectives": items}
+        for key in ("goal", "output_feature"):
+            if first.get(key) is not None and key not in data:
+                out[key] = first[key]
+        return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ludwig_executor_scheduler(cls, data: Any) -> Any:
+        # Ludwig writes the scheduler under hyperopt.executor.scheduler.
+        ex = data.get("executor") if isinstance(data, dict) else None
+        if isinstance(ex, dict) and "scheduler" in ex:
+            if "scheduler" in data:
+                raise RuleError("the scheduler is set twice: hyperopt.scheduler and hyperopt.executor.scheduler",
+                                path=("hyperopt", "executor", "scheduler"), fix="keep only one of them")
+            ex = dict(ex)
+            return {**data, "scheduler": ex.pop("scheduler"), "executor": ex}
+        return data
+
+    @field_validator("split", mode="before")
+    @classmethod
+    def _no_test(cls, v: Any) -> Any:
+        if v == "test":
+            raise ValueError("selecting trials on the test split leaks it into the search; "
+                             "use 'validation' (the test split scores the top configurations after the search)")
+        return v
+
+    @model_validator(mode="after")
+    def _search_fits_space(self) -> HyperoptConfig:
+        params = self.parameters
+        root = params.get(ROOT_PATH)
+        if root is not None:
+            where = ("hyperopt", "parameters", ROOT_PATH)
+            if not isinstance(root, LISTED_SPACES):
+                raise KeyedValueError(f"the '.' parameter must be a choice or grid_search of config blocks, "
+                                      f"not {root.space}", where, fix="use space: choice with categories that are mappings")
+            for block in root.probe_values():
+                if not isinstance(block, dict) or not block:
+                    raise KeyedValueError(f"each category of the '.' parameter must be a non-empty mapping of "
+                                          f"config sections, got {block!r}", where,
+                                          fix="write categories like {trainer: {learning_rate: 0.01}}")
+                bad = sorted(set(block) - set(ROOT_BLOCK_SECTIONS))
+                if bad:
+                    raise KeyedValueError(f"a '.' block may set only {', '.join(ROOT_BLOCK_SECTIONS)}, not {bad[0]!r}",
+                                          where, fix="move that setting out of the search or into its section")
+        sa = self.search_alg
+        if self.multi_objective:
+            if sa.effective_sampler not in MULTI_OBJECTIVE_SAMPLERS:
+                raise KeyedValueError(f"the {sa.effective_sampler!r} sampler optimizes one metric, but "
+                                      f"{len(self.objectives)} are given", ("hyperopt", "search_alg", "sampler"),
+                                      fix="use sampler: nsga2 or tpe, or a single metric")
+            if self.scheduler.type != "fifo":
+                raise KeyedValueError(f"scheduler {self.scheduler.type!r} stops trials on one metric, but "
+                                      f"{len(self.objectives)} are optimized", ("hyperopt", "scheduler"),
+                                      fix="use scheduler: {type: fifo} with several metrics")
+        if sa.type == "grid":
+            others = [p for p, s in params.items() if not isinstance(s, GridSearchSpace)]
+            if others:
+                raise KeyedValueError(f"search_alg.type grid needs every parameter to be grid_search, but {others[0]!r} "
+                                      f"is {params[others[0]].space}", ("hyperopt", "parameters", others[0]),
+                                      fix="use space: grid_search with values, or search_alg.type: optuna")
+            n = grid_size(params)
+            if "num_samples" in self.executor.model_fields_set and self.executor.num_samples not in (1, n):
+                raise KeyedValueError(f"num_samples ({self.executor.num_samples}) contradicts the grid's {n} points "
+                                      "(a grid runs each point once)", ("hyperopt", "executor", "num_samples"),
+                                      fix="remove num_samples")
+        for i, point in enumerate(sa.points_to_evaluate):
+            where = ("hyperopt", "search_alg", "points_to_evaluate", i)
+            if any(isinstance(s, GridSearchSpace) for s in params.values()):
+                raise KeyedValueError("points_to_evaluate cannot be combined with grid_search parameters",
+                                      where, fix="remove points_to_evaluate (the grid fixes the points)")
+            for path, value in point.items():
+                if path not in params:
+                    import difflib
+
+                    close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
+                    raise KeyedValueError(f"{path!r} is not a searched parameter", (*where, path),
+                                          fix=f"did you mean {close[0]!r}?" if close else
+                                          f"use one of {', '.join(params)}")
+                problem = params[path].problem_with(value)
+                if problem:
+                    raise KeyedValueError(f"{problem} of the {params[path].space} space of {path!r}", (*where, path),
+                                          fix="use a value inside the parameter's space")
+        if len(sa.points_to_evaluate) > self.num_trials:
+            raise KeyedValueError(f"{len(sa.points_to_evaluate)} points_to_evaluate exceed the "
+                                  f"{self.num_trials} trials of the sweep",
+                                  ("hyperopt", "search_alg", "points_to_evaluate"),
+                                  fix="raise executor.num_samples or remove points")
+        return self
+
+    @property
+    def metric_key(self) -> str:
+        """The reported metric the search optimizes, e.g. ``"validation/label/loss"``."""
+        return f"{self.split}/{self.output_feature}/{self.metric}"
+
+    @property
+    def multi_objective(self) -> bool:
+        """True when several metrics are optimized at once (results carry the Pareto set)."""
+        return len(self.objectives) > 1
+
+    def objective_key(self, o: Objective) -> str:
+        """The reported key of one objective, e.g. ``"validation/label/accuracy"``."""
+        return f"{self.split}/{o.output_feature or self.output_feature}/{o.metric}"
+
+    @property
+    def grid_points(self) -> int:
+        """Points of the Cartesian product of the ``grid_search`` parameters (1 if none)."""
+        return grid_size(self.parameters)
+
+    @property
+    def num_trials(self) -> int:
+        """Trials the search runs: the grid's points for ``type: grid``, else ``num_samples``
+        times the grid's points (Ray Tune's rule)."""
+        if self.search_alg.type == "grid":
+            return self.grid_points
+        return self.grid_points * self.executor.num_samples

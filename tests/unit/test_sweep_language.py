@@ -1,0 +1,117 @@
+"""Parameter paths beyond sections and features: ``defaults.<type>.<section>.<field>``,
+the ``"."`` key of partial config blocks, fields that exist only under a sampled encoder
+type; Ludwig's fixed split column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ludwig_hpo.config import load_sweep, resolve_trial_config
+from ludwig_hpo.config.paths import apply_params, deep_merge
+from ludwig_hpo.data.split import fixed_split_indices
+from ludwig_hpo.errors import ConfigError, DataError
+
+BASE = """\
+name: t
+dataset: {source: sklearn:breast_cancer}
+input_features:
+  - {name: mean_radius, type: number}
+  - {name: mean_texture, type: number, encoder: {type: dense, output_size: 4}}
+output_features:
+  - {name: malignant, type: binary}
+defaults:
+  number: {encoder: {type: dense, num_layers: 2}}
+trainer: {epochs: 2}
+hyperopt:
+  goal: minimize
+  output_feature: malignant
+  parameters:
+"""
+
+
+def load(tmp_path, params: str, extra: str = ""):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE + params + extra)
+    return load_sweep(path)
+
+
+def test_defaults_apply_to_every_feature_of_the_type_and_feature_values_win(tmp_path):
+    loaded = load(tmp_path, "    defaults.number.encoder.output_size: {space: choice, categories: [8, 32]}\n")
+    cfg = resolve_trial_config(loaded.raw, {"defaults.number.encoder.output_size": 32})
+    radius, texture = cfg.input_features
+    assert (radius.encoder.type, radius.encoder.num_layers, radius.encoder.output_size) == ("dense", 2, 32)
+    assert (texture.encoder.num_layers, texture.encoder.output_size) == (2, 4)
+
+
+def test_root_blocks_deep_merge_and_dotted_parameters_win(tmp_path):
+    loaded = load(tmp_path, """\
+    ".":
+      space: choice
+      categories:
+        - {trainer: {learning_rate: 0.1, optimizer: {type: sgd}}, combiner: {num_fc_layers: 3}}
+        - {trainer: {optimizer: {type: adamw, weight_decay: 0.01}}}
+    trainer.learning_rate: {space: choice, categories: [0.002]}
+""")
+    blocks = loaded.config.hyperopt.parameters["."].categories
+    cfg = resolve_trial_config(loaded.raw, {".": blocks[0], "trainer.learning_rate": 0.002})
+    assert (cfg.trainer.learning_rate, cfg.trainer.optimizer.type, cfg.combiner.num_fc_layers) == (0.002, "sgd", 3)
+    cfg = resolve_trial_config(loaded.raw, {".": blocks[1], "trainer.learning_rate": 0.002})
+    assert (cfg.trainer.optimizer.type, cfg.trainer.optimizer.weight_decay, cfg.trainer.epochs) == ("adamw", 0.01, 2)
+
+
+def test_a_field_that_exists_only_under_a_sampled_encoder_type(tmp_path):
+    # loads (num_layers exists for the dense choice), and is left out of a passthrough trial
+    text = (BASE.replace("defaults:\n  number: {encoder: {type: dense, num_layers: 2}}\n", "")
+            + "    mean_radius.encoder.type: {space: choice, categories: [passthrough, dense]}\n"
+            + "    mean_radius.encoder.num_layers: {space: randint, lower: 1, upper: 3}\n")
+    (tmp_path / "s.yaml").write_text(text)
+    loaded = load_sweep(tmp_path / "s.yaml")
+    dense = resolve_trial_config(loaded.raw, {"mean_radius.encoder.type": "dense", "mean_radius.encoder.num_layers": 2})
+    assert dense.input_features[0].encoder.num_layers == 2
+    plain = resolve_trial_config(loaded.raw, {"mean_radius.encoder.type": "passthrough",
+                                              "mean_radius.encoder.num_layers": 2})
+    assert plain.input_features[0].encoder.type == "passthrough"
+
+
+def test_an_out_of_range_sampled_value_is_still_an_error(tmp_path):
+    loaded = load(tmp_path, "    combiner.dropout: {space: uniform, lower: 0.0, upper: 0.5}\n")
+    with pytest.raises(ConfigError, match="combiner.dropout"):
+        resolve_trial_config(loaded.raw, {"combiner.dropout": 1.5})
+
+
+def test_deep_merge_copies_and_replaces_lists():
+    base = {"a": {"b": 1, "l": [1, 2]}, "k": 0}
+    over = {"a": {"l": [3]}, "n": {"x": 1}}
+    out = deep_merge(base, over)
+    assert out == {"a": {"b": 1, "l": [3]}, "k": 0, "n": {"x": 1}}
+    out["a"]["l"].append(9)
+    assert over["a"]["l"] == [3] and base["a"]["l"] == [1, 2]
+
+
+def test_list_and_block_values_reach_the_config_intact():
+    raw = {"trainer": {}, "combiner": {}}
+    out = apply_params(raw, {"trainer.optimizer": {"type": "sgd", "momentum": 0.5}, "combiner.sizes": [16, 8]})
+    assert out["trainer"]["optimizer"] == {"type": "sgd", "momentum": 0.5}
+    assert out["combiner"]["sizes"] == [16, 8]
+
+
+@pytest.mark.parametrize(("values", "want"), [
+    ([0, 1, 2, 0, 2], {"train": [0, 3], "validation": [1], "test": [2, 4]}),
+    ([0.0, 1.0, 2.0], {"train": [0], "validation": [1], "test": [2]}),
+    (["0", "1", "2", "0"], {"train": [0, 3], "validation": [1], "test": [2]}),
+])
+def test_fixed_split_column(values, want):
+    got = fixed_split_indices(np.array(values, dtype=object))
+    assert {k: v.tolist() for k, v in got.items()} == want
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ([0, 1, 3], "the split column holds 3 in row 2 (1 such rows); it may hold only 0 (train), 1 (validation), 2 (test)"),
+    ([0, None, 2, 1], "the split column holds None in row 1"),
+    ([0, 0, 2], "the split column assigns no row to validation (1)"),
+])
+def test_fixed_split_column_errors(values, message):
+    with pytest.raises(DataError) as info:
+        fixed_split_indices(np.array(values, dtype=object))
+    assert message in info.value.message

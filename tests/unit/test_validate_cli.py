@@ -1,0 +1,85 @@
+"""``hpo validate`` on every shipped sweep and test fixture (Ludwig configs with
+``--dataset``), its report of the resolved search, and ``hpo schema``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sklearn  # noqa: F401 (sets KMP_* variables on import: before the hygiene check)
+import yaml
+from typer.testing import CliRunner
+
+from ludwig_hpo.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = sorted([*ROOT.glob("sweeps/*.yaml"), *ROOT.glob("tests/fixtures/**/*.yaml")])
+
+
+def _args(path: Path) -> list[str]:
+    raw = yaml.safe_load(path.read_text())
+    return [str(path)] + ([] if "dataset" in raw else ["--dataset", str(path.parent / "data.csv")])
+
+
+def test_there_are_ludwig_fixtures():
+    assert len([f for f in FILES if "ludwig" in f.parts]) >= 3
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(f.relative_to(ROOT)) for f in FILES])
+def test_every_sweep_and_fixture_validates(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["validate", *_args(path)])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"{path}: valid"
+    assert "search space (" in result.stdout and "resources: " in result.stdout
+    assert list(tmp_path.iterdir()) == [], "validate creates nothing"
+
+
+def test_validate_digits_shows_the_resolved_search(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    out = CliRunner().invoke(app, ["validate", str(ROOT / "sweeps" / "digits.yaml")]).stdout.splitlines()
+    want = [
+        "metric: validation/label/loss (minimize)   epochs per trial: 8",
+        "search: 16 trials; optuna tpe sampler (seed 7, n_startup_trials 4, multivariate false)",
+        "scheduler: async_hyperband on epoch (grace_period 2, reduction_factor 3, brackets 1, stop_last_trials true, "
+        "max_t 8 epochs (trainer.epochs))",
+        "time budget: none (all trials run)",
+        "search space (4 parameter(s)):",
+        "  trainer.learning_rate     loguniform float in [0.0001, 0.03), log scale",
+        "  image.encoder.num_layers  randint [1, 4) = integers 1..3, linear scale",
+        "  image.encoder.dropout     uniform float in [0, 0.5), linear scale",
+        "  trainer.optimizer.type    choice of 3: 'adam', 'adamw', 'sgd'",
+        "resources: 2 DDP worker(s) x 1 CPU per trial; cluster 2 CPU / 0 GPU -> 1 trial(s) at once",
+        "results: hpo_results/digits-cnn",
+        "mlflow: hpo_results/digits-cnn/mlflow.db (embedded SQLite store), experiment 'digits-cnn'",
+    ]
+    for line in want:
+        assert line in out
+
+
+def test_validate_prints_grid_counts_and_budget(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "sweeps" / "breast_cancer_tiny.yaml").read_text()
+    text = text.replace("executor: {num_samples: 4}", "executor: {num_samples: 3, time_budget_s: 600}")
+    text = text.replace("combiner.output_size: {space: choice, categories: [8, 16]}",
+                        "combiner.output_size: {space: grid_search, values: [8, 16]}")
+    (tmp_path / "s.yaml").write_text(text)
+    out = CliRunner().invoke(app, ["validate", "s.yaml"]).stdout
+    assert "search: 6 trials (grid of 2 points x num_samples 3); optuna tpe sampler" in out
+    assert "time budget: 600 s (no trial starts after it)" in out
+    assert "  combiner.output_size    grid of 2: 8, 16" in out
+
+
+def test_schema_is_json_schema_that_accepts_every_sweep():
+    jsonschema = pytest.importorskip("jsonschema")
+    result = CliRunner().invoke(app, ["schema"])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["title"] == "ludwig_hpo sweep file"
+    assert {"hyperopt", "trainer", "input_features", "defaults", "preprocessing"} <= set(doc["properties"])
+    for path in FILES:
+        jsonschema.validate(yaml.safe_load(path.read_text()), doc)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"hyperopt": {"parameters": {"x.y": {"space": "lognormal"}}}}, doc)
