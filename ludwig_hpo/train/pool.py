@@ -402,6 +402,17 @@ class WorkerPools:
                             "trial_id": g.run.trial_id if g.run else None} for g in self.groups],
                 "history": list(self.history)}
 
+    async def idle(self, timeout_s: float) -> bool:
+        """Wait until no group runs a trial (a stopped trial's group ends its epoch first);
+        False if that took longer than ``timeout_s``."""
+        cond = self._cond()
+        async with cond:
+            try:
+                await asyncio.wait_for(cond.wait_for(lambda: all(g.run is None for g in self.groups)), timeout_s)
+            except asyncio.TimeoutError:
+                return False
+        return True
+
     async def shutdown(self) -> None:
         """Stop every worker (driver, at the end of the sweep)."""
         for g in self.groups:

@@ -95,7 +95,10 @@ def _sweep(tmp_path, executor: str, learning_rates: list[float], *, num_workers:
             run_config=tune.RunConfig(name=name, storage_path=str(tmp_path / "ray"), verbose=0, callbacks=[rec],
                                       failure_config=tune.FailureConfig(max_failures=0)))
         tuner.fit()
-        info = ray.get(pools.info.remote()) if pools is not None else None
+        info = None
+        if pools is not None:  # a stopped trial's group may still be finishing its epoch
+            assert ray.get(pools.idle.remote(60.0))
+            info = ray.get(pools.info.remote())
     finally:
         if pools is not None:
             ray.get(pools.shutdown.remote())
