@@ -295,6 +295,7 @@ class WorkerPools:
             await self._release(g)
             raise
         me = ray.get_runtime_context().current_actor
+        run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
         refs = [w.run.remote({**spec, "trial_id": trial_id, "pools": me, "token": run.token}) for w in g.workers]
         asyncio.ensure_future(self._watch(g, run, refs))
         return run.token
