@@ -258,6 +258,10 @@ def validate(
               f"features read and preprocessed without error")
     plan = local_plan(cfg)
     out.print(f"resources: {plan.describe()}")
+    from ludwig_hpo.train.executor import choose_executor
+
+    choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu)
+    out.print(f"trial executor: {choice.executor} ({choice.reason})")
     if cfg.kfold:
         out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
     results = choose_output_dir(loaded, None)

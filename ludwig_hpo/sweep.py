@@ -29,6 +29,7 @@ from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
 from ludwig_hpo.state import SweepState, fingerprint, write_state
+from ludwig_hpo.train.executor import choose_executor
 
 DEFAULT_OUTPUT_ROOT = Path("hpo_results")
 
@@ -155,6 +156,8 @@ class Sweep:
                            f"prepared in {time.time() - t:.1f}s", highlight=False)
         plan = local_plan(cfg)
         self.console.print(f"resources: {plan.describe()}", highlight=False)
+        self.executor = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu)
+        self.console.print(f"trial executor: {self.executor.executor} ({self.executor.reason})", highlight=False)
         return data, plan
 
     def _open_tracking(self, paths: SweepPaths):
@@ -265,16 +268,22 @@ class Sweep:
 
         from ludwig_hpo.cluster import local_cluster
         from ludwig_hpo.train.cache import start_cache_actor
+        from ludwig_hpo.train.pool import start_pools
         from ludwig_hpo.train.trial import TrialContext
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         cpus, gpus = plan.cluster_cpus, plan.cluster_gpus
         with local_cluster(num_cpus=cpus, num_gpus=int(gpus), trial_slots=plan.max_concurrent):
             choices = index_encoded_choices(self.cfg.hyperopt.parameters)
-            ctx = TrialContext(raw=self.loaded.raw, data=[ray.put(data)], storage_path=str(paths.ray.resolve() / "train"),
+            data_ref = [ray.put(data)]
+            pools = None
+            if self.executor.executor == "pooled":
+                pools = start_pools(groups=plan.max_concurrent, num_workers=plan.num_workers,
+                                    cpus_per_worker=plan.cpus_per_worker, use_gpu=plan.use_gpu, data=data_ref)
+            ctx = TrialContext(raw=self.loaded.raw, data=data_ref, storage_path=str(paths.ray.resolve() / "train"),
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
                                cpus_per_worker=plan.cpus_per_worker, choices=choices,
-                               mode=self.mode, batch_cache=start_cache_actor())
+                               mode=self.mode, batch_cache=start_cache_actor(), pools=pools)
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
@@ -322,7 +331,9 @@ class Sweep:
         from ludwig_hpo.train.trial import trial_resources
 
         mode = self.mode
-        trainable = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), trial_resources(plan))
+        pooled = ctx.pools is not None
+        trainable = tune.with_resources(tune.with_parameters(trainable, ctx=ctx),
+                                        trial_resources(plan, "pooled" if pooled else "fresh"))
         saved = paths.ray.resolve() / name
         callback = monitor.handle(name)
         if self.resume is not None and (saved / "tuner.pkl").is_file():
@@ -338,9 +349,12 @@ class Sweep:
         tuner = tune.Tuner(
             trainable,
             param_space=param_space,
-            # reuse_actors stays off: function trainables cannot be reset, and a reused actor would
-            # keep the stopped trial's Train controller (and its CPUs) alive.
-            tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent, reuse_actors=False,
+            # Pooled trials reuse Tune's trial actors (~6 s each saved): a stopped pooled trial's
+            # tune.report raises SystemExit in its thread, which only tells the warm group to stop
+            # and returns, so the actor resets within Tune's 2 s. Fresh trials keep it off: a
+            # stopped trial's thread is inside TorchTrainer.fit(), and a reused actor kept that
+            # Train controller (and its CPUs) alive, so the sweep hung.
+            tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent, reuse_actors=pooled,
                                         **tune_config_kw),
             run_config=tune.RunConfig(
                 name=name, storage_path=str(paths.ray.resolve()), verbose=0, callbacks=[callback],

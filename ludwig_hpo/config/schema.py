@@ -230,6 +230,9 @@ class BackendConfig(_Base):
     use_gpu: Union[Literal["auto"], bool] = "auto"
     strategy: Literal["ddp"] = "ddp"
     cpus_per_worker: float = Field(1.0, gt=0)
+    #: ``fresh``: a new Ray Train job per trial; ``pooled``: warm worker groups started once
+    #: per sweep; ``auto``: pooled on CPU, fresh on GPU.
+    trial_executor: Literal["auto", "fresh", "pooled"] = "auto"
 
 
 class KFoldConfig(_Base):

@@ -1,9 +1,11 @@
-"""The Tune function trainable: one trial = one Ray Train ``TorchTrainer`` of N DDP workers.
+"""The Tune function trainable: one trial of N DDP workers, run by the sweep's trial executor.
 
-Runs in the Tune trial actor (which reserves no CPU, only a ``trial_slot``, so the nested
-Train workers always have CPUs to start on). Rank 0's per-epoch reports reach Tune through
-``TuneReportCallback``, so Tune schedulers see every epoch. A 1-worker trial skips Train and
-runs the worker loop in the trial actor itself.
+Runs in the Tune trial actor (which reserves no CPU, only a ``trial_slot``, so the workers
+always have CPUs to start on). ``fresh``: the trial builds one Ray Train ``TorchTrainer``;
+rank 0's per-epoch reports reach Tune through ``TuneReportCallback``; a 1-worker trial skips
+Train and runs the worker loop in the trial actor itself. ``pooled``: the trial runs on a
+warm worker group of the sweep (:mod:`ludwig_hpo.train.pool`), which streams rank 0's
+per-epoch metrics back. Either way Tune schedulers see every epoch.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class TrialContext:
             categories (Optuna samples their index).
         mode: ``"min"`` or ``"max"``: which checkpoint (by ``objective``) a trial keeps.
         batch_cache: handle of the sweep's batch-size cache actor, or None.
+        pools: handle of the sweep's :class:`~ludwig_hpo.train.pool.WorkerPools` actor
+            (``pooled`` executor), or None (``fresh``).
     """
 
     raw: dict
@@ -42,12 +46,14 @@ class TrialContext:
     choices: dict[str, list] = field(default_factory=dict)
     mode: str = "min"
     batch_cache: Any = None
+    pools: Any = None
 
 
-def trial_resources(plan) -> dict[str, float]:
-    """What the Tune trial actor reserves: a ``trial_slot`` (its Train workers reserve the
-    CPUs/GPUs), or, for a 1-worker trial that trains in the actor, also its CPU/GPU."""
-    if plan.num_workers > 1:
+def trial_resources(plan, executor: str = "fresh") -> dict[str, float]:
+    """What the Tune trial actor reserves: a ``trial_slot`` (its Train workers, or the warm
+    group's workers, reserve the CPUs/GPUs), or, for a fresh 1-worker trial that trains in
+    the actor, also its CPU/GPU."""
+    if plan.num_workers > 1 or executor == "pooled":
         return {"cpu": 0, "trial_slot": 1}
     return {"cpu": plan.cpus_per_worker, "gpu": 1 if plan.use_gpu else 0, "trial_slot": 1}
 
@@ -87,6 +93,13 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
     from ray import tune
 
     trial_id = tune.get_context().get_trial_id()
+    if ctx.pools is not None:
+        from ludwig_hpo.train.pool import run_pooled
+
+        run_pooled(ctx.pools, trial_id, {"raw": ctx.raw, "params": params, "job": asdict(job),
+                                         "storage_path": ctx.storage_path, "mode": ctx.mode,
+                                         "batch_cache": ctx.batch_cache})
+        return
     if ctx.num_workers == 1:
         import torch
 

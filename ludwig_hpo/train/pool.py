@@ -1,0 +1,468 @@
+"""Warm DDP worker groups: the ``pooled`` trial executor.
+
+A fresh Ray Train job per trial spends most of a short trial starting processes (a
+controller, N workers importing torch, a gloo rendezvous, the first DDP wrap). Here the
+sweep starts one group of ``num_workers`` worker actors per concurrent trial slot, once;
+each group forms its ``torch.distributed`` process group once, keeps the prepared data,
+and runs successive trials through the same worker loop (:func:`~ludwig_hpo.train.loop.train_loop`)
+as a fresh job.
+
+Processes and what runs where:
+
+- :class:`PoolWorker` (one Ray actor per rank, reserving what a Train worker would:
+  ``cpus_per_worker`` CPUs, one GPU on GPU sweeps) runs the loop for each trial.
+- :class:`WorkerPools` (one async Ray actor per sweep, no resources) owns the workers, so
+  they outlive trial actors; it hands a free group to each trial, relays rank 0's per-epoch
+  metrics to the trial, tells the ranks to stop at the next epoch boundary, and rebuilds a
+  group whose worker died.
+- :func:`run_pooled` runs in the Tune trial actor: it forwards each epoch's metrics to
+  ``tune.report`` (so Tune schedulers see every epoch) and asks the group to stop when Tune
+  stops the trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import shutil
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+#: How often a running trial tells its group it is alive (seconds).
+HEARTBEAT_INTERVAL_S = 0.5
+#: A trial silent this long is gone (its actor was killed): its group stops at the next
+#: epoch boundary.
+HEARTBEAT_TIMEOUT_S = 10.0
+#: After one rank raised, how long the other ranks get to end too (they usually raise the
+#: same error) before the group is rebuilt (a rank left in a collective would wait forever).
+RAISE_GRACE_S = 10.0
+#: Timeout of the groups' collectives; a peer that died is normally noticed much sooner.
+COLLECTIVE_TIMEOUT_S = 600.0
+
+
+class _Stopped(Exception):
+    """Raised inside the worker loop at an epoch boundary when the trial was stopped."""
+
+
+def _open_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+class PoolWorker:
+    """One rank of a warm group. Runs as a Ray actor (in its own process, for the sweep).
+
+    Args:
+        data: the sweep's :class:`~ludwig_hpo.data.PreparedData` (resolved from the object
+            store once, when the actor starts).
+        use_gpu: train on this actor's GPU (Ray sets ``CUDA_VISIBLE_DEVICES`` to it).
+    """
+
+    def __init__(self, data, use_gpu: bool) -> None:
+        import torch
+
+        self.data = data
+        self.device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
+        if use_gpu:
+            torch.cuda.set_device(self.device)
+        self.rank, self.world, self.local_world = 0, 1, 1
+
+    def address(self) -> tuple[str, str, int, int]:
+        """(node id, node IP, a free TCP port on it, pid): where rank 0 hosts the rendezvous."""
+        import os
+
+        import ray
+
+        return (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), _open_port(), os.getpid())
+
+    def setup(self, rank: int, world: int, master: str, port: int, local_world: int) -> None:
+        """Join the group's process group (gloo on CPU, NCCL on GPU) and pay the first DDP
+        wrap's one-time cost now instead of in the first trial. Called on every rank at once."""
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        self.rank, self.world, self.local_world = rank, world, local_world
+        if world > 1:
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
+                                    init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
+                                    timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+            DDP(torch.nn.Linear(1, 1).to(self.device),
+                device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            dist.barrier()
+
+    def run(self, spec: dict[str, Any]) -> str:
+        """Train one trial on this rank; ``"finished"`` or ``"stopped"`` (at an epoch boundary).
+
+        ``spec``: ``raw``, ``params``, ``job`` (a :class:`~ludwig_hpo.train.loop.Job` as a dict),
+        ``trial_id``, ``storage_path``, ``mode``, ``batch_cache``, ``pools``, ``token``.
+
+        Raises:
+            Exception: whatever the loop raised (the same on every rank for errors in the
+                training itself, e.g. ``FloatingPointError``).
+        """
+        import random
+
+        import numpy as np
+        import torch
+
+        from ludwig_hpo.config.loader import resolve_trial_config
+        from ludwig_hpo.train.cache import cache_for
+        from ludwig_hpo.train.loop import Job, train_loop
+
+        cfg = resolve_trial_config(spec["raw"], spec["params"])
+        # A fresh process starts from unseeded global RNGs; a warm one must not carry the
+        # previous trial's state (train_loop seeds torch itself).
+        random.seed(cfg.trainer.seed)
+        np.random.seed(cfg.trainer.seed % 2**32)
+        report = _Reporter(spec, self.rank, self.world, self.device)
+        try:
+            train_loop(cfg, self.data, Job(**spec["job"]), report, device=self.device,
+                       cache=cache_for(spec["batch_cache"]), local_world_size=self.local_world)
+            return "finished"
+        except _Stopped:
+            return "stopped"
+        finally:
+            gc.collect()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+
+
+class _Reporter:
+    """The loop's per-epoch reporter on a pooled rank (a :data:`~ludwig_hpo.train.loop.Reporter`).
+
+    Rank 0 keeps the best epoch's checkpoint under ``<storage_path>/<trial_id>/`` (like a
+    Train run with ``num_to_keep=1``), sends the metrics to the pools actor and learns
+    whether the trial was stopped; rank 0 broadcasts that, so every rank leaves the loop at
+    the same epoch boundary.
+    """
+
+    def __init__(self, spec: dict, rank: int, world: int, device) -> None:
+        self.spec, self.rank, self.world, self.device = spec, rank, world, device
+        self.sign = 1.0 if spec["mode"] == "min" else -1.0
+        self.best: float | None = None
+        self.kept: Path | None = None
+
+    def _keep(self, ckpt_dir: str, metrics: dict) -> str | None:
+        objective = float(metrics["objective"])
+        if self.best is not None and not self.sign * objective <= self.sign * self.best:
+            return None
+        dest = Path(self.spec["storage_path"]) / self.spec["trial_id"] / f"checkpoint_{int(metrics['epoch']):06d}"
+        shutil.copytree(ckpt_dir, dest, dirs_exist_ok=True)
+        if self.kept is not None and self.kept != dest:
+            shutil.rmtree(self.kept, ignore_errors=True)
+        self.best, self.kept = objective, dest
+        return str(dest)
+
+    def __call__(self, metrics: dict, checkpoint_dir: str | None) -> None:
+        import ray
+        import torch
+        import torch.distributed as dist
+
+        stop = 0
+        if self.rank == 0:
+            metrics = dict(metrics)
+            if checkpoint_dir is not None:
+                path = self._keep(checkpoint_dir, metrics)
+                if path is not None:
+                    metrics["checkpoint_path"] = path
+            stop = int(ray.get(self.spec["pools"].report.remote(self.spec["token"], metrics)))
+        if self.world > 1:
+            flag = torch.tensor([stop], dtype=torch.int32, device=self.device)
+            dist.broadcast(flag, src=0)
+            stop = int(flag.item())
+        if stop:
+            raise _Stopped
+
+
+@dataclass
+class _Run:
+    """One trial on one group, as the pools actor sees it."""
+
+    token: str
+    trial_id: str
+    slot: int
+    started: float
+    messages: list[dict] = field(default_factory=list)
+    result: dict | None = None
+    stop: bool = False
+    last_beat: float = 0.0
+    ended: float | None = None
+    epochs: int = 0
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class _Group:
+    slot: int
+    workers: list | None = None
+    pids: list[int] = field(default_factory=list)
+    run: _Run | None = None
+    builds: int = 0
+
+
+class WorkerPools:
+    """The sweep's warm worker groups; an async Ray actor (``num_cpus=0``) started by the driver.
+
+    Args:
+        groups: how many groups (= trial slots = trials at once).
+        num_workers: DDP world size of each group.
+        cpus_per_worker: logical CPUs each worker reserves.
+        use_gpu: one GPU per worker.
+        data: a one-element list holding the prepared data's ``ObjectRef``.
+    """
+
+    def __init__(self, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list) -> None:
+        self.groups = [_Group(i) for i in range(groups)]
+        self.num_workers, self.cpus_per_worker, self.use_gpu = num_workers, cpus_per_worker, use_gpu
+        self.data = data
+        self.runs: dict[str, _Run] = {}
+        self.history: list[dict] = []
+        self._free: asyncio.Condition | None = None
+        self._building: dict[int, asyncio.Task] = {}
+
+    def _cond(self) -> asyncio.Condition:
+        if self._free is None:  # created on the actor's event loop
+            self._free = asyncio.Condition()
+        return self._free
+
+    # ------------------------------------------------------------------ groups
+    async def _build(self, g: _Group) -> None:
+        import ray
+
+        cls = ray.remote(PoolWorker).options(num_cpus=self.cpus_per_worker, num_gpus=1 if self.use_gpu else 0,
+                                             max_restarts=0, max_concurrency=1)
+        workers = [cls.remote(self.data[0], self.use_gpu) for _ in range(self.num_workers)]
+        try:
+            addrs = await asyncio.gather(*[w.address.remote() for w in workers])
+            _, master_ip, port, _ = addrs[0]
+            nodes = [a[0] for a in addrs]  # local world size: the ranks sharing a node
+            await asyncio.gather(*[w.setup.remote(r, len(workers), master_ip, port, nodes.count(nodes[r]))
+                                   for r, w in enumerate(workers)])
+        except BaseException:
+            for w in workers:
+                ray.kill(w)
+            raise
+        g.workers, g.pids, g.builds = workers, [a[3] for a in addrs], g.builds + 1
+
+    async def _ensure_built(self, g: _Group) -> None:
+        if g.workers is not None:
+            return
+        task = self._building.get(g.slot)
+        if task is None or task.done():
+            task = self._building[g.slot] = asyncio.ensure_future(self._build(g))
+        await task
+
+    def _discard(self, g: _Group) -> None:
+        import ray
+
+        for w in g.workers or []:
+            ray.kill(w, no_restart=True)
+        g.workers, g.pids = None, []
+
+    async def warm(self) -> int:
+        """Start every group now (in parallel) so the first trials find them ready; returns
+        how many groups are up."""
+        results = await asyncio.gather(*[self._ensure_built(g) for g in self.groups], return_exceptions=True)
+        return sum(r is None for r in results)
+
+    # ------------------------------------------------------------------ trials
+    async def start(self, trial_id: str, spec: dict) -> str:
+        """Give trial ``trial_id`` a free group (waiting for one) and start it there; returns
+        the run's token. Called by the trial actor.
+
+        Raises:
+            Exception: the group could not be started (e.g. a worker failed to start).
+        """
+        import ray
+
+        cond = self._cond()
+        async with cond:
+            await cond.wait_for(lambda: any(g.run is None for g in self.groups))
+            g = next(g for g in self.groups if g.run is None)
+            run = _Run(uuid.uuid4().hex, trial_id, g.slot, time.time(), last_beat=time.time())
+            g.run = self.runs[run.token] = run
+        try:
+            await self._ensure_built(g)
+        except BaseException:
+            await self._release(g)
+            raise
+        me = ray.get_runtime_context().current_actor
+        run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
+        refs = [w.run.remote({**spec, "trial_id": trial_id, "pools": me, "token": run.token}) for w in g.workers]
+        asyncio.ensure_future(self._watch(g, run, refs))
+        return run.token
+
+    async def _release(self, g: _Group) -> None:
+        cond = self._cond()
+        async with cond:
+            g.run = None
+            cond.notify_all()
+
+    async def _watch(self, g: _Group, run: _Run, refs: list) -> None:
+        """Wait for every rank of ``run``; record its result; free (or rebuild) the group."""
+        from ray.exceptions import RayActorError, RayTaskError
+
+        async def one(ref):
+            return await ref
+
+        tasks = [asyncio.ensure_future(one(r)) for r in refs]
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        if pending:  # a rank raised: the others get a moment to end too
+            more, pending = await asyncio.wait(pending, timeout=RAISE_GRACE_S)
+            done |= more
+        errors = [t.exception() for t in tasks if t in done and t.exception() is not None]
+        broken = bool(pending) or any(isinstance(e, RayActorError) for e in errors)
+        if broken:
+            self._discard(g)  # the next trial gets a new group
+            for t in pending:
+                t.cancel()
+        if errors:
+            # A raising rank's own error explains more than a peer's lost connection.
+            first = next((e for e in errors if isinstance(e, RayTaskError)), errors[0])
+            cause = getattr(first, "cause", None) if isinstance(first, RayTaskError) else None
+            if isinstance(first, RayActorError):
+                head = "WorkerDiedError: a worker of the trial's DDP group died (its process exited)"
+            else:
+                head = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(first).__name__}: {first}"
+            run.result = {"status": "failed", "error": head, "traceback": str(first),
+                          "group_restarted": broken}
+        else:
+            outcomes = {t.result() for t in tasks}
+            run.result = {"status": "stopped" if "stopped" in outcomes else "finished"}
+        run.ended = time.time()
+        self.history.append({"trial_id": run.trial_id, "slot": g.slot, "start": run.started, "end": run.ended,
+                             "status": run.result["status"], "build": g.builds, "epochs": run.epochs})
+        run.event.set()
+        if run.stop:  # its trial is gone and will not collect the result
+            self.runs.pop(run.token, None)
+        await self._release(g)
+
+    async def report(self, token: str, metrics: dict) -> bool:
+        """Rank 0's metrics of one epoch; returns True when the trial is to stop now."""
+        run = self.runs.get(token)
+        if run is None:
+            return True
+        run.messages.append(metrics)
+        run.epochs += 1
+        run.event.set()
+        return run.stop or time.time() - run.last_beat > HEARTBEAT_TIMEOUT_S
+
+    async def poll(self, token: str, timeout_s: float) -> tuple[list[dict], dict | None]:
+        """(metrics reported since the last poll, the run's result once it ended). Waits up to
+        ``timeout_s`` for news. Counts as a heartbeat."""
+        run = self.runs.get(token)
+        if run is None:
+            return [], {"status": "failed", "error": "the trial's run is unknown to its worker group"}
+        run.last_beat = time.time()
+        if not run.messages and run.result is None:
+            try:
+                await asyncio.wait_for(run.event.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                pass
+        run.event.clear()
+        msgs, run.messages = run.messages, []
+        if run.result is not None and not msgs:
+            self.runs.pop(token, None)
+            return [], run.result
+        return msgs, None
+
+    async def heartbeat(self, token: str) -> None:
+        """The trial is alive."""
+        run = self.runs.get(token)
+        if run is not None:
+            run.last_beat = time.time()
+
+    async def stop(self, token: str) -> None:
+        """Stop the run at its next epoch boundary (the trial was stopped or ended)."""
+        run = self.runs.get(token)
+        if run is not None:
+            run.stop = True
+            if run.result is not None:
+                self.runs.pop(token, None)
+
+    # ------------------------------------------------------------------ inspection
+    async def slot_of(self, token: str) -> int | None:
+        """The group index running ``token`` (None once it ended and was collected)."""
+        run = self.runs.get(token)
+        return None if run is None else run.slot
+
+    async def info(self) -> dict:
+        """``{"groups": [{"slot", "up", "pids", "builds", "trial_id"}], "history": [...]}``;
+        ``history`` has one entry per ended run (``trial_id``, ``slot``, ``start``, ``end``
+        (epoch seconds), ``status``, ``build`` (which start of the group ran it), ``epochs``
+        (epochs rank 0 reported))."""
+        return {"groups": [{"slot": g.slot, "up": g.workers is not None, "pids": list(g.pids), "builds": g.builds,
+                            "trial_id": g.run.trial_id if g.run else None} for g in self.groups],
+                "history": list(self.history)}
+
+    async def idle(self, timeout_s: float) -> bool:
+        """Wait until no group runs a trial (a stopped trial's group ends its epoch first);
+        False if that took longer than ``timeout_s``."""
+        cond = self._cond()
+        async with cond:
+            try:
+                await asyncio.wait_for(cond.wait_for(lambda: all(g.run is None for g in self.groups)), timeout_s)
+            except asyncio.TimeoutError:
+                return False
+        return True
+
+    async def shutdown(self) -> None:
+        """Stop every worker (driver, at the end of the sweep)."""
+        for g in self.groups:
+            self._discard(g)
+
+
+def start_pools(*, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list) -> Any:
+    """Start the sweep's :class:`WorkerPools` actor and begin warming its groups (driver
+    only, inside a running Ray cluster); returns its handle."""
+    import ray
+
+    handle = ray.remote(WorkerPools).options(num_cpus=0, max_concurrency=1000).remote(
+        groups, num_workers, cpus_per_worker, use_gpu, data)
+    handle.warm.remote()
+    return handle
+
+
+def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
+    """Run one trial on a warm group and forward its per-epoch metrics to ``tune.report``.
+
+    Runs in the Tune trial actor. When Tune stops the trial, its ``tune.report`` call does
+    not return; the ``finally`` below tells the group to stop at its next epoch boundary
+    (and if the actor is killed instead, the missing heartbeats do).
+
+    Raises:
+        TrialError: a rank raised or a worker died (one line; the traceback follows as cause).
+    """
+    import ray
+    from ray import tune
+
+    from ludwig_hpo.errors import TrialError, one_line_error
+
+    token = ray.get(pools.start.remote(trial_id, spec))
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_INTERVAL_S):
+            pools.heartbeat.remote(token)
+
+    threading.Thread(target=beat, daemon=True, name="hpo-pool-heartbeat").start()
+    result = None
+    try:
+        while result is None:
+            msgs, result = ray.get(pools.poll.remote(token, 2.0))
+            for m in msgs:
+                tune.report(m)
+    finally:
+        done.set()
+        if result is None:  # stopped by Tune, interrupted, or lost contact: free the group
+            pools.stop.remote(token)
+    if result["status"] == "failed":
+        raise TrialError(one_line_error(result["error"])) from RuntimeError(result.get("traceback", ""))

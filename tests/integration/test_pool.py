@@ -1,0 +1,196 @@
+"""The ``pooled`` trial executor on a real Ray cluster: warm DDP worker groups (gloo, 2 CPU
+workers) running successive Tune trials, against the ``fresh`` executor (one Ray Train job
+per trial). One Ray cluster for the module; every test stops the groups it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from ludwig_hpo.config import load_sweep
+from ludwig_hpo.data import load_dataframe, prepare
+from ludwig_hpo.resources import plan_resources
+
+from ..conftest import SWEEPS
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ludwig_hpo.cluster import local_cluster
+
+    with local_cluster(num_cpus=2, num_gpus=0, trial_slots=2):
+        yield
+
+
+def _loaded(**trainer):
+    loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
+    raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "batch_size": 32, **trainer}}
+    from ludwig_hpo.config.schema import SweepConfig
+
+    cfg = SweepConfig.model_validate(raw)
+    return raw, cfg, prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
+
+
+class _Recorder:
+    """A Tune callback keeping every trial's per-epoch results and final status."""
+
+    def __new__(cls, on_result=None):
+        from ray.tune import Callback
+
+        class Recorder(Callback):
+            def __init__(self):
+                self.results: dict[str, list[dict]] = {}
+                self.status: dict[str, str] = {}
+                self.config: dict[str, dict] = {}
+
+            def on_trial_result(self, iteration, trials, trial, result, **info):
+                self.results.setdefault(trial.trial_id, []).append(dict(result))
+                self.config[trial.trial_id] = dict(trial.config)
+                if on_result is not None:
+                    on_result(self, trial, result)
+
+            def on_trial_complete(self, iteration, trials, trial, **info):
+                self.status[trial.trial_id] = "TERMINATED"
+
+            def on_trial_error(self, iteration, trials, trial, **info):
+                self.status[trial.trial_id] = "ERROR"
+                self.config[trial.trial_id] = dict(trial.config)
+
+        return Recorder()
+
+
+def _sweep(tmp_path, executor: str, learning_rates: list[float], *, num_workers: int = 2, concurrent: int = 1,
+           scheduler=None, on_result=None, name: str = "t", **trainer):
+    """Run one trial per learning rate (in this order) with ``executor``; returns
+    (recorder, pools info or None)."""
+    import ray
+    from ray import tune
+
+    from ludwig_hpo.train.pool import start_pools
+    from ludwig_hpo.train.trial import TrialContext, search_trial, trial_resources
+
+    raw, cfg, data = _loaded(**trainer)
+    raw = {**raw, "backend": {**raw["backend"], "num_workers": num_workers}}
+    plan = plan_resources(num_workers=num_workers, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=2,
+                          cluster_gpus=0, max_concurrent=concurrent)
+    data_ref = [ray.put(data)]
+    pools = None
+    if executor == "pooled":
+        pools = start_pools(groups=concurrent, num_workers=num_workers, cpus_per_worker=1.0, use_gpu=False,
+                            data=data_ref)
+    ctx = TrialContext(raw=raw, data=data_ref, storage_path=str(tmp_path / "train"), num_workers=num_workers,
+                       use_gpu=False, cpus_per_worker=1.0, mode="max", pools=pools)
+    rec = _Recorder(on_result)
+    rec.pools = pools
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(tune.with_parameters(search_trial, ctx=ctx), trial_resources(plan, executor)),
+            param_space={"trainer.learning_rate": tune.grid_search(learning_rates)},
+            tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=pools is not None,
+                                        scheduler=scheduler),
+            run_config=tune.RunConfig(name=name, storage_path=str(tmp_path / "ray"), verbose=0, callbacks=[rec],
+                                      failure_config=tune.FailureConfig(max_failures=0)))
+        tuner.fit()
+        info = None
+        if pools is not None:  # a stopped trial's group may still be finishing its epoch
+            assert ray.get(pools.idle.remote(60.0))
+            info = ray.get(pools.info.remote())
+    finally:
+        if pools is not None:
+            ray.get(pools.shutdown.remote())
+            ray.kill(pools)
+    return rec, info
+
+
+def _by_lr(rec) -> dict[float, list[dict]]:
+    return {rec.config[t]["trainer.learning_rate"]: rs for t, rs in rec.results.items()}
+
+
+KEYS = ("objective", "validation/malignant/loss", "validation/malignant/roc_auc", "train/combined/running_loss")
+
+
+def test_three_trials_in_a_row_on_one_warm_group_match_fresh_trials(cluster, tmp_path):
+    lrs = [3e-2, 1e-3, 1e-2]
+    fresh, _ = _sweep(tmp_path / "fresh", "fresh", lrs)
+    pooled, info = _sweep(tmp_path / "pooled", "pooled", lrs)
+    assert set(fresh.status.values()) == {"TERMINATED"} and set(pooled.status.values()) == {"TERMINATED"}
+    # one group, started once, ran all three trials one after the other
+    assert [g["builds"] for g in info["groups"]] == [1]
+    assert [h["slot"] for h in info["history"]] == [0, 0, 0] and {h["build"] for h in info["history"]} == {1}
+    f, p = _by_lr(fresh), _by_lr(pooled)
+    assert f.keys() == p.keys() == set(lrs)
+    for lr in lrs:
+        assert [r["epoch"] for r in p[lr]] == [1, 2]
+        for a, b in zip(f[lr], p[lr], strict=True):
+            for k in KEYS:
+                assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), (lr, a["epoch"], k)
+        assert p[lr][0]["world_size"] == 2
+    # rank 0 kept the best epoch's checkpoint under the trial's storage folder
+    for rs in p.values():
+        kept = [r["checkpoint_path"] for r in rs if "checkpoint_path" in r]
+        assert kept and os.path.isfile(os.path.join(kept[-1], "model.pt"))
+
+
+def test_a_raising_trial_fails_and_leaves_the_group_usable(cluster, tmp_path):
+    # lr 1e6 with SGD diverges: every rank raises FloatingPointError at the same epoch
+    rec, info = _sweep(tmp_path, "pooled", [1e6, 1e-2], optimizer={"type": "sgd"})
+    status = {rec.config[t]["trainer.learning_rate"]: s for t, s in rec.status.items()}
+    assert status == {1e6: "ERROR", 1e-2: "TERMINATED"}
+    assert [h["status"] for h in info["history"]] == ["failed", "finished"]
+    assert {h["build"] for h in info["history"]} == {1}  # the same group ran the next trial
+    assert len(_by_lr(rec)[1e-2]) == 2
+
+
+def test_a_trial_stopped_by_asha_frees_the_group_at_the_next_epoch_boundary(cluster, tmp_path):
+    from ray.tune.schedulers import AsyncHyperBandScheduler
+
+    asha = AsyncHyperBandScheduler(time_attr="epoch", metric="objective", mode="max", max_t=8, grace_period=1,
+                                   reduction_factor=2)
+    # the good trial finishes; the hopeless one (lr 1e-7) is below the rung's cutoff at epoch 1
+    rec, info = _sweep(tmp_path, "pooled", [3e-2, 1e-7, 1e-2], scheduler=asha, epochs=8)
+    by_lr = _by_lr(rec)
+    assert [r["epoch"] for r in by_lr[3e-2]] == list(range(1, 9))
+    assert len(by_lr[1e-7]) == 1  # Tune saw one epoch and stopped it
+    hist = {h["trial_id"]: h for h in info["history"]}
+    stopped = next(t for t in rec.results if rec.config[t]["trainer.learning_rate"] == 1e-7)
+    assert hist[stopped]["status"] == "stopped"
+    assert hist[stopped]["epochs"] <= 2  # the group left the loop at the next epoch boundary
+    assert {h["build"] for h in info["history"]} == {1} and len(info["history"]) == 3
+
+
+def test_a_killed_worker_fails_its_trial_and_the_next_trial_runs_on_a_restarted_group(cluster, tmp_path):
+    import ray
+
+    killed = []
+
+    def kill_rank1(rec, trial, result):
+        if not killed:
+            pid = ray.get(rec.pools.info.remote())["groups"][0]["pids"][1]
+            os.kill(pid, signal.SIGKILL)
+            killed.append((trial.trial_id, pid))
+
+    # 30 epochs: the first trial is still training when rank 1 is killed after its first epoch
+    rec, info = _sweep(tmp_path, "pooled", [1e-2, 3e-2], on_result=kill_rank1, epochs=30)
+    assert len(killed) == 1
+    victim, pid = killed[0]
+    assert rec.status[victim] == "ERROR"
+    assert [s for t, s in rec.status.items() if t != victim] == ["TERMINATED"]
+    assert [h["status"] for h in info["history"]] == ["failed", "finished"]
+    assert [h["build"] for h in info["history"]] == [1, 2]  # the next trial ran on a new group
+    assert pid not in info["groups"][0]["pids"]
+
+
+def test_two_trials_at_once_never_share_a_group(cluster, tmp_path):
+    rec, info = _sweep(tmp_path, "pooled", [1e-2, 3e-2, 1e-3, 2e-2], num_workers=1, concurrent=2)
+    assert set(rec.status.values()) == {"TERMINATED"} and len(rec.status) == 4
+    hist = info["history"]
+    assert {h["slot"] for h in hist} == {0, 1}  # both groups were used
+    for slot in (0, 1):
+        runs = sorted((h["start"], h["end"]) for h in hist if h["slot"] == slot)
+        for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
+            assert start >= end, f"group {slot} ran two trials at once"
+    assert [g["builds"] for g in info["groups"]] == [1, 1]

@@ -1,0 +1,46 @@
+"""Which trial executor a sweep uses, what its trials reserve, and the config field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from ludwig_hpo.config.schema import BackendConfig
+from ludwig_hpo.resources import plan_resources
+from ludwig_hpo.train.executor import choose_executor
+from ludwig_hpo.train.trial import trial_resources
+
+
+@pytest.mark.parametrize(("requested", "use_gpu", "expected"), [
+    ("auto", False, "pooled"),
+    ("auto", True, "fresh"),
+    ("fresh", False, "fresh"),
+    ("pooled", True, "pooled"),
+    ("pooled", False, "pooled"),
+])
+def test_choose_executor(requested, use_gpu, expected):
+    choice = choose_executor(requested, use_gpu=use_gpu)
+    assert choice.executor == expected
+    assert choice.reason.startswith("auto:" if requested == "auto" else "backend.trial_executor:")
+
+
+def test_auto_says_why_and_how_to_change_it():
+    assert "set trial_executor: fresh" in choose_executor("auto", use_gpu=False).reason
+    assert "set trial_executor: pooled" in choose_executor("auto", use_gpu=True).reason
+
+
+def test_trial_executor_field_defaults_to_auto_and_rejects_unknown_values():
+    assert BackendConfig().trial_executor == "auto"
+    with pytest.raises(ValidationError):
+        BackendConfig(trial_executor="warm")
+
+
+@pytest.mark.parametrize(("workers", "executor", "expected"), [
+    (2, "fresh", {"cpu": 0, "trial_slot": 1}),
+    (2, "pooled", {"cpu": 0, "trial_slot": 1}),
+    (1, "fresh", {"cpu": 1.0, "gpu": 0, "trial_slot": 1}),  # trains in the trial actor
+    (1, "pooled", {"cpu": 0, "trial_slot": 1}),  # the warm group's worker holds the CPU
+])
+def test_pooled_trials_reserve_only_a_slot(workers, executor, expected):
+    plan = plan_resources(num_workers=workers, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=2, cluster_gpus=0)
+    assert trial_resources(plan, executor) == expected
