@@ -160,6 +160,27 @@ class MlflowStore:
         for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, tags=chunk)
 
+    def find_child(self, parent_id: str, tags: dict[str, str]) -> tuple[str, int] | None:
+        """The child run of ``parent_id`` carrying every tag of ``tags`` (a resumed sweep
+        keeps one run per trial), as ``(run id, last logged step of its metric "objective")``
+        (0 without metrics); None when there is none."""
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        def quoted(v: str) -> str:
+            return "'" + str(v).replace("'", "\\'") + "'"
+
+        where = " and ".join([f"tags.`{MLFLOW_PARENT_RUN_ID}` = {quoted(parent_id)}"]
+                             + [f"tags.`{k}` = {quoted(v)}" for k, v in tags.items()])
+        runs = self.client.search_runs([self.experiment_id], filter_string=where, max_results=1)
+        if not runs:
+            return None
+        steps = [m.step for m in self.client.get_metric_history(runs[0].info.run_id, "objective")]
+        return runs[0].info.run_id, max(steps, default=0)
+
+    def reopen_run(self, run_id: str) -> None:
+        """Mark a run RUNNING again (a resumed trial continues in its run)."""
+        self.client.update_run(run_id, status="RUNNING")
+
     def end_run(self, run_id: str, status: str) -> None:
         """Close a run as ``FINISHED``, ``FAILED`` or ``KILLED``."""
         self.client.set_terminated(run_id, status=status)
