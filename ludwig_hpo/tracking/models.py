@@ -7,6 +7,7 @@ state is used: an inherited ``MLFLOW_RUN_ID`` or tracking URI cannot redirect it
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
@@ -54,12 +55,20 @@ def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.Da
 
     model = model.cpu().eval()
     with torch.no_grad():
-        prediction = model(torch.from_numpy(example.to_numpy(dtype="float32"))).numpy()
+        prediction = model(torch.tensor(example.to_numpy(dtype="float32"))).numpy()
     signature = infer_signature(example, prediction)
     with tempfile.TemporaryDirectory(prefix="hpo-model-") as tmp:
         path = Path(tmp) / MODEL_ARTIFACT
-        mlflow.pytorch.save_model(model, str(path), signature=signature, input_example=example,
-                                  pip_requirements=_requirements())
+        # pickle: the whole module, any batch size (MLflow's 'pt2' export fixes the example's
+        # shapes); MLflow warns about pickle on every save, which is not news for the console
+        log = logging.getLogger("mlflow.pytorch")
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            mlflow.pytorch.save_model(model, str(path), signature=signature, input_example=example,
+                                      pip_requirements=_requirements(), serialization_format="pickle")
+        finally:
+            log.setLevel(level)
         store.client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
     uri = f"runs:/{run_id}/{MODEL_ARTIFACT}"
     version = None
@@ -72,5 +81,5 @@ def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.Da
             if e.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
         source = f"{store.client.get_run(run_id).info.artifact_uri.rstrip('/')}/{MODEL_ARTIFACT}"
-        version = store.client.create_model_version(register_as, source, run_id=run_id).version
+        version = str(store.client.create_model_version(register_as, source, run_id=run_id).version)
     return LoggedModel(uri, version)
