@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,15 +61,20 @@ class LiveTrial:
             train_time_s=self.last.get("train_time_s"), error=self.error)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _error_text(trial) -> str:
-    """The traceback Tune wrote for a failed trial (its local error file, else storage)."""
+    """The traceback Tune wrote for a failed trial (its local error file, else storage),
+    without terminal colour codes."""
     path = getattr(trial, "error_file", None)
+    text = None
     try:
         if path and os.path.isfile(path):
-            return open(path).read()
+            text = open(path).read()
     except OSError:
         pass
-    return trial.get_error() or "unknown error"
+    return _ANSI.sub("", text or trial.get_error() or "unknown error")
 
 
 class Sink(Protocol):
