@@ -44,7 +44,8 @@ def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.Da
 
     Args:
         store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
-        model: takes one float32 tensor (batch, columns of ``example``), returns one tensor.
+        model: takes one float32 tensor (batch, columns of ``example``), returns one tensor
+            (batch, outputs); its ``output_columns`` attribute, when present, names the outputs.
         example: a few input rows (their column names become the signature's).
 
     Raises:
@@ -56,7 +57,8 @@ def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.Da
     model = model.cpu().eval()
     with torch.no_grad():
         prediction = model(torch.tensor(example.to_numpy(dtype="float32"))).numpy()
-    signature = infer_signature(example, prediction)
+    names = getattr(model, "output_columns", None)  # named outputs, e.g. a binary's probability
+    signature = infer_signature(example, pd.DataFrame(prediction, columns=names) if names else prediction)
     with tempfile.TemporaryDirectory(prefix="hpo-model-") as tmp:
         path = Path(tmp) / MODEL_ARTIFACT
         # pickle: the whole module, any batch size (MLflow's 'pt2' export fixes the example's

@@ -191,4 +191,5 @@ def test_best_model_loads_with_mlflow_pytorch_and_predicts_despite_inherited_run
     np.testing.assert_allclose(served.to_numpy()[:, 0], expected.numpy(), rtol=1e-6)
     info = mlflow.models.get_model_info(logged.uri)
     assert [c.name for c in info.signature.inputs.inputs] == ["mean_radius", "mean_texture"]
+    assert [c.name for c in info.signature.outputs.inputs] == ["malignant"]
     assert store.client.get_model_version("unit-best", "1").run_id == parent
