@@ -11,12 +11,16 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ludwig_hpo.errors import UserError
+from ludwig_hpo.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from ludwig_hpo.sweep import Sweep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Declarative hyperparameter sweeps for PyTorch: Optuna + Ray Tune + Ray Train DDP + MLflow.")
@@ -71,25 +75,71 @@ def _guard(fn: Callable) -> Callable:
 def sweep(
     sweep_file: Path = typer.Argument(..., help="The sweep YAML file."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
+    restart: bool = typer.Option(False, "--restart",
+                                 help="Discard an unfinished sweep of this name instead of resuming it."),
 ) -> None:
-    """Run a sweep: search, k-fold re-evaluation of the best configurations, report."""
+    """Run a sweep: search, k-fold re-evaluation of the best configurations, report.
+
+    If the output folder holds an unfinished sweep of the same file (interrupted or crashed),
+    it is resumed: finished trials are kept, the rest run."""
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.sweep import Sweep
+    from ludwig_hpo.state import decide
+    from ludwig_hpo.sweep import Sweep, default_output_dir
 
     loaded = load_sweep(sweep_file)
+    target = default_output_dir(loaded, output)
+    decision, state = decide(target, loaded.text, loaded.raw, restart=restart)
+    if restart and decision == "new" and (target / "state.json").is_file():
+        from ludwig_hpo.state import read_state
+
+        if (old := read_state(target)) is not None and old.phase != "finished":
+            shutil.rmtree(target)
+            out.print(f"--restart: removed the unfinished sweep in {target}", highlight=False)
+    _run_sweep(Sweep(loaded, out, output_root=output, resume=state, resume_dir=target if state else None),
+               f"{loaded.config.name} ({sweep_file})")
+
+
+@app.command()
+@_guard
+def resume(results_dir: Path = typer.Argument(..., help="The output folder of an unfinished sweep.")) -> None:
+    """Resume the unfinished sweep in RESULTS_DIR (same as rerunning its `hpo sweep` command)."""
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.state import read_state, sha256_text
+    from ludwig_hpo.sweep import Sweep
+
+    state = read_state(results_dir)
+    if state is None:
+        raise ConfigError(f"no sweep state ({results_dir / 'state.json'}) in this folder", source=str(results_dir),
+                          fix="pass the output folder of a sweep (it holds state.json)")
+    if state.phase == "finished":
+        raise ConfigError("this sweep has finished; there is nothing to resume", source=str(results_dir),
+                          fix=f"rebuild its report with `hpo report {results_dir}` or start a new sweep")
+    sweep_file = Path(state.sweep_file)
+    if not sweep_file.is_file() or sha256_text(sweep_file.read_text(errors="replace")) != state.sweep_sha256:
+        # the file moved or changed since: run the copy the sweep started with, as if from its
+        # old place (relative dataset paths start there)
+        import dataclasses
+
+        loaded = dataclasses.replace(load_sweep(results_dir / "sweep.yaml"), path=sweep_file)
+    else:
+        loaded = load_sweep(sweep_file)
+    _run_sweep(Sweep(loaded, out, resume=state, resume_dir=results_dir), f"{loaded.config.name} ({results_dir})")
+
+
+def _run_sweep(sweep_: Sweep, title: str) -> None:
     signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops the sweep like Ctrl-C
     # A process started in the background by a script inherits SIGINT ignored; `kill -INT`
     # must still stop a sweep cleanly.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    out.print(f"[bold]hpo sweep[/bold] {escape(loaded.config.name)} ({escape(str(sweep_file))})", markup=True)
-    result = Sweep(loaded, out, output_root=output).run()
+    out.print(f"[bold]hpo sweep[/bold] {escape(title)}", markup=True)
+    result = sweep_.run()
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
     out.print()
     counts = {s: sum(t.status == s for t in result.trials) for s in ("FINISHED", "KILLED", "FAILED")}
     out.print(f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {counts['FINISHED']} finished, "
               f"{counts['KILLED']} stopped early, {counts['FAILED']} failed", markup=True)
     if best is None:
-        err.print("error: no trial produced a result (see the failed trials above)")
+        err.print(f"error: no trial produced a result; {_failure_summary(result.trials)}")
         raise typer.Exit(1)
     out.print(f"best trial {best.trial_id}: {result.metric} = {best.objective_best:.6g}")
     for k, v in best.params.items():
@@ -106,6 +156,17 @@ def sweep(
     out.print(f"results: {root}")
     hint = f"  (hpo ui {root})" if (root / "mlflow.db").is_file() else ""
     out.print(f"mlflow:  {result.tracking_uri}{hint}")
+
+
+def _failure_summary(trials) -> str:
+    """``"4 failed: 3x TrialError: ...; 1x ..."``: the distinct one-line errors, most frequent first."""
+    from collections import Counter
+
+    errors = Counter(t.error or "no error message" for t in trials if t.status == "FAILED")
+    if not errors:
+        return f"{len(trials)} trial(s) ended without reporting a metric"
+    distinct = "; ".join(f"{n}x {e}" for e, n in errors.most_common())
+    return f"{sum(errors.values())} of {len(trials)} trial(s) failed: {distinct}"
 
 
 @app.command()

@@ -33,6 +33,9 @@ RAY_ENV = {
     # Ctrl-C reaches the sweep as KeyboardInterrupt (Tune's own handler would end the search
     # quietly and let the k-fold phase start).
     "TUNE_DISABLE_SIGINT_HANDLER": "1",
+    # save the experiment state (searcher, scheduler, trials) at most every 2 s, so a crashed
+    # sweep resumes close to where it stopped
+    "TUNE_GLOBAL_CHECKPOINT_S": "2",
 }
 
 

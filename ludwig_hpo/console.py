@@ -54,6 +54,23 @@ class ConsoleSink:
         s = int(time.time() - self.t0)
         return f"[dim]{s // 60:3d}:{s % 60:02d}[/dim]"
 
+    def trials_restored(self, trials: list[LiveTrial]) -> None:
+        """A resumed sweep: count the trials that ended before the interruption."""
+        for t in trials:
+            if t.status in ("FINISHED", "KILLED", "FAILED"):
+                self.counts[t.status] += 1
+                b = t.best(self.sign)
+                if b is not None and (self.best is None or self.sign * b < self.sign * self.best[0]):
+                    self.best = (b, t)
+        c = self.counts
+        self.console.print(f"      kept from before: {c['FINISHED']} finished, {c['KILLED']} stopped, "
+                           f"{c['FAILED']} failed of {self.total}", highlight=False)
+
+    def trial_retried(self, t: LiveTrial) -> None:
+        self.counts["RUNNING"] -= 1  # it starts again
+        self.console.print(f"{self._stamp()} {escape(t.name)} [red]failed[/red], running it again "
+                           f"(retry {t.retries}): {escape(t.error or '')}", highlight=False, markup=True)
+
     def trial_started(self, t: LiveTrial) -> None:
         self.counts["RUNNING"] += 1
         n = sum(self.counts.values())

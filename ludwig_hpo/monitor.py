@@ -43,6 +43,7 @@ class LiveTrial:
     error_text: str | None = None
     stopped_by: str | None = None
     checkpoint: str | None = None  # checkpoint folder of the best epoch (multi-worker trials)
+    retries: int = 0  # times the trial was run again after failing (executor.max_failures)
     #: the trial's parameters now: differs from ``params`` (the sampled ones) after a PBT mutation
     current: dict[str, Any] = field(default_factory=dict)
 
@@ -80,6 +81,8 @@ def _error_text(trial) -> str:
 class Sink(Protocol):
     """Receives trial events from :class:`SweepMonitor` (driver only)."""
 
+    def trials_restored(self, trials: list[LiveTrial]) -> None: ...
+    def trial_retried(self, t: LiveTrial) -> None: ...
     def trial_started(self, t: LiveTrial) -> None: ...
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None: ...
     def trial_ended(self, t: LiveTrial) -> None: ...
@@ -113,13 +116,31 @@ class SweepMonitor(Callback):
         # sinks hold live clients and consoles, which belong to this driver process only.
         return {**self.__dict__, "sinks": [], "describe": None}
 
+    # Tune saves these with its experiment state and hands them back on restore, so a resumed
+    # sweep knows the trials that ended before the interruption.
+    def get_state(self) -> dict:
+        return {"trials": dict(self.trials)}
+
+    def set_state(self, state: dict) -> None:
+        self.trials = dict(state.get("trials", {}))
+        self._emit("trials_restored", list(self.trials.values()))
+
+    def handle(self, key: str) -> MonitorHandle:
+        """The callback to give Tune: a picklable stand-in that forwards to this monitor
+        while it is registered under ``key`` in this process (see :class:`MonitorHandle`)."""
+        _LIVE[key] = self
+        return MonitorHandle(key)
+
     def _emit(self, event: str, *args: Any) -> None:
         for s in self.sinks:
             getattr(s, event)(*args)
 
     def _start(self, trial) -> LiveTrial:
         d = self.describe(trial.trial_id, trial.config)
+        before = self.trials.get(trial.trial_id)
         t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name, current=dict(d.params))
+        if before is not None:  # run again after a failure
+            t.retries = before.retries
         self._emit("trial_started", t)
         return t
 
@@ -131,10 +152,13 @@ class SweepMonitor(Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
         t = self.trials.get(trial.trial_id)
-        if t is None:
-            self._start(trial)
-        else:  # a paused trial (PBT exploit) restarts: same trial, same run
+        if (t is not None and t.status == "RUNNING"
+                and self.describe(trial.trial_id, trial.config).params != t.current):
+            # PBT exploited: the paused trial restarts with mutated parameters; it keeps its
+            # record (sampled params, history) and its run
             self._follow_config(t, trial)
+            return
+        self._start(trial)  # first start, a retry after a failure, or a restored sweep's trial
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         t = self.trials.get(trial.trial_id)
@@ -168,7 +192,25 @@ class SweepMonitor(Callback):
         t.error = one_line_error(t.error_text)
         self._emit("trial_ended", t)
 
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        """A failed trial that Tune runs again (``executor.max_failures``): it restarts, and its
+        next start continues the same record and MLflow run."""
+        t = self.trials.get(trial.trial_id)
+        if t is not None:
+            t.retries += 1
+            t.error = one_line_error(_error_text(trial))
+            self._emit("trial_retried", t)
+
     def on_experiment_end(self, trials, **info) -> None:
+        # A restored experiment can hold trials that Tune saw end after its last saved state
+        # was written: end them from Tune's record.
+        for trial in trials:
+            t = self.trials.get(trial.trial_id)
+            if t is not None and t.status == "RUNNING" and trial.status == "TERMINATED":
+                last = trial.last_result or {}
+                if TIME_ATTR in last and (not t.history or last[TIME_ATTR] > t.history[-1].epoch):
+                    self.on_trial_result(0, trials, trial, last)
+                self.on_trial_complete(0, trials, trial)
         # Trials cut off by the time budget end without a complete/error event.
         self.close_running("time budget")
 
@@ -182,6 +224,44 @@ class SweepMonitor(Callback):
     def records(self) -> tuple[TrialRecord, ...]:
         """Snapshots of every trial, in start order."""
         return tuple(t.record(self.sign) for t in self.trials.values())
+
+
+_LIVE: dict[str, SweepMonitor] = {}
+
+
+class MonitorHandle(Callback):
+    """The Tune callback of a :class:`SweepMonitor`. Tune pickles its callbacks into the
+    experiment folder and, on ``Tuner.restore``, uses the unpickled ones; this handle carries
+    only a key, so the restored callback forwards to the monitor the resuming driver
+    registered under that key (:meth:`SweepMonitor.handle`). Driver only."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    @property
+    def monitor(self) -> SweepMonitor:
+        return _LIVE[self.key]
+
+    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+        self.monitor.on_trial_start(iteration, trials, trial, **info)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+        self.monitor.on_trial_result(iteration, trials, trial, result, **info)
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        self.monitor.on_trial_complete(iteration, trials, trial, **info)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self.monitor.on_trial_error(iteration, trials, trial, **info)
+
+    def on_experiment_end(self, trials, **info) -> None:
+        self.monitor.on_experiment_end(trials, **info)
+
+    def get_state(self) -> dict:
+        return self.monitor.get_state()
+
+    def set_state(self, state: dict) -> None:
+        self.monitor.set_state(state)
 
 
 #: Result keys that are not per-epoch metrics: logged once as tags, or Tune's bookkeeping.
@@ -227,6 +307,8 @@ class MlflowSink:
 
     Parameters that change while a trial runs (PBT) are logged as metrics
     ``hparam/<path>`` (numbers, per step) and tags ``hparam.<path>`` (current value).
+    A trial that starts again (resumed sweep, retry) continues its run from the epoch after
+    the last one it logged, so no step is logged twice.
 
     Args:
         store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
@@ -235,28 +317,37 @@ class MlflowSink:
         config_text: maps a trial's parameters to its resolved config (YAML text), logged
             as ``config.yaml``; None to skip.
         rungs: the scheduler's rung milestones in epochs (ASHA), to tag a stopped trial's rung.
+        resume: reuse the parent's existing child runs, matched by their ``trial_id`` tag, so a
+            resumed sweep continues its trials' runs instead of duplicating them.
     """
 
     def __init__(self, store, parent_id: str, *, run_kind: str = "trial",
-                 config_text: Callable[[dict[str, Any]], str] | None = None, rungs: tuple[int, ...] = ()) -> None:
+                 config_text: Callable[[dict[str, Any]], str] | None = None, rungs: tuple[int, ...] = (),
+                 resume: bool = False) -> None:
         self.store = store
         self.parent_id = parent_id
         self.run_kind = run_kind
         self.config_text = config_text
         self.rungs = tuple(rungs)
-        self.run_ids: dict[str, str] = {}
-        self._skip_to: dict[str, int] = {}  # epochs a resumed run already holds
+        self.run_ids: dict[str, str] = store.children_by_tag(parent_id, "trial_id") if resume else {}
+        self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
         self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
 
+    def trials_restored(self, trials: list[LiveTrial]) -> None:
+        pass  # their runs are in the store already
+
+    def trial_retried(self, t: LiveTrial) -> None:
+        run_id = self.run_ids.get(t.trial_id)
+        if run_id is not None:
+            self.store.set_tags(run_id, {"retries": t.retries, f"retry_{t.retries}_error": t.error})
+
     def trial_started(self, t: LiveTrial) -> None:
-        tags = {"trial_id": t.trial_id, "run_kind": self.run_kind, **t.tags}
-        existing = self.store.find_child(self.parent_id, {"trial_id": t.trial_id, "run_kind": tags["run_kind"]})
-        if existing is not None:  # a resumed sweep: the trial keeps its run
-            run_id, last_step = existing
-            self.run_ids[t.trial_id] = run_id
-            self._skip_to[t.trial_id] = last_step
+        if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
+            run_id = self.run_ids[t.trial_id]
             self.store.reopen_run(run_id)
+            self._skip_to[t.trial_id] = self.store.last_step(run_id)
             return
+        tags = {"trial_id": t.trial_id, "run_kind": self.run_kind, **t.tags}
         run_id = self.run_ids[t.trial_id] = self.store.start_run(t.name, parent_id=self.parent_id, tags=tags,
                                                                  params=t.params)
         if self.config_text is not None:

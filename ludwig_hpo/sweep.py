@@ -28,6 +28,7 @@ from ludwig_hpo.errors import DataError
 from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
+from ludwig_hpo.state import SweepState, sha256_text, write_state
 
 DEFAULT_OUTPUT_ROOT = Path("hpo_results")
 
@@ -57,15 +58,30 @@ def _yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def _output_root(loaded: LoadedSweep, output_root: Path | None) -> Path:
+    return output_root or (Path(loaded.config.output_dir) if loaded.config.output_dir else DEFAULT_OUTPUT_ROOT)
+
+
 def choose_output_dir(loaded: LoadedSweep, output_root: Path | None) -> Path:
     """``<root>/<name>``, or ``<name>_1``, ``_2``... if taken. ``root``: the ``--output`` option,
     else the file's ``output_dir`` (relative to the current folder), else ``hpo_results``."""
-    root = output_root or (Path(loaded.config.output_dir) if loaded.config.output_dir else DEFAULT_OUTPUT_ROOT)
+    root = _output_root(loaded, output_root)
     candidate, n = root / loaded.config.name, 0
     while candidate.exists():
         n += 1
         candidate = root / f"{loaded.config.name}_{n}"
     return candidate
+
+
+def default_output_dir(loaded: LoadedSweep, output_root: Path | None) -> Path:
+    """The latest existing output folder of this sweep name (``<name>``, ``<name>_1``, ...),
+    where an unfinished sweep would be resumed; ``<root>/<name>`` when there is none."""
+    root = _output_root(loaded, output_root)
+    latest, n = root / loaded.config.name, 0
+    while (root / f"{loaded.config.name}_{n + 1}").exists():
+        n += 1
+        latest = root / f"{loaded.config.name}_{n}"
+    return latest
 
 
 def _versions() -> dict[str, str]:
@@ -130,13 +146,19 @@ class Sweep:
         loaded: the validated sweep file.
         console: where progress goes.
         output_root: overrides the output root folder.
+        resume: continue the unfinished sweep in ``resume_dir`` described by this state
+            (finished trials are kept, unfinished ones run again, the MLflow runs are reused).
+        resume_dir: the output folder of the sweep to resume.
     """
 
-    def __init__(self, loaded: LoadedSweep, console: Console, output_root: Path | None = None) -> None:
+    def __init__(self, loaded: LoadedSweep, console: Console, output_root: Path | None = None, *,
+                 resume: SweepState | None = None, resume_dir: Path | None = None) -> None:
         self.loaded = loaded
         self.cfg = loaded.config
         self.console = console
         self.output_root = output_root
+        self.resume = resume
+        self.resume_dir = resume_dir
         self.sign = self.cfg.goal_sign
         self.mode = "min" if self.sign > 0 else "max"  # Tune's spelling of the goal
         self.metric = self.cfg.hyperopt.metric_key
@@ -191,6 +213,8 @@ class Sweep:
 
     def _run(self, t0: float) -> SweepResult:
         data, plan = self._prepare()
+        if self.resume is not None:
+            return self._run_resumed(data, plan, t0)
         paths = SweepPaths(choose_output_dir(self.loaded, self.output_root))
         created = paths.root
         while not created.parent.exists():  # the outermost folder this sweep creates
@@ -204,6 +228,10 @@ class Sweep:
             store = self._open_tracking(paths)
             (paths.root / "sweep.yaml").write_text(self.loaded.text)
             parent = self._start_parent(store, paths)
+            self.state = SweepState(sweep_sha256=sha256_text(self.loaded.text),
+                                    sweep_file=str(Path(self.loaded.path).resolve()), parent_run_id=parent,
+                                    tracking_uri=store.uri)
+            write_state(paths.root, self.state)
         except BaseException:
             shutil.rmtree(created, ignore_errors=True)  # nothing half-written
             raise
@@ -211,6 +239,26 @@ class Sweep:
         self.console.print(f"output: {paths.root}\nmlflow: {store.uri} (experiment "
                            f"{self.cfg.tracking.experiment or self.cfg.name!r}{origin}, parent run {parent})",
                            highlight=False)
+        return self._run_tracked(data, plan, store, parent, paths, t0)
+
+    def _run_resumed(self, data: PreparedData, plan: ResourcePlan, t0: float) -> SweepResult:
+        from ludwig_hpo.tracking import MlflowStore
+
+        paths = SweepPaths(self.resume_dir)
+        store = MlflowStore(self.resume.tracking_uri, self.cfg.tracking.experiment or self.cfg.name)
+        parent = self.resume.parent_run_id
+        store.reopen_run(parent)
+        self.state = self.resume
+        self.console.print(f"resuming the unfinished sweep in {paths.root} (it stopped during its "
+                           f"{self.resume.phase} phase)\nmlflow: {store.uri} (parent run {parent})", highlight=False)
+        return self._run_tracked(data, plan, store, parent, paths, t0)
+
+    def _phase(self, paths: SweepPaths, phase: str) -> None:
+        self.state = self.state.at(phase)
+        write_state(paths.root, self.state)
+
+    def _run_tracked(self, data: PreparedData, plan: ResourcePlan, store, parent: str, paths: SweepPaths,
+                     t0: float) -> SweepResult:
         status = "FAILED"
         try:
             result = self._run_ray(data, plan, store, parent, paths, t0)
@@ -218,8 +266,8 @@ class Sweep:
             return result
         except (KeyboardInterrupt, SystemExit):
             status = "KILLED"
-            self.console.print(f"interrupted: the sweep's MLflow runs are marked KILLED ({store.uri})",
-                               highlight=False)
+            self.console.print(f"interrupted: the sweep's MLflow runs are marked KILLED ({store.uri}); "
+                               f"resume it with: hpo resume {paths.root}", highlight=False)
             raise
         finally:
             store.end_run(parent, status)
@@ -266,6 +314,7 @@ class Sweep:
                                cpus_per_worker=plan.cpus_per_worker, choices=choices,
                                mode=self.mode, batch_cache=start_cache_actor())
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
+            self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
                 stats = ray.get(ctx.batch_cache.stats.remote())
                 looked = stats["hits"] + stats["misses"]
@@ -280,12 +329,14 @@ class Sweep:
             kfold: tuple[KFoldRecord, ...] = ()
             if self.cfg.kfold is not None and ranked:
                 kfold = self._kfold(ctx, plan, store, parent, paths, _distinct_top(ranked, self.cfg.kfold.top_k))
+            self._phase(paths, "report")
         result = SweepResult(
             name=self.cfg.name, metric=self.metric, goal=self.cfg.hyperopt.goal,
             parameters=param_infos(self.cfg.hyperopt.parameters), trials=records, kfold=kfold,
             best_trial_id=best.trial_id if best else None, wall_time_s=time.time() - t0,
             output_dir=str(paths.root), tracking_uri=store.uri)
         self._finish(result, best, store, parent, paths)
+        self._phase(paths, "finished")
         return result
 
     def _tune_run(self, trainable, *, name: str, ctx, plan: ResourcePlan, monitor, tune_config_kw: dict,
@@ -295,16 +346,29 @@ class Sweep:
         from ludwig_hpo.train.trial import trial_resources
 
         mode = self.mode
+        trainable = tune.with_resources(tune.with_parameters(trainable, ctx=ctx), trial_resources(plan))
+        saved = paths.ray.resolve() / name
+        callback = monitor.handle(name)
+        if self.resume is not None and (saved / "tuner.pkl").is_file():
+            # Tune restores the searcher, the scheduler, its trials and the monitor's book;
+            # finished and failed trials stay as they ended, unfinished ones run again.
+            tuner = tune.Tuner.restore(str(saved), trainable, resume_unfinished=True, resume_errored=False,
+                                       restart_errored=False, param_space=param_space)
+            try:
+                return tuner.fit()
+            except (KeyboardInterrupt, SystemExit):
+                monitor.close_running("interrupted")
+                raise
         tuner = tune.Tuner(
-            tune.with_resources(tune.with_parameters(trainable, ctx=ctx), trial_resources(plan)),
+            trainable,
             param_space=param_space,
             # reuse_actors stays off: function trainables cannot be reset, and a reused actor would
             # keep the stopped trial's Train controller (and its CPUs) alive.
             tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent, reuse_actors=False,
                                         **tune_config_kw),
             run_config=tune.RunConfig(
-                name=name, storage_path=str(paths.ray.resolve()), verbose=0, callbacks=[monitor],
-                failure_config=tune.FailureConfig(max_failures=0),
+                name=name, storage_path=str(paths.ray.resolve()), verbose=0, callbacks=[callback],
+                failure_config=tune.FailureConfig(max_failures=self.cfg.hyperopt.executor.max_failures),
                 # 1-worker trials checkpoint through Tune: keep only the best epoch's
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="objective",
                                                         checkpoint_score_order=mode)),
@@ -343,7 +407,8 @@ class Sweep:
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(decode(hp.parameters, config), {"phase": "search"},
                                                           f"trial_{tid}"),
-            sinks=[MlflowSink(store, parent, run_kind="trial", config_text=self._trial_config_text, rungs=rungs),
+            sinks=[MlflowSink(store, parent, run_kind="trial", config_text=self._trial_config_text, rungs=rungs,
+                              resume=self.resume is not None),
                    ConsoleSink(self.console, self.metric, self.sign, n)])
         kw: dict[str, Any] = {"search_alg": make_searcher(hp), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
                               "num_samples": n}
@@ -431,7 +496,7 @@ class Sweep:
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(dict(config["job"]["params"]), job_tags(config["job"]),
                                                           job_name(config["job"])),
-            sinks=[MlflowSink(store, parent, config_text=self._trial_config_text),
+            sinks=[MlflowSink(store, parent, config_text=self._trial_config_text, resume=self.resume is not None),
                    ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False)],
             early_stopping=False)
         self._tune_run(kfold_trial, name="kfold", ctx=ctx, plan=plan, monitor=monitor, tune_config_kw={},

@@ -284,11 +284,14 @@ class SchedulerConfig(_Base):
 
 class ExecutorConfig(_Base):
     """``num_samples``: total trials. ``max_concurrent_trials``: ``auto`` = as many as the
-    cluster fits. ``time_budget_s``: stop starting trials after this many seconds (none: no limit)."""
+    cluster fits. ``time_budget_s``: stop starting trials after this many seconds (none: no limit).
+    ``max_failures``: run a failed trial again up to this many times (for transient failures such
+    as a lost worker) before it counts as FAILED."""
 
     num_samples: int = Field(10, ge=1, le=1_000_000)
     max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
     time_budget_s: float | None = Field(None, gt=0)
+    max_failures: int = Field(0, ge=0, le=100)
 
 
 class HyperoptConfig(_Base):

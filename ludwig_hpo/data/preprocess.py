@@ -17,6 +17,7 @@ from ludwig_hpo.data.split import kfold_indices, split_indices
 from ludwig_hpo.errors import DataError
 
 UNKNOWN = "<UNK>"
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # numbers are fed to the model as float32
 _TRUE = {"1", "true", "yes", "y", "t", "1.0"}
 _FALSE = {"0", "false", "no", "n", "f", "0.0"}
 
@@ -97,8 +98,13 @@ def _number(s: pd.Series, key: str, train: np.ndarray) -> tuple[np.ndarray, dict
     tr = x[train]
     if np.isnan(tr).all():
         raise DataError("every training value is missing", key=key, fix="drop this feature")
-    if not np.isfinite(tr[~np.isnan(tr)]).all():
+    present = x[~np.isnan(x)]
+    if not np.isfinite(present).all():
         raise DataError("the column holds infinite values", key=key, fix="clean the column")
+    peak = float(np.abs(present).max())
+    if peak > FLOAT32_MAX:
+        raise DataError(f"values up to {peak:.3g} do not fit float32 (largest {FLOAT32_MAX:.3g})", key=key,
+                        fix="rescale the column (e.g. take its log) before the sweep")
     stats = {"mean": float(np.nanmean(tr)), "std": float(np.nanstd(tr)),
              "min": float(np.nanmin(tr)), "max": float(np.nanmax(tr))}
     return np.where(np.isnan(x), stats["mean"], x), stats
@@ -128,6 +134,11 @@ def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.nda
             why = f"{workers} DDP workers" if name == "train" else (f"{n_classes} classes" if n_classes > 1 else "scoring")
             raise DataError(f"the {name} split has {len(splits[name])} rows, too few for {why} (at least {minimum})",
                             key="dataset.split", fix=f"use more rows or a larger {name} fraction")
+    batch = cfg.trainer.batch_size
+    if isinstance(batch, int) and batch * workers > len(splits["train"]):
+        raise DataError(f"one step of {workers} DDP worker(s) x batch_size {batch} needs {batch * workers} rows, but "
+                        f"the train split has {len(splits['train'])}", key="trainer.batch_size",
+                        fix="lower trainer.batch_size (it is per worker) or use batch_size: auto")
     if cfg.kfold is not None:
         rows = len(splits["train"]) + len(splits["validation"])
         if rows // cfg.kfold.k < max(2, n_classes):
@@ -180,6 +191,8 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
             inputs[feat.name] = _to_binary(s, key)[:, None]
             meta[feat.name] = FeatureMeta(feat.name, "binary")
         elif feat.type == "category":
+            if s.iloc[train].isna().all():
+                raise DataError("every training value is missing", key=key, fix="drop this feature")
             values = s.astype(str).where(s.notna(), UNKNOWN)
             counts = values.iloc[train].value_counts()
             vocab = (UNKNOWN, *[v for v in counts.index if v != UNKNOWN])

@@ -81,4 +81,19 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
     if len(df) == 0:
         raise DataError("the dataset has no rows", source=str(path), key="dataset.source",
                         fix="point to a file with data")
+    if suffix in (".csv", ".tsv"):
+        _refuse_duplicate_header(path, "\t" if suffix == ".tsv" else ",")
     return df
+
+
+def _refuse_duplicate_header(path: Path, sep: str) -> None:
+    """pandas renames a repeated CSV header (``a``, ``a.1``), so a feature would silently read
+    the first of two columns: refuse the file instead."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        header = next(csv.reader(f, delimiter=sep), [])
+    dupes = sorted({c for c in header if header.count(c) > 1})
+    if dupes:
+        raise DataError(f"the header repeats column name(s) {dupes}", source=str(path), key="dataset.source",
+                        fix="give every column a unique name")

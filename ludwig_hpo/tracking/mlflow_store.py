@@ -131,6 +131,26 @@ class MlflowStore:
             self.log_params(run.info.run_id, params)
         return run.info.run_id
 
+    def reopen_run(self, run_id: str) -> None:
+        """Mark an existing run RUNNING again (a resumed sweep continues its runs)."""
+        self.client.update_run(run_id, status="RUNNING")
+
+    def children_by_tag(self, parent_id: str, tag: str) -> dict[str, str]:
+        """``{tag value: run id}`` of the child runs of ``parent_id`` that carry ``tag``
+        (the earliest run wins if two share a value)."""
+        found: dict[str, str] = {}
+        token = None
+        while True:
+            page = self.client.search_runs([self.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
+                                           order_by=["attributes.start_time DESC"], max_results=1000,
+                                           page_token=token)
+            for run in page:
+                if tag in run.data.tags:
+                    found[run.data.tags[tag]] = run.info.run_id
+            token = page.token
+            if not token:
+                return found
+
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         """Log parameters (values via :func:`param_value`), at most 100 per request."""
         from mlflow.entities import Param
@@ -160,26 +180,10 @@ class MlflowStore:
         for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, tags=chunk)
 
-    def find_child(self, parent_id: str, tags: dict[str, str]) -> tuple[str, int] | None:
-        """The child run of ``parent_id`` carrying every tag of ``tags`` (a resumed sweep
-        keeps one run per trial), as ``(run id, last logged step of its metric "objective")``
-        (0 without metrics); None when there is none."""
-        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
-        def quoted(v: str) -> str:
-            return "'" + str(v).replace("'", "\\'") + "'"
-
-        where = " and ".join([f"tags.`{MLFLOW_PARENT_RUN_ID}` = {quoted(parent_id)}"]
-                             + [f"tags.`{k}` = {quoted(v)}" for k, v in tags.items()])
-        runs = self.client.search_runs([self.experiment_id], filter_string=where, max_results=1)
-        if not runs:
-            return None
-        steps = [m.step for m in self.client.get_metric_history(runs[0].info.run_id, "objective")]
-        return runs[0].info.run_id, max(steps, default=0)
-
-    def reopen_run(self, run_id: str) -> None:
-        """Mark a run RUNNING again (a resumed trial continues in its run)."""
-        self.client.update_run(run_id, status="RUNNING")
+    def last_step(self, run_id: str, metric: str = "objective") -> int:
+        """The largest step logged for ``metric`` in ``run_id`` (0 when none): where a resumed
+        trial's run continues."""
+        return max((m.step for m in self.client.get_metric_history(run_id, metric)), default=0)
 
     def end_run(self, run_id: str, status: str) -> None:
         """Close a run as ``FINISHED``, ``FAILED`` or ``KILLED``."""

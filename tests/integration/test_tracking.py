@@ -30,8 +30,9 @@ def store(tmp_path):
     return MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "unit", artifact_location=tmp_path / "art")
 
 
-def monitor(store, parent, epochs=3, rungs=(1, 3)):
-    sink = MlflowSink(store, parent, config_text=lambda p: f"lr: {p['trainer.learning_rate']}\n", rungs=rungs)
+def monitor(store, parent, epochs=3, rungs=(1, 3), resume=False):
+    sink = MlflowSink(store, parent, config_text=lambda p: f"lr: {p['trainer.learning_rate']}\n", rungs=rungs,
+                      resume=resume)
     mon = SweepMonitor(epochs=epochs, goal_sign=1.0, sinks=[sink],
                        describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"))
     return mon, sink
@@ -140,7 +141,7 @@ def test_a_resumed_sweep_keeps_one_run_per_trial_and_logs_each_epoch_once(store)
     mon.on_trial_result(0, [], t, result(1, 1.0))
     mon.on_trial_result(0, [], t, result(2, 0.9))
     # the driver dies; a restored sweep replays the trial from its epoch-1 checkpoint
-    mon2, sink2 = monitor(store, parent)
+    mon2, sink2 = monitor(store, parent, resume=True)
     mon2.on_trial_start(0, [], t)
     for e in (2, 3):
         mon2.on_trial_result(0, [], t, result(e, 1.0 - e / 10))

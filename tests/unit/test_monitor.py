@@ -35,6 +35,12 @@ class RecordingSink:
     def trial_ended(self, t):
         self.events.append(("ended", t.trial_id, t.status))
 
+    def trial_retried(self, t):
+        self.events.append(("retried", t.trial_id, t.retries))
+
+    def trials_restored(self, trials):
+        self.events.append(("restored", sorted(t.trial_id for t in trials)))
+
 
 def make_monitor(epochs=3, sign=1.0):
     sink = RecordingSink()
@@ -151,3 +157,56 @@ def test_aggregate_kfold_counts_failed_folds_and_keeps_fold_order():
     (rec,) = aggregate_kfold(runs, k=3, metric="y/loss")
     assert rec.fold_scores == (0.1, 0.3) and rec.failed_folds == 1
     assert rec.test_score == 0.25 and rec.config_rank == 1 and rec.trial_id == "a"
+
+
+def test_a_restored_handle_forwards_to_the_monitor_the_resuming_driver_registered():
+    """Tune pickles its callbacks into the experiment folder and restores them, then hands
+    them the saved callback state: the trials that ended before the interruption."""
+    import pickle
+
+    mon, _ = make_monitor(epochs=2)
+    handle = mon.handle("search")
+    a = FakeTrial("a", {"lr": 0.1})
+    handle.on_trial_start(0, [], a)
+    handle.on_trial_result(0, [], a, result(1, 0.5))
+    handle.on_trial_result(0, [], a, result(2, 0.4))
+    handle.on_trial_complete(0, [], a)
+    saved_callback, saved_state = pickle.dumps(handle), pickle.dumps(handle.get_state())
+
+    resumed, sink = make_monitor(epochs=2)  # a new driver process registers its own monitor
+    restored = pickle.loads(saved_callback)
+    resumed.handle("search")
+    restored.set_state(pickle.loads(saved_state))
+    assert sink.events == [("restored", ["a"])]
+    b = FakeTrial("b", {"lr": 0.2})
+    restored.on_trial_start(0, [], b)
+    restored.on_trial_result(0, [], b, result(1, 0.3))
+    restored.on_trial_complete(0, [], b)
+    recs = {r.trial_id: r for r in resumed.records()}
+    assert recs["a"].status == "FINISHED" and recs["a"].objective_best == 0.4
+    assert recs["b"].status == "KILLED"
+
+
+def test_a_trial_tune_saw_end_after_the_last_saved_state_is_ended_from_tunes_record():
+    mon, sink = make_monitor(epochs=2)
+    t = FakeTrial("late", {"lr": 0.1})
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 0.5))
+    t.status, t.last_result = "TERMINATED", result(2, 0.25)  # the restored Tune trial
+    mon.on_experiment_end([t])
+    rec = mon.records()[0]
+    assert rec.status == "FINISHED" and rec.objective_last == 0.25
+    assert sink.events[-1] == ("ended", "late", "FINISHED")
+
+
+def test_a_retried_trial_keeps_one_record_and_counts_its_retries():
+    mon, sink = make_monitor(epochs=1)
+    t = FakeTrial("r", {"lr": 0.1}, error="RuntimeError: worker died")
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_recover(0, [], t)
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 0.2))
+    mon.on_trial_complete(0, [], t)
+    assert [r.status for r in mon.records()] == ["FINISHED"]
+    assert mon.trials["r"].retries == 1
+    assert ("retried", "r", 1) in sink.events
