@@ -150,9 +150,8 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     ``global_batch_size``, ``eval_batch_size``, ``world_size``, ``train_time_s``
     (cumulative seconds in the epoch loop, evaluation included), ``eval_time_s`` (cumulative
     seconds of evaluation), ``setup_time_s`` (model build, DDP wrap, data to the device),
-    ``batch_size_tuning_s``, ``samples_per_s``, ``effective_learning_rate`` (the optimizer's, this
-    epoch); on
-    the first epoch also ``batch_size_cache_hit`` (1/0) and ``batch_size_tried`` (e.g.
+    ``batch_size_tuning_s``, ``samples_per_s``, ``effective_learning_rate`` (the optimizer's,
+    this epoch); on the first epoch also ``batch_size_cache_hit`` (1/0) and ``batch_size_tried`` (e.g.
     ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
 
     Args:
