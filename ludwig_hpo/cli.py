@@ -335,25 +335,51 @@ def _read_results_json(path: Path):
                         fix="rerun the sweep") from None
 
 
+def _default_ui_dir() -> Path:
+    """The current folder when it holds a sweep's store, else the newest sweep under the
+    default output root."""
+    from ludwig_hpo.errors import DataError
+    from ludwig_hpo.sweep import DEFAULT_OUTPUT_ROOT
+
+    if Path("mlflow.db").is_file():
+        return Path(".")
+    stores = sorted(DEFAULT_OUTPUT_ROOT.glob("*/mlflow.db"), key=lambda p: p.stat().st_mtime)
+    if not stores:
+        raise DataError("no mlflow.db here nor in any sweep under this folder's hpo_results/", source=str(Path.cwd()),
+                        fix="pass the output folder printed by 'hpo sweep' (hpo ui DIR)")
+    return stores[-1].parent
+
+
 @app.command()
 @_guard
 def ui(
-    results_dir: Path = typer.Argument(..., help="A sweep's output folder (holding mlflow.db)."),
-    port: int = typer.Option(5000, help="Port of the MLflow UI on 127.0.0.1."),
+    results_dir: Path | None = typer.Argument(None, help="A sweep's output folder (holding mlflow.db); default: "
+                                                         "the current folder, else the newest sweep in hpo_results/."),
+    port: int = typer.Option(5000, help="Port of the MLflow UI."),
     host: str = typer.Option("127.0.0.1", help="Interface to bind (default: this machine only)."),
 ) -> None:
-    """Start the MLflow UI on a sweep's embedded store."""
+    """Start the MLflow UI on a sweep's embedded store and print its URL."""
+    import socket
+
     from ludwig_hpo.errors import DataError
 
+    results_dir = results_dir if results_dir is not None else _default_ui_dir()
     db = results_dir / "mlflow.db"
     if not db.is_file():
         raise DataError("no mlflow.db in this folder", source=str(results_dir),
                         fix="pass the output folder printed by 'hpo sweep'")
-    mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
-    uri = f"sqlite:///{db.resolve()}"
-    out.print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C stops it)")
     if not 0 < port < 65536:
         raise DataError(f"port {port} is out of range", key="--port", fix="use a port between 1 and 65535")
+    with socket.socket() as probe:  # a taken port would fail inside MLflow with a page of logs
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise DataError(f"cannot listen on {host}:{port} ({e.strerror or e})", key="--port",
+                            fix="choose a free port, e.g. --port 5001") from None
+    mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    uri = f"sqlite:///{db.resolve()}"
+    shown = f"[{host}]" if ":" in host else host
+    out.print(f"MLflow UI for {uri}\n  http://{shown}:{port}\n(Ctrl-C stops it)")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     sys.stdout.flush()
     # Become the MLflow UI process: Ctrl-C and SIGTERM reach it directly, and its exit code is ours.

@@ -36,8 +36,10 @@ def best_epoch(rec: TrialRecord) -> int | None:
 
 
 def job_tags(job: dict[str, Any]) -> dict[str, Any]:
-    """MLflow tags of a k-fold job: ``kfold`` (fold index or ``test``), ``config_rank``, ``source_trial_id``."""
-    return {"phase": "kfold", "kfold": "test" if job["kind"] == "test" else job["fold"],
+    """MLflow tags of a k-fold job: ``kfold`` (fold index or ``test``), ``config_rank``,
+    ``source_trial_id``, ``run_kind`` (``kfold`` or ``test``)."""
+    return {"phase": "kfold", "run_kind": "test" if job["kind"] == "test" else "kfold",
+            "kfold": "test" if job["kind"] == "test" else job["fold"],
             "config_rank": job["config_rank"], "source_trial_id": job["trial_id"]}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ class LiveTrial:
     stopped_by: str | None = None
     checkpoint: str | None = None  # checkpoint folder of the best epoch (multi-worker trials)
     retries: int = 0  # times the trial was run again after failing (executor.max_failures)
+    #: the trial's parameters now: differs from ``params`` (the sampled ones) after a PBT mutation
+    current: dict[str, Any] = field(default_factory=dict)
 
     def best(self, sign: float) -> float | None:
         vals = [h.objective for h in self.history if math.isfinite(h.objective)]
@@ -59,15 +62,20 @@ class LiveTrial:
             train_time_s=self.last.get("train_time_s"), error=self.error)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _error_text(trial) -> str:
-    """The traceback Tune wrote for a failed trial (its local error file, else storage)."""
+    """The traceback Tune wrote for a failed trial (its local error file, else storage),
+    without terminal colour codes."""
     path = getattr(trial, "error_file", None)
+    text = None
     try:
         if path and os.path.isfile(path):
-            return open(path).read()
+            text = open(path).read()
     except OSError:
         pass
-    return trial.get_error() or "unknown error"
+    return _ANSI.sub("", text or trial.get_error() or "unknown error")
 
 
 class Sink(Protocol):
@@ -130,19 +138,33 @@ class SweepMonitor(Callback):
     def _start(self, trial) -> LiveTrial:
         d = self.describe(trial.trial_id, trial.config)
         before = self.trials.get(trial.trial_id)
-        t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name)
+        t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name, current=dict(d.params))
         if before is not None:  # run again after a failure
             t.retries = before.retries
         self._emit("trial_started", t)
         return t
 
+    def _follow_config(self, t: LiveTrial, trial) -> None:
+        """Track a running trial's parameters: PBT changes ``trial.config`` when it exploits."""
+        params = self.describe(trial.trial_id, trial.config).params
+        if params != t.current:
+            t.current = dict(params)
+
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
-        self._start(trial)
+        t = self.trials.get(trial.trial_id)
+        if (t is not None and t.status == "RUNNING"
+                and self.describe(trial.trial_id, trial.config).params != t.current):
+            # PBT exploited: the paused trial restarts with mutated parameters; it keeps its
+            # record (sampled params, history) and its run
+            self._follow_config(t, trial)
+            return
+        self._start(trial)  # first start, a retry after a failure, or a restored sweep's trial
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         t = self.trials.get(trial.trial_id)
         if t is None or OBJECTIVE not in result:
             return
+        self._follow_config(t, trial)
         metrics = {k: v for k, v in result.items() if "/" in k and isinstance(v, (int, float))}
         best = t.best(self.sign)
         objective = float(result[OBJECTIVE])
@@ -242,18 +264,74 @@ class MonitorHandle(Callback):
         self.monitor.set_state(state)
 
 
+#: Result keys that are not per-epoch metrics: logged once as tags, or Tune's bookkeeping.
+_ONCE_TAGS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size")
+_NOT_METRICS = frozenset(_ONCE_TAGS + (TIME_ATTR, "training_iteration", "batch_size_cache_hit", "setup_time_s",
+                                       "eval_time_s", "timestamp", "pid", "time_this_iter_s", "time_total_s",
+                                       "time_since_restore", "iterations_since_restore"))
+
+
+def wall_time_split(t: LiveTrial) -> dict[str, float]:
+    """Where a trial's wall time went, in seconds, from the driver's clock and the worker's
+    last report. The four parts sum to ``time/total_s``:
+
+    - ``time/setup_s``: everything outside the worker's epoch loop and batch-size search:
+      Train/Tune process start-up, data and model set-up, reporting, teardown;
+    - ``time/batch_size_tuning_s``: ``batch_size: auto`` probes (0 on a cache hit);
+    - ``time/training_s``: forward/backward/optimizer steps;
+    - ``time/evaluation_s``: scoring the evaluated split(s) after each epoch.
+    """
+    total = (t.ended or time.time()) - t.started
+    last = t.last
+    tuning = float(last.get("batch_size_tuning_s") or 0.0)
+    evaluation = float(last.get("eval_time_s") or 0.0)
+    training = max(float(last.get("train_time_s") or 0.0) - evaluation, 0.0)
+    return {"time/total_s": total, "time/setup_s": max(total - tuning - training - evaluation, 0.0),
+            "time/batch_size_tuning_s": tuning, "time/training_s": training, "time/evaluation_s": evaluation}
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 class MlflowSink:
     """Logs each trial as a child run of the sweep's parent run (driver only).
 
+    A child run holds: tags ``trial_id``, ``run_kind`` and the description's tags; params =
+    the trial's declared parameters by dotted path, nothing else (logged once: a param
+    cannot change); artifact ``config.yaml`` (the resolved trial config); per-epoch metrics
+    with ``step = epoch``; tags ``batch_size``, ``global_batch_size``, ``eval_batch_size``,
+    ``world_size`` from the first report; at the end ``time/*`` metrics
+    (:func:`wall_time_split`), ``status`` and, by status, ``stopped_by``,
+    ``stopped_at_epoch``, ``stopped_at_rung`` (KILLED) or ``error`` + ``error.txt`` (FAILED).
+
+    Parameters that change while a trial runs (PBT) are logged as metrics
+    ``hparam/<path>`` (numbers, per step) and tags ``hparam.<path>`` (current value).
+    A trial that starts again (resumed sweep, retry) continues its run from the epoch after
+    the last one it logged, so no step is logged twice.
+
     Args:
+        store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
+        parent_id: run id of the sweep's parent run.
+        run_kind: ``run_kind`` tag of runs whose description does not set one.
+        config_text: maps a trial's parameters to its resolved config (YAML text), logged
+            as ``config.yaml``; None to skip.
+        rungs: the scheduler's rung milestones in epochs (ASHA), to tag a stopped trial's rung.
         resume: reuse the parent's existing child runs, matched by their ``trial_id`` tag, so a
             resumed sweep continues its trials' runs instead of duplicating them.
     """
 
-    def __init__(self, store, parent_id: str, *, resume: bool = False) -> None:
+    def __init__(self, store, parent_id: str, *, run_kind: str = "trial",
+                 config_text: Callable[[dict[str, Any]], str] | None = None, rungs: tuple[int, ...] = (),
+                 resume: bool = False) -> None:
         self.store = store
         self.parent_id = parent_id
+        self.run_kind = run_kind
+        self.config_text = config_text
+        self.rungs = tuple(rungs)
         self.run_ids: dict[str, str] = store.children_by_tag(parent_id, "trial_id") if resume else {}
+        self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
+        self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
 
     def trials_restored(self, trials: list[LiveTrial]) -> None:
         pass  # their runs are in the store already
@@ -264,32 +342,52 @@ class MlflowSink:
             self.store.set_tags(run_id, {"retries": t.retries, f"retry_{t.retries}_error": t.error})
 
     def trial_started(self, t: LiveTrial) -> None:
-        if t.trial_id in self.run_ids:  # a resumed trial continues its run
-            self.store.reopen_run(self.run_ids[t.trial_id])
+        if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
+            run_id = self.run_ids[t.trial_id]
+            self.store.reopen_run(run_id)
+            self._skip_to[t.trial_id] = self.store.last_step(run_id)
             return
-        self.run_ids[t.trial_id] = self.store.start_run(
-            t.name, parent_id=self.parent_id, tags={"trial_id": t.trial_id, **t.tags}, params=t.params)
+        tags = {"trial_id": t.trial_id, "run_kind": self.run_kind, **t.tags}
+        run_id = self.run_ids[t.trial_id] = self.store.start_run(t.name, parent_id=self.parent_id, tags=tags,
+                                                                 params=t.params)
+        if self.config_text is not None:
+            self.store.log_text(run_id, self.config_text(t.params), "config.yaml")
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         run_id = self.run_ids[t.trial_id]
-        if len(t.history) == 1:  # decided inside the trial (batch size tuning), logged once
-            first = {k: result[k] for k in ("batch_size", "global_batch_size", "eval_batch_size", "world_size")
-                     if k in result}
-            self.store.log_params(run_id, first)
-            tags = {}
+        step = int(result[TIME_ATTR])
+        if step <= self._skip_to.get(t.trial_id, 0):
+            return
+        if len(t.history) == 1 or t.trial_id in self._skip_to:  # decided inside the trial, logged once
+            self._skip_to.pop(t.trial_id, None)
+            tags = {k: result[k] for k in _ONCE_TAGS if k in result}
             if "batch_size_tried" in result:
                 tags["batch_size_tried"] = result["batch_size_tried"]
             if "batch_size_cache_hit" in result:
                 tags["batch_size_cache"] = "hit" if result["batch_size_cache_hit"] else "miss"
             if tags:
                 self.store.set_tags(run_id, tags)
-        metrics = {k: v for k, v in result.items()
-                   if k not in ("batch_size", "global_batch_size", "eval_batch_size", "world_size", TIME_ATTR,
-                                "training_iteration", "batch_size_cache_hit",
-                                "timestamp", "pid", "time_this_iter_s", "time_total_s", "time_since_restore",
-                                "iterations_since_restore")
-                   and isinstance(v, (int, float)) and not isinstance(v, bool)}
-        self.store.log_metrics(run_id, metrics, step=int(result[TIME_ATTR]))
+        metrics = {k: v for k, v in result.items() if k not in _NOT_METRICS and _is_number(v)}
+        metrics.update(self._mutations(t, run_id, step))
+        self.store.log_metrics(run_id, metrics, step=step)
+
+    def _mutations(self, t: LiveTrial, run_id: str, step: int) -> dict[str, float]:
+        """PBT: parameters that differ from the logged params, as ``hparam/<path>`` metrics
+        (numbers) and ``hparam.<path>`` tags. Once a trial has mutated, its numeric
+        parameters are logged at every step."""
+        logged = self._mutated.get(t.trial_id)
+        if logged is None:
+            if t.current == t.params:
+                return {}
+            logged = self._mutated[t.trial_id] = {}
+            # the values before the first change, so each curve starts where the trial did
+            first = {f"hparam/{k}": v for k, v in t.params.items() if _is_number(v)}
+            self.store.log_metrics(run_id, first, step=max(step - 1, 0))
+        changed = {k: v for k, v in t.current.items() if logged.get(k, t.params.get(k)) != v}
+        if changed:
+            logged.update(changed)
+            self.store.set_tags(run_id, {f"hparam.{k}": v for k, v in changed.items()})
+        return {f"hparam/{k}": v for k, v in t.current.items() if _is_number(v)}
 
     def trial_ended(self, t: LiveTrial) -> None:
         run_id = self.run_ids.get(t.trial_id)
@@ -299,10 +397,14 @@ class MlflowSink:
         if t.status == "KILLED":
             tags["stopped_by"] = t.stopped_by or "scheduler"
             if t.history:
-                tags["stopped_at_epoch"] = t.history[-1].epoch
+                epoch = t.history[-1].epoch
+                tags["stopped_at_epoch"] = epoch
+                if t.stopped_by is None and epoch in self.rungs:  # rung 0 is the first milestone
+                    tags["stopped_at_rung"] = self.rungs.index(epoch)
         if t.error:
             tags["error"] = t.error
         self.store.set_tags(run_id, tags)
+        self.store.log_metrics(run_id, wall_time_split(t), step=t.history[-1].epoch if t.history else 0)
         if t.error_text:
             self.store.log_text(run_id, t.error_text, "error.txt")
         self.store.end_run(run_id, t.status)

@@ -53,6 +53,12 @@ class SweepPaths:
         return self.root / "ray"
 
 
+def _yaml(data: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
+
+
 def _output_root(loaded: LoadedSweep, output_root: Path | None) -> Path:
     return output_root or (Path(loaded.config.output_dir) if loaded.config.output_dir else DEFAULT_OUTPUT_ROOT)
 
@@ -99,6 +105,32 @@ def _versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[pkg] = "missing"
     return out
+
+
+def _git_commit(folder: Path) -> str | None:
+    """HEAD commit of the git work tree holding ``folder`` (``+dirty`` when it has uncommitted
+    changes), or None outside one or without git."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def asha_rungs(grace_period: int, reduction_factor: float, max_t: int) -> tuple[int, ...]:
+    """Epochs at which ASHA (one bracket, as Tune's ``AsyncHyperBandScheduler`` builds it)
+    compares trials: ``grace_period * reduction_factor**k`` for ``k = 0 .. floor(log_rf(max_t / grace_period))``."""
+    import math
+
+    n = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
+    return tuple(int(grace_period * reduction_factor ** k) for k in range(n))
 
 
 def _rank_trials(records: tuple[TrialRecord, ...], sign: float) -> list[TrialRecord]:
@@ -183,6 +215,19 @@ class Sweep:
             UserError: bad data, resources or tracking store (before anything is created).
         """
         t0 = time.time()
+        # An inherited MLFLOW_RUN_ID (e.g. a sweep started from inside another MLflow run)
+        # must not make any library resume that run: the sweep creates its own parent run.
+        inherited = os.environ.pop("MLFLOW_RUN_ID", None)
+        if inherited:
+            self.console.print(f"note: MLFLOW_RUN_ID={inherited} is ignored; this sweep logs to its own parent run",
+                               highlight=False)
+        try:
+            return self._run(t0)
+        finally:
+            if inherited:
+                os.environ["MLFLOW_RUN_ID"] = inherited
+
+    def _run(self, t0: float) -> SweepResult:
         data, plan = self._prepare()
         if self.resume is not None:
             return self._run_resumed(data, plan, t0)
@@ -247,8 +292,12 @@ class Sweep:
         cfg = self.cfg
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         tags = {"sweep_file": str(self.loaded.path), "sweep_file_sha256": hashlib.sha256(self.loaded.text.encode()).hexdigest(),
-                "host": platform.node(), "output_dir": str(paths.root.resolve()),
+                "host": platform.node(), "output_dir": str(paths.root.resolve()), "run_kind": "sweep",
                 **{f"version.{k}": v for k, v in _versions().items()}}
+        commit = _git_commit(Path.cwd())
+        if commit:
+            tags["git_commit"] = commit
+            tags["mlflow.source.git.commit"] = commit.removesuffix("+dirty")
         hp = cfg.hyperopt
         params = {"metric": self.metric, "goal": hp.goal, "num_samples": hp.num_trials,
                   "search_alg": f"{hp.search_alg.type}/{hp.search_alg.effective_sampler}", "seed": hp.search_alg.seed,
@@ -257,7 +306,9 @@ class Sweep:
                   "kfold.top_k": cfg.kfold.top_k if cfg.kfold else None}
         parent = store.start_run(f"{cfg.name}-{stamp}", tags=tags, params=params)
         store.log_artifact(parent, paths.root / "sweep.yaml")
-        space = {p: s.model_dump() for p, s in hp.parameters.items()}
+        store.log_text(parent, _yaml(cfg.model_dump(mode="json")), "sweep_resolved.yaml")
+        space = {p: {**s.model_dump(mode="json"), **{k: v for k, v in dataclasses.asdict(info).items() if k != "path"}}
+                 for (p, s), info in zip(hp.parameters.items(), param_infos(hp.parameters), strict=True)}
         store.log_text(parent, json.dumps(space, indent=2, default=str), "search_space.json")
         return parent
 
@@ -369,6 +420,12 @@ class Sweep:
             monitor.close_running("interrupted")
             raise
 
+    def _trial_config_text(self, params: dict[str, Any]) -> str:
+        """The full resolved config of a trial (defaults filled in), as YAML."""
+        from ludwig_hpo.config.loader import resolve_trial_config
+
+        return _yaml(resolve_trial_config(self.loaded.raw, params).model_dump(mode="json"))
+
     def _search(self, ctx, plan: ResourcePlan, store, parent: str,
                 paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
         from ludwig_hpo.console import ConsoleSink
@@ -385,11 +442,15 @@ class Sweep:
                            f"scheduler {hp.scheduler.type}, {self.cfg.trainer.epochs} epochs max, "
                            f"optimizing {self.metric} ({hp.goal}); time budget: "
                            f"{f'{budget:g}s' if budget else 'none'}", highlight=False)
+        rungs = ()
+        if hp.scheduler.type in ("async_hyperband", "asha"):
+            rungs = asha_rungs(hp.scheduler.grace_period, hp.scheduler.reduction_factor, self.cfg.trainer.epochs)
         monitor = SweepMonitor(
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(decode(hp.parameters, config), {"phase": "search"},
                                                           f"trial_{tid}"),
-            sinks=[MlflowSink(store, parent, resume=self.resume is not None),
+            sinks=[MlflowSink(store, parent, run_kind="trial", config_text=self._trial_config_text, rungs=rungs,
+                              resume=self.resume is not None),
                    ConsoleSink(self.console, self.metric, self.sign, n)])
         kw: dict[str, Any] = {"search_alg": make_searcher(hp, self.cfg.objectives), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
                               "num_samples": n}
@@ -434,6 +495,31 @@ class Sweep:
             self.console.print(f"warning: no checkpoint of the best trial {best.trial_id} was found; "
                                f"best_model/ holds its config only", highlight=False)
         store.log_artifact(parent, out, "best_model")
+        if checkpoint:
+            self._log_best_model(best, out / "model.pt", store, parent, data)
+
+    def _log_best_model(self, best: TrialRecord, weights: Path, store, parent: str, data: PreparedData) -> None:
+        """The best trial's model as an MLflow PyTorch model (``model/`` of the parent run),
+        with five test rows as input example; registered when ``tracking.register_model`` is set."""
+        import torch
+
+        from ludwig_hpo.config.loader import resolve_trial_config
+        from ludwig_hpo.model import build_model
+        from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
+        from ludwig_hpo.tracking.models import log_pytorch_model
+
+        cfg = resolve_trial_config(self.loaded.raw, best.params)
+        model = build_model(cfg, data.meta)
+        model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True)["state_dict"])
+        flat = FlatInputModel(model, data.meta, [f.name for f in cfg.output_features])
+        example = flat_inputs(data.inputs, data.splits["test"][:5], model.input_names, data.meta)
+        name = self.cfg.tracking.register_model
+        logged = log_pytorch_model(store, parent, flat, example, register_as=name)
+        tags = {"best_model_uri": logged.uri}
+        if logged.version is not None:
+            tags["registered_model"] = f"{name}/{logged.version}"
+            self.console.print(f"model registry: {name} version {logged.version}", highlight=False)
+        store.set_tags(parent, tags)
 
     def _kfold(self, ctx, plan: ResourcePlan, store, parent: str, paths: SweepPaths,
                top: list[TrialRecord]) -> tuple[KFoldRecord, ...]:
@@ -454,7 +540,7 @@ class Sweep:
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(dict(config["job"]["params"]), job_tags(config["job"]),
                                                           job_name(config["job"])),
-            sinks=[MlflowSink(store, parent, resume=self.resume is not None),
+            sinks=[MlflowSink(store, parent, config_text=self._trial_config_text, resume=self.resume is not None),
                    ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False)],
             early_stopping=False)
         self._tune_run(kfold_trial, name="kfold", ctx=ctx, plan=plan, monitor=monitor, tune_config_kw={},
@@ -471,6 +557,9 @@ class Sweep:
             store.set_tags(parent, {"best_trial_id": best.trial_id})
             store.log_params(parent, {f"best.{k}": v for k, v in best.params.items()})
             store.log_metrics(parent, {f"best/{self.metric}": best.objective_best}, step=0)
+            store.log_text(parent, json.dumps({"trial_id": best.trial_id, "metric": self.metric,
+                                               "goal": self.cfg.hyperopt.goal, "value": best.objective_best,
+                                               "params": best.params}, indent=2, default=str), "best_trial.json")
         if self.cfg.report.enabled:
             from dashboards import build_report
 

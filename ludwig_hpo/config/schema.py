@@ -244,10 +244,12 @@ class KFoldConfig(_Base):
 
 
 class TrackingConfig(_Base):
-    """MLflow: ``uri`` null = an embedded SQLite store in the sweep's output directory."""
+    """MLflow: ``uri`` null = an embedded SQLite store in the sweep's output directory;
+    ``register_model``: a registered-model name under which the best model becomes a new version."""
 
     uri: str | None = None
     experiment: str | None = None
+    register_model: str | None = None
 
 
 class ReportConfig(_Base):

@@ -190,6 +190,11 @@ class MlflowStore:
         for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, tags=chunk)
 
+    def last_step(self, run_id: str, metric: str = "objective") -> int:
+        """The largest step logged for ``metric`` in ``run_id`` (0 when none): where a resumed
+        trial's run continues."""
+        return max((m.step for m in self.client.get_metric_history(run_id, metric)), default=0)
+
     def end_run(self, run_id: str, status: str) -> None:
         """Close a run as ``FINISHED``, ``FAILED`` or ``KILLED``."""
         self.client.set_terminated(run_id, status=status)

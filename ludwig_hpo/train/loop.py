@@ -148,8 +148,10 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     metric on the scored split), ``train/combined/running_loss`` (mean over the epoch's batches),
     ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker),
     ``global_batch_size``, ``eval_batch_size``, ``world_size``, ``train_time_s``
-    (cumulative seconds in the epoch loop), ``batch_size_tuning_s``, ``samples_per_s``; on
-    the first epoch also ``batch_size_cache_hit`` (1/0) and ``batch_size_tried`` (e.g.
+    (cumulative seconds in the epoch loop, evaluation included), ``eval_time_s`` (cumulative
+    seconds of evaluation), ``setup_time_s`` (model build, DDP wrap, data to the device),
+    ``batch_size_tuning_s``, ``samples_per_s``, ``effective_learning_rate`` (the optimizer's,
+    this epoch); on the first epoch also ``batch_size_cache_hit`` (1/0) and ``batch_size_tried`` (e.g.
     ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
 
     Args:
@@ -164,6 +166,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         FloatingPointError: the training loss became NaN or infinite.
         BatchSizeError: ``batch_size: auto`` found no size that fits in memory.
     """
+    t_setup = time.perf_counter()
     rank, world = _world()
     device = device or torch.device("cpu")
     hp, tr = cfg.hyperopt, cfg.trainer
@@ -177,6 +180,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     model.train()
 
     inner = model.module if isinstance(model, DDP) else model
+    setup_s = time.perf_counter() - t_setup
     train_bs, eval_bs = tune_batch_sizes(
         cfg, inner, optimizer, lambda x, y: _combined_loss(cfg, inner(x), y), dd, train_rows, eval_rows,
         world_size=world, local_world_size=local_world_size or world, cache=cache)
@@ -184,7 +188,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     tuning_s = train_bs.seconds + eval_bs.seconds
 
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
-    train_time = 0.0
+    train_time = eval_time = 0.0
     for epoch in range(1, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
         rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
@@ -206,9 +210,11 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
                                      f"lower trainer.learning_rate or check the data")
         # Evaluate the unwrapped module: ranks score shards of different sizes, and a DDP
         # forward would try to synchronize buffers across them.
+        t_eval = time.perf_counter()
         metrics = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size)
         if hp.split == "train" and job.kind == "search":
             metrics.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size))
+        eval_time += time.perf_counter() - t_eval
         train_time += time.perf_counter() - t_epoch
         metrics.update({
             "epoch": epoch,
@@ -221,6 +227,10 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             "train_time_s": train_time,
             "batch_size_tuning_s": tuning_s,
             "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
+            # for the tracker: the optimizer's learning rate this epoch, and where time went
+            "effective_learning_rate": optimizer.param_groups[0]["lr"],
+            "setup_time_s": setup_s,
+            "eval_time_s": eval_time,
         })
         if epoch == 1 and tr.batch_size == "auto":
             metrics["batch_size_cache_hit"] = int(train_bs.cache_hit)

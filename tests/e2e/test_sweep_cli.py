@@ -19,9 +19,12 @@ from ..conftest import SWEEPS
 SWEEP_TIMEOUT_S = 540
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = SWEEP_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """Run ``hpo ARGS`` in its own process group; on timeout kill that group (and only it)."""
+def run_cli(*args: str, cwd: Path, timeout: float = SWEEP_TIMEOUT_S,
+            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``hpo ARGS`` in its own process group; on timeout kill that group (and only it).
+    The environment is this one without Ray/MLflow targets, plus ``env_extra``."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
+    env.update(env_extra or {})
     proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", *args], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -65,26 +68,92 @@ def test_console_prints_progress_best_and_where_results_are(tiny_sweep):
     assert "INFO" not in text and "Traceback" not in proc.stderr  # no wall of Ray / MLflow log lines
 
 
-def test_trials_are_child_runs_of_one_parent_with_epoch_metrics(mlflow_runs):
-    client, runs = mlflow_runs
+DECLARED = {"trainer.learning_rate", "combiner.output_size", "trainer.optimizer.type"}
+
+
+def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
+    """The parent -> trials / k-fold runs tree of the tiny sweep, as any store holds it;
+    returns the parent run."""
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 1
     parent = parents[0]
     assert parent.info.status == "FINISHED"
-    trials = [r for r in runs if r.data.tags.get("phase") == "search"]
-    assert len(trials) == 4
+    ptags = parent.data.tags
+    assert ptags["run_kind"] == "sweep" and len(ptags["sweep_file_sha256"]) == 64 and ptags["host"]
+    assert {"version.ludwig_hpo", "version.torch", "version.ray", "version.optuna", "version.mlflow"} <= set(ptags)
+    trials = [r for r in runs if r.data.tags.get("run_kind") == "trial"]
+    assert len(trials) == n_trials
     for r in trials:
         assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        assert r.info.status in ("FINISHED", "KILLED")
-        assert set(r.data.params) >= {"trainer.learning_rate", "combiner.output_size", "trainer.optimizer.type",
-                                      "batch_size", "world_size"}
-        assert r.data.params["world_size"] == "2"
+        assert r.info.status in ("FINISHED", "KILLED") and r.data.tags["status"] == r.info.status
+        assert set(r.data.params) == DECLARED  # nothing internal leaks into params
+        assert (r.data.tags["world_size"], r.data.tags["phase"]) == ("2", "search")
+        assert int(r.data.tags["global_batch_size"]) == 2 * int(r.data.tags["batch_size"])
         history = client.get_metric_history(r.info.run_id, "validation/malignant/roc_auc")
         assert [m.step for m in history] == list(range(1, len(history) + 1)) and history
+        lr = client.get_metric_history(r.info.run_id, "effective_learning_rate")
+        assert lr[0].value == pytest.approx(float(r.data.params["trainer.learning_rate"]))
+        m = r.data.metrics
+        parts = sum(m[f"time/{k}_s"] for k in ("setup", "batch_size_tuning", "training", "evaluation"))
+        assert parts == pytest.approx(m["time/total_s"], rel=1e-6) and m["time/training_s"] > 0
+        assert {a.path for a in client.list_artifacts(r.info.run_id)} == {"config.yaml"}
+        if r.info.status == "KILLED":
+            assert r.data.tags["stopped_at_rung"] == "0" and r.data.tags["stopped_at_epoch"] == "1"
     assert any(r.info.status == "FINISHED" for r in trials)
-    assert parent.data.tags["best_trial_id"] in {r.data.tags["trial_id"] for r in trials}
+    assert ptags["best_trial_id"] in {r.data.tags["trial_id"] for r in trials}
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"sweep.yaml", "report.html", "hiplot.html", "results.json", "best_model"} <= artifacts
+    assert {"sweep.yaml", "sweep_resolved.yaml", "search_space.json", "best_trial.json", "report.html",
+            "hiplot.html", "results.json", "best_model", "model"} <= artifacts
+    kfold = [r for r in runs if r.data.tags.get("phase") == "kfold"]
+    assert sorted(r.data.tags["kfold"] for r in kfold) == sorted(folds)
+    for r in kfold:
+        assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id and r.info.status == "FINISHED"
+        assert r.data.tags["run_kind"] == ("test" if r.data.tags["kfold"] == "test" else "kfold")
+        assert r.data.tags["config_rank"] == "1" and set(r.data.params) == DECLARED
+    assert len(runs) == 1 + n_trials + len(folds)
+    return parent
+
+
+def load_best_model_and_score_test_rows(tracking_uri: str, parent) -> float:
+    """Load the parent's ``best_model_uri`` with ``mlflow.pytorch.load_model`` and return its
+    accuracy on the tiny sweep's test rows."""
+    import numpy as np
+    import torch
+
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.data import load_dataframe, prepare
+    from ludwig_hpo.model.serving import flat_inputs
+
+    uri = parent.data.tags["best_model_uri"]
+    assert uri == f"runs:/{parent.info.run_id}/model"
+    loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
+    data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config)
+    rows = data.splits["test"]
+    x = flat_inputs(data.inputs, rows, [f.name for f in loaded.config.input_features], data.meta)
+    saved = dict(os.environ)
+    os.environ["MLFLOW_TRACKING_URI"] = tracking_uri  # where runs:/ URIs resolve
+    try:
+        import mlflow.pytorch
+
+        model = mlflow.pytorch.load_model(uri)
+    finally:  # MLflow's torch import also sets KMP_* variables
+        os.environ.clear()
+        os.environ.update(saved)
+    with torch.no_grad():
+        p = model(torch.tensor(x.to_numpy(np.float32))).numpy()[:, 0]
+    assert p.shape == (len(rows),) and ((p >= 0) & (p <= 1)).all()
+    return float(((p > 0.5) == data.targets["malignant"][rows].astype(bool)).mean())
+
+
+def test_trials_are_child_runs_of_one_parent_with_epoch_metrics(mlflow_runs):
+    client, runs = mlflow_runs
+    check_sweep_tree(client, runs)
+
+
+def test_best_model_loads_with_mlflow_pytorch_and_predicts_test_rows(mlflow_runs):
+    client, runs = mlflow_runs
+    parent = next(r for r in runs if r.data.tags.get("run_kind") == "sweep")
+    assert load_best_model_and_score_test_rows(client.tracking_uri, parent) > 0.7  # trained, not fresh
 
 
 def test_kfold_and_test_runs_are_tagged_under_the_parent(mlflow_runs):
@@ -139,6 +208,9 @@ def test_a_failing_trial_is_failed_in_mlflow_and_the_sweep_goes_on(tmp_path):
     bad, good = by_lr[1e6], by_lr[1e-2]
     assert bad.info.status == "FAILED"
     assert "training loss is" in bad.data.tags["error"] and "Traceback" not in bad.data.tags["error"]
+    traceback = open(client.download_artifacts(bad.info.run_id, "error.txt")).read()
+    assert 'ludwig_hpo/train/loop.py", line' in traceback and "FloatingPointError" in traceback  # the worker's frames
+    assert "\x1b[" not in traceback
     assert good.info.status == "FINISHED"
     assert proc.returncode == 0, proc.stderr
     assert "failed" in proc.stdout

@@ -115,3 +115,23 @@ def test_a_sweep_where_every_trial_failed_summarizes_the_distinct_errors():
               failed(2, "FloatingPointError: training loss is nan at epoch 1")]
     assert _failure_summary(trials) == ("3 of 3 trial(s) failed: 2x FloatingPointError: training loss is nan at "
                                         "epoch 1; 1x BatchSizeError: no batch size fits")
+
+
+def test_hpo_ui_without_a_store_is_one_line_exit_2(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["ui"])
+    assert res.exit_code == 2
+    assert "no mlflow.db here" in res.output and "hpo ui DIR" in res.output and len(res.output.splitlines()) == 1
+
+
+def test_hpo_ui_on_a_taken_port_is_one_line_exit_2(tmp_path):
+    import socket
+
+    (tmp_path / "mlflow.db").touch()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = CliRunner().invoke(app, ["ui", str(tmp_path), "--port", str(port)])
+    assert res.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in res.output and "--port" in res.output

@@ -144,7 +144,7 @@ def test_kfold_jobs_names_and_tags():
     jobs = kfold_jobs([_rec("a", {"lr": 1}), _rec("b", {"lr": 2})], k=2)
     assert [job_name(j) for j in jobs] == ["config1-fold0", "config1-fold1", "config1-test",
                                            "config2-fold0", "config2-fold1", "config2-test"]
-    assert job_tags(jobs[2]) == {"phase": "kfold", "kfold": "test", "config_rank": 1, "source_trial_id": "a"}
+    assert job_tags(jobs[2]) == {"phase": "kfold", "run_kind": "test", "kfold": "test", "config_rank": 1, "source_trial_id": "a"}
     assert jobs[3]["params"] == {"lr": 2}
 
 

@@ -1,0 +1,87 @@
+"""The best model as an MLflow model (PyTorch flavour), logged from the sweep driver.
+
+The model is saved with ``mlflow.pytorch.save_model`` into a temporary folder and uploaded as
+the run's ``model`` artifact through the store's client, so no fluent (process-global) MLflow
+state is used: an inherited ``MLFLOW_RUN_ID`` or tracking URI cannot redirect it.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+import torch
+
+from ludwig_hpo import __version__
+
+#: Artifact folder of the logged model in its run.
+MODEL_ARTIFACT = "model"
+
+
+class LoggedModel(NamedTuple):
+    """Where the model went: ``uri`` (``runs:/<run id>/model``, for ``mlflow.pytorch.load_model``)
+    and the registered ``version`` (None when not registered)."""
+
+    uri: str
+    version: str | None
+
+
+def _requirements() -> list[str]:
+    from importlib.metadata import version
+
+    return [f"torch=={torch.__version__.split('+')[0]}", f"mlflow=={version('mlflow')}",
+            f"numpy=={version('numpy')}", f"pandas=={version('pandas')}", f"ludwig_hpo=={__version__}"]
+
+
+def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.DataFrame,
+                      register_as: str | None = None) -> LoggedModel:
+    """Save ``model`` (CPU, eval mode) with MLflow's PyTorch flavour, an input example and the
+    signature inferred from ``model(example)``, log it as ``model/`` of ``run_id``, and
+    optionally register it as a new version of model ``register_as``. Driver only.
+
+    Args:
+        store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
+        model: takes one float32 tensor (batch, columns of ``example``), returns one tensor
+            (batch, outputs); its ``output_columns`` attribute, when present, names the outputs.
+        example: a few input rows (their column names become the signature's).
+
+    Raises:
+        mlflow.exceptions.MlflowException: the store refused the upload or the registration.
+    """
+    import mlflow.pytorch
+    from mlflow.models import infer_signature
+
+    model = model.cpu().eval()
+    with torch.no_grad():
+        prediction = model(torch.tensor(example.to_numpy(dtype="float32"))).numpy()
+    names = getattr(model, "output_columns", None)  # named outputs, e.g. a binary's probability
+    signature = infer_signature(example, pd.DataFrame(prediction, columns=names) if names else prediction)
+    with tempfile.TemporaryDirectory(prefix="hpo-model-") as tmp:
+        path = Path(tmp) / MODEL_ARTIFACT
+        # pickle: the whole module, any batch size (MLflow's 'pt2' export fixes the example's
+        # shapes); MLflow warns about pickle on every save, which is not news for the console
+        log = logging.getLogger("mlflow.pytorch")
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            mlflow.pytorch.save_model(model, str(path), signature=signature, input_example=example,
+                                      pip_requirements=_requirements(), serialization_format="pickle")
+        finally:
+            log.setLevel(level)
+        store.client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+    uri = f"runs:/{run_id}/{MODEL_ARTIFACT}"
+    version = None
+    if register_as:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            store.client.create_registered_model(register_as)
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        source = f"{store.client.get_run(run_id).info.artifact_uri.rstrip('/')}/{MODEL_ARTIFACT}"
+        version = str(store.client.create_model_version(register_as, source, run_id=run_id).version)
+    return LoggedModel(uri, version)

@@ -1,0 +1,85 @@
+"""End-to-end against a real ``mlflow server`` started on a free loopback port (and stopped by
+its PID): the tiny sweep lands there completely, through ``MLFLOW_TRACKING_URI``, and an
+inherited ``MLFLOW_RUN_ID`` (a sweep launched from inside another MLflow run) changes nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ..conftest import SWEEPS
+from .test_sweep_cli import SWEEP_TIMEOUT_S, check_sweep_tree, load_best_model_and_score_test_rows, run_cli
+
+SERVER_START_TIMEOUT_S = 120
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(SWEEP_TIMEOUT_S + SERVER_START_TIMEOUT_S + 60)]
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """``mlflow server`` (1 worker, no job runner: 2 processes) on 127.0.0.1; yields its URI."""
+    from ludwig_hpo.cluster import free_port
+
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen([mlflow, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                             "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
+                             "--artifacts-destination", str(root / "artifacts")],
+                            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + SERVER_START_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}")
+            time.sleep(1)
+        yield uri
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and its worker only
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def test_the_sweep_lands_completely_on_a_server_and_an_inherited_run_id_changes_nothing(mlflow_server, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    outer_exp = client.create_experiment("outer")
+    outer = client.create_run(outer_exp, run_name="notebook").info.run_id
+    proc = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "results", cwd=tmp_path,
+                   env_extra={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": outer})
+    assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert "from MLFLOW_TRACKING_URI" in proc.stdout and f"MLFLOW_RUN_ID={outer} is ignored" in proc.stdout
+    assert not (tmp_path / "results" / "breast-cancer-tiny" / "mlflow.db").exists()
+
+    exp = client.get_experiment_by_name("breast-cancer-tiny")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parent = check_sweep_tree(client, runs)
+    assert parent.info.run_id != outer
+    # the outer run got nothing: no children, params, metrics, tags of the sweep, artifacts
+    after = client.get_run(outer)
+    assert after.info.status == "RUNNING" and not after.data.params and not after.data.metrics
+    assert not {k for k in after.data.tags if not k.startswith("mlflow.")} and not client.list_artifacts(outer)
+    assert not client.search_runs([outer_exp, exp.experiment_id], f"tags.mlflow.parentRunId = '{outer}'")
+    assert load_best_model_and_score_test_rows(mlflow_server, parent) > 0.7

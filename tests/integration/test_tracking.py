@@ -1,0 +1,196 @@
+"""What the sweep's MLflow runs hold, written through the real store (an SQLite file) by
+:class:`SweepMonitor` + :class:`MlflowSink` fed with stand-in Tune trials; and the best
+model logged in MLflow's PyTorch flavour. No Ray."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
+from ludwig_hpo.sweep import asha_rungs
+from ludwig_hpo.tracking import MlflowStore
+
+
+@dataclass
+class FakeTrial:
+    trial_id: str
+    config: dict = field(default_factory=dict)
+    error: str | None = None
+    error_file: str | None = None
+
+    def get_error(self):
+        return self.error
+
+
+@pytest.fixture
+def store(tmp_path):
+    return MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "unit", artifact_location=tmp_path / "art")
+
+
+def monitor(store, parent, epochs=3, rungs=(1, 3), resume=False):
+    sink = MlflowSink(store, parent, config_text=lambda p: f"lr: {p['trainer.learning_rate']}\n", rungs=rungs,
+                      resume=resume)
+    mon = SweepMonitor(epochs=epochs, goal_sign=1.0, sinks=[sink],
+                       describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"))
+    return mon, sink
+
+
+def result(epoch, objective, **extra):
+    return {"epoch": epoch, "objective": objective, "validation/y/loss": objective, "batch_size": 16,
+            "global_batch_size": 32, "eval_batch_size": 64, "world_size": 2, "train_time_s": 3.0 * epoch,
+            "eval_time_s": 1.0 * epoch, "setup_time_s": 0.5, "batch_size_tuning_s": 2.0,
+            "effective_learning_rate": 0.01, "trial_id": "ignored-string", "pid": 123, "done": False, **extra}
+
+
+def run_of(store, sink, tid):
+    return store.client.get_run(sink.run_ids[tid])
+
+
+def test_finished_trial_run_holds_declared_params_tags_config_metrics_and_time_split(store):
+    parent = store.start_run("sweep", tags={"run_kind": "sweep"})
+    mon, sink = monitor(store, parent)
+    t = FakeTrial("a", {"trainer.learning_rate": 0.01, "combiner.output_size": 8})
+    mon.on_trial_start(0, [], t)
+    for e in (1, 2, 3):
+        mon.on_trial_result(0, [], t, result(e, 1.0 / e))
+    mon.on_trial_complete(0, [], t)
+    run = run_of(store, sink, "a")
+    assert run.info.status == "FINISHED" and run.info.run_name == "trial_a"
+    assert run.data.params == {"trainer.learning_rate": "0.01", "combiner.output_size": "8"}  # nothing else
+    tags = run.data.tags
+    assert tags["mlflow.parentRunId"] == parent and tags["trial_id"] == "a" and tags["run_kind"] == "trial"
+    assert (tags["status"], tags["batch_size"], tags["global_batch_size"], tags["world_size"]) == ("FINISHED", "16",
+                                                                                                     "32", "2")
+    history = store.client.get_metric_history(run.info.run_id, "validation/y/loss")
+    assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5), (3, pytest.approx(1 / 3))]
+    assert [m.step for m in store.client.get_metric_history(run.info.run_id, "effective_learning_rate")] == [1, 2, 3]
+    m = run.data.metrics
+    assert "pid" not in m and "batch_size" not in m and "epoch" not in m
+    assert (m["time/training_s"], m["time/evaluation_s"], m["time/batch_size_tuning_s"]) == (6.0, 3.0, 2.0)
+    parts = m["time/setup_s"] + m["time/training_s"] + m["time/evaluation_s"] + m["time/batch_size_tuning_s"]
+    assert parts == pytest.approx(max(m["time/total_s"], 11.0))
+    assert store.client.download_artifacts(run.info.run_id, "config.yaml")
+    assert {a.path for a in store.client.list_artifacts(run.info.run_id)} == {"config.yaml"}
+
+
+def test_killed_trial_has_its_rung_and_failed_trial_its_message_and_traceback(store, tmp_path):
+    parent = store.start_run("sweep")
+    mon, sink = monitor(store, parent, epochs=9, rungs=asha_rungs(1, 3, 9))
+    k, f = FakeTrial("k", {"trainer.learning_rate": 0.1}), FakeTrial("f", {"trainer.learning_rate": 1e6})
+    (tmp_path / "error.txt").write_text("Traceback (most recent call last):\n  ...\nFloatingPointError: training loss is nan")
+    f.error_file = str(tmp_path / "error.txt")
+    for t in (k, f):
+        mon.on_trial_start(0, [], t)
+    for e in (1, 2, 3):
+        mon.on_trial_result(0, [], k, result(e, 5.0))
+    mon.on_trial_complete(0, [], k)
+    mon.on_trial_error(0, [], f)
+    killed, failed = run_of(store, sink, "k"), run_of(store, sink, "f")
+    assert killed.info.status == "KILLED"
+    assert (killed.data.tags["stopped_by"], killed.data.tags["stopped_at_epoch"],
+            killed.data.tags["stopped_at_rung"]) == ("scheduler", "3", "1")
+    assert failed.info.status == "FAILED"
+    assert failed.data.tags["error"] == "FloatingPointError: training loss is nan"
+    text = open(store.client.download_artifacts(failed.info.run_id, "error.txt")).read()
+    assert text.startswith("Traceback")
+
+
+def test_asha_rungs_match_tunes_brackets():
+    from ray.tune.schedulers import AsyncHyperBandScheduler
+
+    for grace, rf, max_t in [(1, 3, 2), (1, 3, 9), (2, 3, 10), (1, 2, 16), (2, 4, 40)]:
+        sch = AsyncHyperBandScheduler(time_attr="epoch", metric="o", mode="min", max_t=max_t,
+                                      grace_period=grace, reduction_factor=rf)
+        tune_rungs = sorted(m for m, _ in sch._brackets[0]._rungs)
+        assert asha_rungs(grace, rf, max_t) == tuple(tune_rungs), (grace, rf, max_t)
+
+
+def test_pbt_mutations_are_metrics_and_tags_never_a_changed_param(store):
+    parent = store.start_run("sweep")
+    mon, sink = monitor(store, parent, epochs=4)
+    t = FakeTrial("p", {"trainer.learning_rate": 0.01, "trainer.optimizer.type": "adam"})
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 1.0))
+    mon.on_trial_result(0, [], t, result(2, 0.9))
+    # PBT exploit: the trial is paused, gets a mutated config, and starts again
+    t.config = {"trainer.learning_rate": 0.02, "trainer.optimizer.type": "sgd"}
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(3, 0.8))
+    t.config = {"trainer.learning_rate": 0.005, "trainer.optimizer.type": "sgd"}
+    mon.on_trial_result(0, [], t, result(4, 0.7))
+    mon.on_trial_complete(0, [], t)
+    runs = store.client.search_runs([store.experiment_id], "tags.trial_id = 'p'")
+    assert len(runs) == 1  # the restart did not open a second run
+    run = runs[0]
+    assert run.data.params == {"trainer.learning_rate": "0.01", "trainer.optimizer.type": "adam"}
+    lr = store.client.get_metric_history(run.info.run_id, "hparam/trainer.learning_rate")
+    assert [(m.step, m.value) for m in lr] == [(2, 0.01), (3, 0.02), (4, 0.005)]
+    assert run.data.tags["hparam.trainer.optimizer.type"] == "sgd"
+    assert run.data.tags["hparam.trainer.learning_rate"] == "0.005"
+    assert run.info.status == "FINISHED"
+
+
+def test_a_resumed_sweep_keeps_one_run_per_trial_and_logs_each_epoch_once(store):
+    parent = store.start_run("sweep")
+    mon, _ = monitor(store, parent)
+    t = FakeTrial("r", {"trainer.learning_rate": 0.01})
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 1.0))
+    mon.on_trial_result(0, [], t, result(2, 0.9))
+    # the driver dies; a restored sweep replays the trial from its epoch-1 checkpoint
+    mon2, sink2 = monitor(store, parent, resume=True)
+    mon2.on_trial_start(0, [], t)
+    for e in (2, 3):
+        mon2.on_trial_result(0, [], t, result(e, 1.0 - e / 10))
+    mon2.on_trial_complete(0, [], t)
+    runs = store.client.search_runs([store.experiment_id], "tags.trial_id = 'r'")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    assert [m.step for m in store.client.get_metric_history(runs[0].info.run_id, "objective")] == [1, 2, 3]
+
+
+def test_best_model_loads_with_mlflow_pytorch_and_predicts_despite_inherited_run_id(store, tmp_path, monkeypatch):
+    import mlflow.pytorch
+    import torch
+
+    from ludwig_hpo.config.schema import SweepConfig
+    from ludwig_hpo.data import load_dataframe, prepare
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
+    from ludwig_hpo.tracking.models import log_pytorch_model
+
+    cfg = SweepConfig.model_validate({
+        "name": "unit", "dataset": {"source": "sklearn:breast_cancer"},
+        "input_features": [{"name": "mean_radius", "type": "number"}, {"name": "mean_texture", "type": "number"}],
+        "output_features": [{"name": "malignant", "type": "binary"}],
+        "hyperopt": {"parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}}}})
+    data = prepare(load_dataframe("sklearn:breast_cancer", tmp_path), cfg)
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta)
+    flat = FlatInputModel(model, data.meta, ["malignant"])
+    test_rows = data.splits["test"]
+    parent = store.start_run("sweep")
+    outer = store.start_run("someone else's run")
+    monkeypatch.setenv("MLFLOW_RUN_ID", outer)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
+    logged = log_pytorch_model(store, parent, flat, flat_inputs(data.inputs, test_rows[:5], model.input_names,
+                                                                data.meta), register_as="unit-best")
+    assert logged.uri == f"runs:/{parent}/model" and logged.version == "1"
+    assert not store.client.list_artifacts(outer)
+    assert {a.path for a in store.client.list_artifacts(parent, "model")} >= {"model/MLmodel", "model/input_example.json"}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.uri)
+    loaded = mlflow.pytorch.load_model(logged.uri)
+    x = flat_inputs(data.inputs, test_rows, model.input_names, data.meta)
+    probs = loaded(torch.tensor(x.to_numpy(np.float32))).detach().numpy()
+    with torch.no_grad():
+        expected = torch.sigmoid(model({k: torch.from_numpy(v[test_rows]) for k, v in data.inputs.items()})["malignant"])
+    assert probs.shape == (len(test_rows), 1)
+    np.testing.assert_allclose(probs[:, 0], expected.numpy(), rtol=1e-6)
+    served = mlflow.pyfunc.load_model(logged.uri).predict(x)  # what `mlflow models serve` runs
+    np.testing.assert_allclose(served.to_numpy()[:, 0], expected.numpy(), rtol=1e-6)
+    info = mlflow.models.get_model_info(logged.uri)
+    assert [c.name for c in info.signature.inputs.inputs] == ["mean_radius", "mean_texture"]
+    assert [c.name for c in info.signature.outputs.inputs] == ["malignant"]
+    assert store.client.get_model_version("unit-best", "1").run_id == parent
