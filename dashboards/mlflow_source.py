@@ -14,7 +14,7 @@ What the sweep logs and this module reads: parent run params ``metric``, ``goal`
 ``kfold.k``; tags ``best_trial_id``, ``output_dir``; artifact ``search_space.json``. Child
 runs (tag ``mlflow.parentRunId``): tags ``trial_id``, ``status``, ``error``,
 ``stopped_by``; k-fold runs also ``kfold`` (fold index or ``test``), ``config_rank``,
-``source_trial_id``; params are dotted parameter paths plus ``batch_size``; metrics
+``source_trial_id``, ``batch_size`` (a tag; a param in older stores); params are dotted parameter paths; metrics
 ``objective`` and ``<split>/<feature>/<metric>`` with ``step`` = epoch.
 Runs in the process that builds the report (the sweep driver or ``hpo report``).
 """
@@ -224,7 +224,7 @@ def _trial(
         objective_last=history[-1].objective if history else None,
         objective_best=min(finite, key=lambda v: sign * v) if finite else None,
         history=history,
-        batch_size=_maybe_int(run.params.get("batch_size")),
+        batch_size=_maybe_int(run.tags.get("batch_size", run.params.get("batch_size"))),
         wall_time_s=end - run.start_s if run.start_s is not None else None,
         train_time_s=train_time[-1][1] if train_time else None,
         error=run.tags.get("error"),
