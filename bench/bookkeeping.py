@@ -118,6 +118,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="max_concurrent_trials (default 4)")
     ap.add_argument("--epochs", type=int, default=3, help="reports per trial (default 3)")
     ap.add_argument("--profile", action="store_true", help="print the driver's top functions by cumulative time")
+    ap.add_argument("--without-mlflow", action="store_true",
+                    help="leave the MLflow sink out (to measure its share of the driver's time)")
     args = ap.parse_args()
 
     import optuna
@@ -135,7 +137,7 @@ def main() -> None:
     store = MlflowStore(f"sqlite:///{out / 'mlflow.db'}", "bookkeeping")
     parent = store.start_run("bookkeeping", params={"trials": args.trials})
     sink = Timed(MlflowSink(store, parent), ("trial_started", "trial_result", "trial_ended"))
-    monitor = SweepMonitor(epochs=args.epochs, goal_sign=1.0, sinks=[sink],
+    monitor = SweepMonitor(epochs=args.epochs, goal_sign=1.0, sinks=[] if args.without_mlflow else [sink],
                            describe=lambda tid, config: TrialDescription(
                                decode(hp.parameters, {k: v for k, v in config.items() if k != "epochs"}),
                                {"phase": "search"}, f"trial_{tid}"))
