@@ -358,6 +358,8 @@ class MlflowSink:
         step = int(result[TIME_ATTR])
         if step <= self._skip_to.get(t.trial_id, 0):
             return
+        metrics = {k: v for k, v in result.items() if k not in _NOT_METRICS and _is_number(v)}
+        metrics.update(self._mutations(t, run_id, step))
         if len(t.history) == 1 or t.trial_id in self._skip_to:  # decided inside the trial, logged once
             self._skip_to.pop(t.trial_id, None)
             tags = {k: result[k] for k in _ONCE_TAGS if k in result}
@@ -365,10 +367,9 @@ class MlflowSink:
                 tags["batch_size_tried"] = result["batch_size_tried"]
             if "batch_size_cache_hit" in result:
                 tags["batch_size_cache"] = "hit" if result["batch_size_cache_hit"] else "miss"
-            if tags:
-                self.store.set_tags(run_id, tags)
-        metrics = {k: v for k, v in result.items() if k not in _NOT_METRICS and _is_number(v)}
-        metrics.update(self._mutations(t, run_id, step))
+            # with the first metrics: one SQLite transaction on Tune's event loop instead of two
+            self.store.log_batch(run_id, params={}, tags=tags, metrics=metrics, step=step)
+            return
         self.store.log_metrics(run_id, metrics, step=step)
 
     def _mutations(self, t: LiveTrial, run_id: str, step: int) -> dict[str, float]:

@@ -6,6 +6,7 @@ divide once: the reduced value is exactly the metric over the whole split.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -58,3 +59,23 @@ def metric_sums(kind: str, logits: torch.Tensor, target: torch.Tensor) -> dict[s
                 "accuracy": ((logits > 0).float() == target).sum().double()}
     return {"loss": F.mse_loss(logits, target, reduction="sum").double(),
             "mae": (logits - target).abs().sum().double()}
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve of binary ``labels`` (0/1, shape (n,)) ranked by ``scores``
+    (shape (n,)): the Mann-Whitney U statistic with average ranks for ties, which equals
+    scikit-learn's ``roc_auc_score`` at a fraction of its per-call cost (it runs once per
+    epoch). NaN when only one class is present or a score is not finite."""
+    positive = np.asarray(labels) > 0.5
+    n_pos = int(positive.sum())
+    n_neg = len(positive) - n_pos
+    scores = np.asarray(scores, dtype=np.float64)
+    if n_pos == 0 or n_neg == 0 or not np.isfinite(scores).all():
+        return float("nan")
+    order = np.argsort(scores, kind="stable")
+    ordered = scores[order]
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # start of each run of ties
+    ends = np.r_[first[1:], len(ordered)]
+    ranks = np.empty(len(ordered))
+    ranks[order] = np.repeat((first + ends + 1) / 2.0, ends - first)  # 1-based average rank
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))

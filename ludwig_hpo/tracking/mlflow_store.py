@@ -181,6 +181,33 @@ class MlflowStore:
         for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=chunk)
 
+    def log_batch(self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any], metrics: dict[str, Any],
+                  step: int) -> None:
+        """:meth:`log_params`, :meth:`set_tags` and :meth:`log_metrics` in one write when within
+        MLflow's per-request limits (each write to a SQLite store is a transaction of ~10 ms), else
+        in as many as needed."""
+        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.utils.validation import (
+            MAX_ENTITIES_PER_BATCH,
+            MAX_METRICS_PER_BATCH,
+            MAX_PARAMS_TAGS_PER_BATCH,
+            MAX_TAG_VAL_LENGTH,
+        )
+
+        now = int(time.time() * 1000)
+        p = [Param(k, param_value(v)) for k, v in params.items()]
+        t = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        m = [Metric(metric_name(k), float(v), now, step) for k, v in metrics.items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        if (len(p) <= MAX_PARAMS_TAGS_PER_BATCH and len(t) <= MAX_PARAMS_TAGS_PER_BATCH
+                and len(m) <= MAX_METRICS_PER_BATCH and len(p) + len(t) + len(m) <= MAX_ENTITIES_PER_BATCH):
+            if p or t or m:
+                self.client.log_batch(run_id, metrics=m, params=p, tags=t)
+            return
+        self.log_params(run_id, params)
+        self.set_tags(run_id, tags)
+        self.log_metrics(run_id, metrics, step)
+
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         """Set tags (values as strings, cut to MLflow's tag length)."""
         from mlflow.entities import RunTag

@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.model import build_model
-from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums
+from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums, roc_auc
 from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
@@ -117,8 +117,6 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
     n = vec[-1].item()
     out_metrics = {f"{split}/{k}": vec[i].item() / max(n, 1.0) for i, k in enumerate(names)}
     if scores:
-        from sklearn.metrics import roc_auc_score
-
         for name in scores:
             local = (torch.cat(scores[name]) if scores[name] else torch.zeros(0),
                      torch.cat(labels[name]) if labels[name] else torch.zeros(0))
@@ -128,8 +126,7 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
                 dist.all_gather_object(gathered, local)
             s = torch.cat([g[0] for g in gathered]).numpy()
             y = torch.cat([g[1] for g in gathered]).numpy()
-            out_metrics[f"{split}/{name}/roc_auc"] = (float(roc_auc_score(y, s)) if len(np.unique(y)) == 2
-                                                      else float("nan"))
+            out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
     out_metrics[f"{split}/combined/loss"] = sum(
         f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in cfg.output_features)
     model.train()

@@ -11,7 +11,7 @@ import torch
 from ludwig_hpo.data import prepare
 from ludwig_hpo.model import build_model
 from ludwig_hpo.model.outputs import loss as loss_fn
-from ludwig_hpo.model.outputs import metric_sums
+from ludwig_hpo.model.outputs import metric_sums, roc_auc
 
 N = 48
 BATCH = 16
@@ -124,3 +124,22 @@ def test_metric_sums(kind, logits, target, expect):
         assert sums[k].item() == pytest.approx(v)
     assert sums["loss"].dtype == torch.float64
     assert sums["loss"].item() == pytest.approx(3 * loss_fn(kind, logits_t, target_t).item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("n", [2, 7, 40, 300])
+def test_roc_auc_matches_scikit_learn_with_ties(n):
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(n)
+    for _ in range(50):
+        labels = rng.integers(0, 2, n).astype(np.float32)
+        if len(np.unique(labels)) < 2:
+            continue
+        scores = np.round(rng.normal(size=n), 1).astype(np.float32)  # rounding makes ties
+        assert roc_auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+
+
+def test_roc_auc_is_nan_for_one_class_or_non_finite_scores():
+    assert np.isnan(roc_auc(np.array([0.1, 0.2]), np.array([1.0, 1.0])))
+    assert np.isnan(roc_auc(np.array([0.1, np.nan]), np.array([0.0, 1.0])))
+    assert roc_auc(np.array([0.1, 0.9]), np.array([0.0, 1.0])) == 1.0

@@ -1,0 +1,187 @@
+"""What does the sweep driver cost per trial, without any training? A 1,000-trial sweep of a
+trivial trainable through the driver's own pieces: ``OptunaSearch`` over the search space of
+``sweeps/breast_cancer.yaml`` (TPE, :func:`ludwig_hpo.search.algorithms.make_searcher`), its ASHA
+scheduler, Ray Tune with ``max_concurrent_trials`` > 1 on a local cluster
+(:func:`ludwig_hpo.cluster.local_cluster`), :class:`ludwig_hpo.monitor.SweepMonitor` logging every
+trial as an MLflow child run into an embedded SQLite store, and at the end the results file and
+the report's trials table.
+
+Each trial reports ``--epochs`` epochs of a closed-form objective of its parameters (plus the
+per-epoch metric keys a real trial reports) and returns; its actor is reused (the trainable
+holds no Train job), so what is measured is bookkeeping, not process start-up (see
+``bench/trial_overhead.py`` for that).
+
+Prints the wall seconds per trial of the whole driver (``tuner.fit`` plus results file and
+table), the driver process's CPU seconds per trial, the seconds inside the Optuna searcher
+(suggest + tell) and inside the MLflow sink per trial, and the driver's peak resident memory.
+
+Last line: ``driver_s_per_trial=<x> peak_rss_mb=<y>``. Run: ``python bench/bookkeeping.py``
+(``--trials``, ``--concurrency``, ``--profile`` for the driver's cProfile top functions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import math
+import pstats
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from ray.tune.search.optuna import OptunaSearch
+from rich.console import Console
+
+from ludwig_hpo.config import load_sweep
+from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
+from ludwig_hpo.results import SweepResult
+from ludwig_hpo.search.algorithms import OBJECTIVE, make_scheduler, make_searcher
+from ludwig_hpo.search.space import decode, param_infos
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def trivial_trial(config: dict) -> None:
+    """A trial that trains nothing: ``epochs`` reports of a closed-form objective (minimum at
+    learning rate 1e-3, 2 layers, width 64, no dropout), with the keys a real trial reports."""
+    from ray import tune
+
+    lr = config["trainer.learning_rate"]
+    base = ((math.log10(lr) + 3) ** 2 + 0.1 * abs(config["combiner.num_fc_layers"] - 2)
+            + 0.01 * abs(math.log2(config["combiner.output_size"]) - 6) + config["combiner.dropout"])
+    for epoch in range(1, config["epochs"] + 1):
+        value = base + 1.0 / epoch
+        tune.report({"epoch": epoch, OBJECTIVE: value, "validation/malignant/loss": value,
+                     "validation/malignant/accuracy": 1 - value / 10, "validation/malignant/roc_auc": 0.9,
+                     "validation/combined/loss": value, "train/combined/running_loss": value,
+                     "batch_size": 32, "global_batch_size": 32, "eval_batch_size": 512, "world_size": 1,
+                     "train_time_s": 0.01 * epoch, "batch_size_tuning_s": 0.0, "samples_per_s": 1e5})
+
+
+class Timed:
+    """Wraps an object; seconds spent in its listed methods accumulate in ``seconds``."""
+
+    def __init__(self, inner, methods: tuple[str, ...]) -> None:
+        self._inner, self.seconds = inner, 0.0
+        for m in methods:
+            setattr(self, m, self._timed(getattr(inner, m)))
+
+    def _timed(self, fn):
+        def call(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.seconds += time.perf_counter() - t
+        return call
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class TimedOptunaSearch(OptunaSearch):
+    """``OptunaSearch`` whose suggest / result / complete calls add up in ``seconds`` (driver)."""
+
+    seconds = 0.0
+
+    def suggest(self, trial_id):
+        t = time.perf_counter()
+        try:
+            return super().suggest(trial_id)
+        finally:
+            TimedOptunaSearch.seconds += time.perf_counter() - t
+
+    def on_trial_result(self, trial_id, result):
+        t = time.perf_counter()
+        try:
+            return super().on_trial_result(trial_id, result)
+        finally:
+            TimedOptunaSearch.seconds += time.perf_counter() - t
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        t = time.perf_counter()
+        try:
+            return super().on_trial_complete(trial_id, result, error)
+        finally:
+            TimedOptunaSearch.seconds += time.perf_counter() - t
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=1000)
+    ap.add_argument("--concurrency", type=int, default=4, help="max_concurrent_trials (default 4)")
+    ap.add_argument("--epochs", type=int, default=3, help="reports per trial (default 3)")
+    ap.add_argument("--profile", action="store_true", help="print the driver's top functions by cumulative time")
+    ap.add_argument("--without-mlflow", action="store_true",
+                    help="leave the MLflow sink out (to measure its share of the driver's time)")
+    args = ap.parse_args()
+
+    import optuna
+    from ray import tune
+
+    from dashboards.table import trials_table
+    from ludwig_hpo.cluster import local_cluster
+    from ludwig_hpo.results_io import write_result
+    from ludwig_hpo.tracking import MlflowStore
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    loaded = load_sweep(ROOT / "sweeps" / "breast_cancer.yaml")
+    hp = loaded.config.hyperopt
+    out = Path(tempfile.mkdtemp(prefix="hpo-bench-bookkeeping-"))
+    store = MlflowStore(f"sqlite:///{out / 'mlflow.db'}", "bookkeeping")
+    parent = store.start_run("bookkeeping", params={"trials": args.trials})
+    sink = Timed(MlflowSink(store, parent), ("trial_started", "trial_result", "trial_ended"))
+    monitor = SweepMonitor(epochs=args.epochs, goal_sign=1.0, sinks=[] if args.without_mlflow else [sink],
+                           describe=lambda tid, config: TrialDescription(
+                               decode(hp.parameters, {k: v for k, v in config.items() if k != "epochs"}),
+                               {"phase": "search"}, f"trial_{tid}"))
+    searcher = make_searcher(hp)
+    searcher.__class__ = TimedOptunaSearch  # same object, its calls timed
+    console = Console()
+    profiler = cProfile.Profile() if args.profile else None
+    with local_cluster(num_cpus=2, num_gpus=0, trial_slots=args.concurrency):
+        tuner = tune.Tuner(
+            tune.with_resources(trivial_trial, {"cpu": 0, "trial_slot": 1}),
+            param_space={"epochs": args.epochs},
+            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=make_scheduler(hp, args.epochs),
+                                        num_samples=args.trials, max_concurrent_trials=args.concurrency,
+                                        reuse_actors=True),
+            run_config=tune.RunConfig(name="bookkeeping", storage_path=str(out / "ray"), verbose=0,
+                                      callbacks=[monitor], failure_config=tune.FailureConfig(max_failures=0)))
+        console.print(f"{args.trials} trials, {args.concurrency} at a time, {args.epochs} reports each; "
+                      f"output {out}", highlight=False)
+        t0, c0 = time.perf_counter(), cpu_s()
+        if profiler:
+            profiler.enable()
+        tuner.fit()
+        result = SweepResult(name="bookkeeping", metric=OBJECTIVE, goal="minimize",
+                             parameters=param_infos(hp.parameters), trials=monitor.records(), kfold=(),
+                             best_trial_id=None, wall_time_s=time.perf_counter() - t0, output_dir=str(out),
+                             tracking_uri=store.uri)
+        write_result(result, out / "results.json")
+        table = trials_table(result)
+        if profiler:
+            profiler.disable()
+        wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+    store.end_run(parent, "FINISHED")
+    n = len(result.trials)
+    done = sum(r.status in ("FINISHED", "KILLED") for r in result.trials)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{n} trials recorded ({done} finished or stopped by ASHA), table {table.shape[0]} rows x "
+          f"{table.shape[1]} columns")
+    print(f"driver wall {wall:.1f}s = {wall / n:.4f}s per trial; driver CPU {cpu / n:.4f}s per trial; "
+          f"inside OptunaSearch {TimedOptunaSearch.seconds / n:.4f}s per trial; inside the MLflow sink "
+          f"{sink.seconds / n:.4f}s per trial; peak RSS of the driver {peak_mb:.0f} MB")
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+    print(f"driver_s_per_trial={wall / n:.4f} peak_rss_mb={peak_mb:.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""What does the worker training loop cost on top of plain PyTorch? Prints, per model of
+``sweeps/digits.yaml`` and ``sweeps/breast_cancer.yaml`` (one worker process, one intra-op
+thread, a fixed per-worker batch size, the sweep's base configuration and epochs):
+
+- samples/s of :func:`ludwig_hpo.train.loop.train_loop` (a search trial: per-epoch
+  validation metrics and the epoch's checkpoint, as in a sweep);
+- samples/s of a plain hand-written PyTorch loop on the same model, optimizer, data, batch
+  size and epochs (shuffled in-memory tensors, forward/backward/step, validation loss and
+  accuracy after every epoch);
+- their ratio, measured alternately (ABAB...) so that load changes on the machine hit both.
+
+samples/s = training samples stepped over (epochs x full batches x batch size) / wall
+seconds of the whole run (model build to last epoch). Each figure is the median of
+``--repeats`` runs, after one warm-up run of each.
+
+Last line: ``ratio_vs_plain=<x>`` (the worse model's). Run: ``python bench/train_loop.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ludwig_hpo.config import load_sweep
+from ludwig_hpo.config.loader import resolve_trial_config
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data import PreparedData, load_dataframe, prepare
+from ludwig_hpo.model import build_model
+from ludwig_hpo.train.loop import Job, train_loop
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS = ("digits.yaml", "breast_cancer.yaml")
+
+
+def trained_samples(cfg: SweepConfig, data: PreparedData) -> int:
+    """Samples stepped over by one run: full batches only (both loops drop the last short one)."""
+    bs = cfg.trainer.batch_size
+    return cfg.trainer.epochs * (len(data.splits["train"]) // bs) * bs
+
+
+def ours(cfg: SweepConfig, data: PreparedData) -> float:
+    """Wall seconds of one search-trial run of the platform's worker loop."""
+    t = time.perf_counter()
+    train_loop(cfg, data, Job(), lambda metrics, checkpoint_dir: None)
+    return time.perf_counter() - t
+
+
+def plain(cfg: SweepConfig, data: PreparedData) -> float:
+    """Wall seconds of the hand-written loop: what a user would write without the platform."""
+    t = time.perf_counter()
+    torch.manual_seed(cfg.trainer.seed)
+    model = build_model(cfg, data.meta)
+    o = cfg.trainer.optimizer
+    if o.type == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=cfg.trainer.learning_rate, momentum=o.momentum,
+                              weight_decay=o.weight_decay)
+    else:
+        cls = torch.optim.AdamW if o.type == "adamw" else torch.optim.Adam
+        opt = cls(model.parameters(), lr=cfg.trainer.learning_rate, weight_decay=o.weight_decay)
+    (out,) = cfg.output_features
+    lossf = F.cross_entropy if out.type == "category" else F.binary_cross_entropy_with_logits
+    x = {k: torch.tensor(v) for k, v in data.inputs.items()}
+    y = torch.tensor(data.targets[out.name])
+    train = torch.from_numpy(data.splits["train"])
+    val = torch.from_numpy(data.splits["validation"])
+    bs, ebs = cfg.trainer.batch_size, cfg.trainer.eval_batch_size
+    xv = {k: v[val] for k, v in x.items()}
+    yv = y[val]
+    for _ in range(cfg.trainer.epochs):
+        model.train()
+        perm = train[torch.randperm(len(train))]
+        for i in range(0, len(perm) - len(perm) % bs, bs):
+            idx = perm[i: i + bs]
+            loss = lossf(model({k: v[idx] for k, v in x.items()})[out.name], y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            total, correct = 0.0, 0.0
+            for i in range(0, len(val), ebs):
+                logits = model({k: v[i: i + ebs] for k, v in xv.items()})[out.name]
+                total += lossf(logits, yv[i: i + ebs], reduction="sum").item()
+                pred = logits.argmax(-1) if out.type == "category" else (logits > 0).float()
+                correct += (pred == yv[i: i + ebs]).sum().item()
+        _ = (total / len(val), correct / len(val))
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch-size", type=int, default=32, help="per-worker batch size (default 32)")
+    ap.add_argument("--repeats", type=int, default=9, help="measured runs of each loop per model (default 9)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    ratios = []
+    for name in SWEEPS:
+        loaded = load_sweep(ROOT / "sweeps" / name)
+        raw = {**loaded.raw, "backend": {**loaded.raw["backend"], "num_workers": 1}}
+        cfg = resolve_trial_config(raw, {"trainer.batch_size": args.batch_size})
+        data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
+        n = trained_samples(cfg, data)
+        ours(cfg, data), plain(cfg, data)  # warm-up: lazy imports, allocator
+        times: dict[str, list[float]] = {"ours": [], "plain": []}
+        for _ in range(args.repeats):
+            times["ours"].append(ours(cfg, data))
+            times["plain"].append(plain(cfg, data))
+        ours_sps = n / statistics.median(times["ours"])
+        plain_sps = n / statistics.median(times["plain"])
+        ratios.append(ours_sps / plain_sps)
+        print(f"{name}: batch size {args.batch_size}, {cfg.trainer.epochs} epochs x "
+              f"{len(data.splits['train']) // args.batch_size} steps; worker loop {ours_sps:.0f} samples/s, "
+              f"plain loop {plain_sps:.0f} samples/s (median of {args.repeats}, alternating); "
+              f"ratio {ours_sps / plain_sps:.3f}", flush=True)
+    print(f"ratio_vs_plain={min(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
