@@ -111,6 +111,20 @@ def _quiet_tune_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast when nothing listens at a ``host:port`` address (``ray.init`` would retry
+    for a minute); other forms (``auto``, ``ray://``) are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ResourceError(f"cannot connect to the Ray cluster at {address!r} ({e.strerror or e})", key="--address",
+                            fix="pass the address printed by 'ray start --head' (host:port), or unset "
+                                "RAY_ADDRESS to start a local cluster") from None
+
+
 @contextlib.contextmanager
 def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
     """Connect to a running Ray cluster at ``address`` (``host:port`` of its GCS, or
@@ -124,6 +138,7 @@ def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
     """
     import ray
 
+    _check_reachable(address)
     env = {k: v for k, v in RAY_ENV.items() if k not in os.environ}
     _quiet_tune_logs()
     with _env(env):

@@ -22,7 +22,7 @@ from ludwig_hpo.results import SweepResult
 def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
     """``loaded`` reduced to one trial of its base configuration: a one-point search space
     (the configured ``trainer.learning_rate``, so the run logs it as its parameter), FIFO,
-    no k-fold, no report; named ``<name>-train``. Pure."""
+    no k-fold, no report; named ``<name>-train``, tracked in the file's MLflow experiment. Pure."""
     raw = copy.deepcopy(loaded.raw)
     hp = dict(raw.get("hyperopt") or {})
     hp["parameters"] = {"trainer.learning_rate": {"space": "choice",
@@ -33,6 +33,9 @@ def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
     raw["kfold"] = None
     raw["report"] = {"enabled": False}
     raw["name"] = f"{loaded.config.name}-train"
+    # tracked beside the file's sweeps
+    raw["tracking"] = {**(raw.get("tracking") or {}),
+                       "experiment": loaded.config.tracking.experiment or loaded.config.name}
     return dataclasses.replace(loaded, raw=raw, config=SweepConfig.model_validate(raw))
 
 
