@@ -66,7 +66,8 @@ def _own_leftovers(marker: str) -> list[int]:
 @pytest.fixture(scope="module")
 def two_nodes():
     """(GCS address, dashboard URL, {node id: "head" | "second"}) of a running 2-node cluster."""
-    temp_dir = tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp")  # short: socket paths are length-limited
+    # one private temp folder per node (their sockets would collide); short: socket paths are length-limited
+    temp_dirs = [tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp") for _ in range(2)]
     env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}, **RAY_ENV}
     gcs, dash = _port(), _port()
     address = f"127.0.0.1:{gcs}"
@@ -75,7 +76,7 @@ def two_nodes():
         common = ["--num-cpus", "2", "--num-gpus", "0", "--node-ip-address", "127.0.0.1", "--block",
                   "--disable-usage-stats"]
         procs.append(subprocess.Popen(
-            [_ray_exe(), "start", "--head", "--port", str(gcs), "--temp-dir", temp_dir, "--include-dashboard", "true",
+            [_ray_exe(), "start", "--head", "--port", str(gcs), "--temp-dir", temp_dirs[0], "--include-dashboard", "true",
              "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--ray-client-server-port", str(_port()),
              "--resources", '{"head_node": 1}', *common, *_node_ports()],
             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -88,7 +89,8 @@ def two_nodes():
             assert procs[0].poll() is None, "ray start --head exited"
             time.sleep(0.5)
         procs.append(subprocess.Popen(
-            [_ray_exe(), "start", "--address", address, "--resources", '{"second_node": 1}', *common,
+            [_ray_exe(), "start", "--address", address, "--temp-dir", temp_dirs[1], "--resources", '{"second_node": 1}',
+             *common,
              *_node_ports()],
             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         nodes = json.loads(_python(
@@ -114,12 +116,13 @@ def two_nodes():
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=10)
         time.sleep(1)
-        for pid in _own_leftovers(temp_dir):  # daemons that left the group, named by our temp folder
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        for temp_dir in temp_dirs:
+            for pid in _own_leftovers(temp_dir):  # daemons that left the group, named by our temp folder
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_sweep_on_an_existing_two_node_cluster_uses_both_nodes(two_nodes, tmp_path):
