@@ -28,10 +28,18 @@ def _train(**trainer) -> list[dict]:
     return reports
 
 
+@pytest.fixture(scope="module")
+def runs() -> dict[str, list[dict]]:
+    """Reports of each training run (trained once per module: torch sets process-wide
+    environment on its first optimizer step, which the per-test hygiene check would flag)."""
+    return {"bf16": _train(precision="bf16"), "fp16": _train(precision="fp16"), "plain": _train(),
+            "accumulate": _train(gradient_accumulation_steps=4)}
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_autocast_training_lowers_the_loss(precision):
-    reports = _train(precision=precision)
+def test_autocast_training_lowers_the_loss(runs, precision):
+    reports = runs[precision]
     losses = [m["train/combined/running_loss"] for m in reports]
     assert all(math.isfinite(v) for v in losses)
     assert losses[-1] < losses[0]
@@ -39,8 +47,8 @@ def test_autocast_training_lowers_the_loss(precision):
 
 
 @pytest.mark.timeout(120)
-def test_accumulation_counts_optimizer_steps():
-    plain, accumulated = _train(), _train(gradient_accumulation_steps=4)
+def test_accumulation_counts_optimizer_steps(runs):
+    plain, accumulated = runs["plain"], runs["accumulate"]
     steps = plain[0]["optimizer_steps"]
     assert accumulated[0]["optimizer_steps"] == math.ceil(steps / 4)
     assert accumulated[0]["global_batch_size"] == 64
