@@ -70,6 +70,19 @@ def _guard(fn: Callable) -> Callable:
     return wrapper
 
 
+_ADDRESS_HELP = ("A running Ray cluster (host:port of its head, as printed by 'ray start --head'); "
+                 "default: RAY_ADDRESS, else a private local cluster.")
+_WORKERS_HELP = "Workers per trial (DDP world size); overrides backend.num_workers."
+
+
+def _with_cli_overrides(loaded, num_workers: int | None, sets: list[str] | None = None):
+    from ludwig_hpo.overrides import parse_set, with_overrides
+
+    if num_workers is not None:
+        loaded = with_overrides(loaded, [("backend.num_workers", num_workers)], source="--num-workers")
+    return with_overrides(loaded, [parse_set(s) for s in sets or []])
+
+
 @app.command()
 @_guard
 def sweep(
@@ -79,6 +92,8 @@ def sweep(
                                  help="Discard an unfinished sweep of this name instead of resuming it."),
     dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source "
                                         "(runs a Ludwig config unchanged)."),
+    num_workers: int | None = typer.Option(None, "--num-workers", min=1, help=_WORKERS_HELP),
+    address: str | None = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=_ADDRESS_HELP),
 ) -> None:
     """Run a sweep: search, k-fold re-evaluation of the best configurations, report.
 
@@ -88,7 +103,7 @@ def sweep(
     from ludwig_hpo.state import decide
     from ludwig_hpo.sweep import Sweep, default_output_dir
 
-    loaded = load_sweep(sweep_file, dataset=dataset)
+    loaded = _with_cli_overrides(load_sweep(sweep_file, dataset=dataset), num_workers)
     target = default_output_dir(loaded, output)
     decision, state = decide(target, loaded.text, loaded.raw, restart=restart)
     if restart and decision == "new" and (target / "state.json").is_file():
@@ -98,7 +113,7 @@ def sweep(
             shutil.rmtree(target)
             out.print(f"--restart: removed the unfinished sweep in {target}", highlight=False)
     _run_sweep(Sweep(loaded, out, output_root=output, resume=state, resume_dir=target if state else None,
-                     dataset=dataset),
+                     dataset=dataset, address=address or None),
                f"{loaded.config.name} ({sweep_file})")
 
 
@@ -130,12 +145,19 @@ def resume(results_dir: Path = typer.Argument(..., help="The output folder of an
 
 
 def _run_sweep(sweep_: Sweep, title: str) -> None:
+    _handle_signals()
+    out.print(f"[bold]hpo sweep[/bold] {escape(title)}", markup=True)
+    _print_sweep_summary(sweep_.run())
+
+
+def _handle_signals() -> None:
     signal.signal(signal.SIGTERM, _terminate)  # SIGTERM stops the sweep like Ctrl-C
     # A process started in the background by a script inherits SIGINT ignored; `kill -INT`
     # must still stop a sweep cleanly.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    out.print(f"[bold]hpo sweep[/bold] {escape(title)}", markup=True)
-    result = sweep_.run()
+
+
+def _print_sweep_summary(result) -> None:
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
     out.print()
     counts = {s: sum(t.status == s for t in result.trials) for s in ("FINISHED", "KILLED", "FAILED")}
@@ -226,6 +248,53 @@ def _failure_summary(trials) -> str:
         return f"{len(trials)} trial(s) ended without reporting a metric"
     distinct = "; ".join(f"{n}x {e}" for e, n in errors.most_common())
     return f"{sum(errors.values())} of {len(trials)} trial(s) failed: {distinct}"
+
+
+@app.command()
+@_guard
+def train(
+    sweep_file: Path = typer.Argument(..., help="The sweep YAML file (its base configuration is trained)."),
+    num_workers: int | None = typer.Option(None, "--num-workers", min=1, help=_WORKERS_HELP),
+    set_: list[str] | None = typer.Option(None, "--set", help="PATH=VALUE (YAML), e.g. trainer.learning_rate=0.01; "
+                                          "repeatable."),
+    from_sweep: Path | None = typer.Option(None, "--from-sweep", help="Train the best configuration of this "
+                                           "finished sweep's output folder instead of the base configuration."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
+    address: str | None = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=_ADDRESS_HELP),
+) -> None:
+    """Train one configuration once as a Ray Train job, tracked in MLflow, model saved."""
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.overrides import best_config_of
+    from ludwig_hpo.single_run import train_once
+
+    loaded = load_sweep(sweep_file)
+    if from_sweep is not None:
+        loaded = best_config_of(from_sweep, loaded)
+    loaded = _with_cli_overrides(loaded, num_workers, set_)
+    _handle_signals()
+    cfg = loaded.config
+    origin = f"best configuration of {from_sweep}" if from_sweep else "base configuration"
+    out.print(f"[bold]hpo train[/bold] {escape(cfg.name)} ({escape(str(sweep_file))}, {escape(origin)})", markup=True)
+    result = train_once(loaded, out, output_root=output, address=address or None)
+    run = result.trials[0] if result.trials else None
+    if run is None or run.status == "FAILED" or run.objective_best is None:
+        err.print(f"error: training failed{f': {run.error}' if run and run.error else ''}")
+        raise typer.Exit(1)
+    last = run.history[-1] if run.history else None
+    best_epoch = min(run.history, key=lambda e: cfg.goal_sign * e.objective).epoch if run.history else None
+    out.print()
+    out.print(f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {len(run.history)} epochs, "
+              f"{cfg.backend.num_workers} worker(s), {cfg.backend.strategy}, {cfg.trainer.precision}", markup=True)
+    out.print(f"{result.metric}: best {run.objective_best:.6g} (epoch {best_epoch}), last {run.objective_last:.6g}")
+    if last is not None:
+        shown = {k: v for k, v in last.metrics.items() if k.startswith(("validation/", "train/combined"))}
+        for k, v in sorted(shown.items()):
+            out.print(f"  {k}: {v:.6g}")
+    root = Path(result.output_dir)
+    out.print(f"model:   {root / 'best_model'}")
+    out.print(f"results: {root}")
+    hint = f"  (hpo ui {root})" if (root / "mlflow.db").is_file() else ""
+    out.print(f"mlflow:  {result.tracking_uri}{hint}")
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""A private local Ray cluster for one sweep, started and stopped by the driver.
+"""The Ray cluster of one sweep: a private local one, started and stopped by the driver, or
+an existing one the driver connects to (``--address`` / ``RAY_ADDRESS``).
 
 Its own temp folder and dashboard port keep it apart from other Ray instances on the
 machine; the dashboard is needed because Ray Train releases a stopped trial's placement
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.errors import ResourceError
-from ludwig_hpo.resources import ResourcePlan, plan_resources
+from ludwig_hpo.resources import NodeShape, ResourcePlan, nodes_from_ray, plan_resources
 
 #: Environment of the cluster's processes. The short health-check interval makes Ray Train
 #: notice finished workers in ~0.2 s instead of 2 s (per-trial teardown 4.9 s -> ~1 s). Each
@@ -64,13 +65,24 @@ def local_plan(cfg: SweepConfig) -> ResourcePlan:
         ResourceError: ``use_gpu: true`` without a GPU, or a trial that cannot fit.
     """
     cpus, gpus = local_resources()
+    return cluster_plan(cfg, [NodeShape(cpus, gpus)], existing=False)
+
+
+def cluster_plan(cfg: SweepConfig, nodes: list[NodeShape], *, existing: bool) -> ResourcePlan:
+    """The resource plan of ``cfg`` on a cluster of ``nodes`` (``existing``: one the sweep
+    connects to rather than starts). Pure.
+
+    Raises:
+        ResourceError: ``use_gpu: true`` without a GPU, or a trial that cannot fit.
+    """
     b = cfg.backend
+    gpus = sum(n.gpus for n in nodes)
     use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
     if use_gpu and not gpus:
-        raise ResourceError("backend.use_gpu is true but no GPU is visible", key="backend.use_gpu",
-                            fix="set use_gpu: auto or false")
+        raise ResourceError(f"backend.use_gpu is true but {'the cluster has' if existing else 'this machine has'} "
+                            f"no GPU", key="backend.use_gpu", fix="set use_gpu: auto or false")
     return plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
-                          cluster_cpus=cpus, cluster_gpus=gpus,
+                          gpus_per_worker=b.gpus_per_worker, nodes=nodes, existing_cluster=existing,
                           max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
                           num_samples=cfg.hyperopt.num_trials)
 
@@ -101,6 +113,62 @@ def _env(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def _quiet_tune_logs() -> None:
+    # Trial errors reach the console and MLflow as one line (tracebacks go to MLflow's
+    # error.txt); Tune's own logging of them would be a wall of text.
+    for name in ("ray.tune", "ray.train"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast when nothing listens at a ``host:port`` address (``ray.init`` would retry
+    for a minute); other forms (``auto``, ``ray://``) are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ResourceError(f"cannot connect to the Ray cluster at {address!r} ({e.strerror or e})", key="--address",
+                            fix="pass the address printed by 'ray start --head' (host:port), or unset "
+                                "RAY_ADDRESS to start a local cluster") from None
+
+
+@contextlib.contextmanager
+def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
+    """Connect to a running Ray cluster at ``address`` (``host:port`` of its GCS, or
+    ``auto``); yield its alive nodes; disconnect on exit (the cluster keeps running). Driver only.
+
+    The cluster's nodes must have this package and its dependencies installed, and
+    ``--output`` should be on storage every node can reach when trials run on other machines.
+
+    Raises:
+        ResourceError: nothing answers at ``address``.
+    """
+    import ray
+
+    _check_reachable(address)
+    env = {k: v for k, v in RAY_ENV.items() if k not in os.environ}
+    _quiet_tune_logs()
+    with _env(env):
+        on_term = signal.getsignal(signal.SIGTERM)
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True,
+                     runtime_env={"env_vars": {k: v for k, v in RAY_ENV.items()
+                                               if k.startswith(("RAY_TRAIN", "RAY_DEDUP", "RAY_AIR"))}})
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            first = (str(e).splitlines() or [""])[0]
+            raise ResourceError(f"cannot connect to the Ray cluster at {address!r} ({first})", key="--address",
+                                fix="pass the address printed by 'ray start --head' (host:port), or unset "
+                                    "RAY_ADDRESS to start a local cluster") from None
+        if callable(on_term) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_term)
+        try:
+            yield nodes_from_ray(ray.nodes())
+        finally:
+            ray.shutdown()
+
+
 @contextlib.contextmanager
 def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterator[None]:
     """Start a local Ray cluster with ``trial_slots`` units of the ``trial_slot`` resource;
@@ -117,10 +185,7 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
     env = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
     env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
     env["RAY_ADDRESS"] = None  # this cluster is private; an inherited address would redirect ray.init
-    # Trial errors reach the console and MLflow as one line (tracebacks go to MLflow's
-    # error.txt); Tune's own logging of them would be a wall of text.
-    for name in ("ray.tune", "ray.train"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    _quiet_tune_logs()
     with _env(env):
         try:
             on_term = signal.getsignal(signal.SIGTERM)

@@ -6,6 +6,7 @@ resources, tracking store) is checked before the output folder or any Ray proces
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -21,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from ludwig_hpo import __version__
-from ludwig_hpo.cluster import local_plan
+from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, load_dataframe, prepare
 from ludwig_hpo.errors import DataError
@@ -161,11 +162,13 @@ class Sweep:
             (finished trials are kept, unfinished ones run again, the MLflow runs are reused).
         resume_dir: the output folder of the sweep to resume.
         dataset: the ``--dataset`` file that replaced ``dataset.source`` (kept for a resume).
+        address: a running Ray cluster to use (``host:port``); None starts a private local one.
     """
 
     def __init__(self, loaded: LoadedSweep, console: Console, output_root: Path | None = None, *,
                  resume: SweepState | None = None, resume_dir: Path | None = None,
-                 dataset: Path | None = None) -> None:
+                 dataset: Path | None = None, address: str | None = None) -> None:
+        self.address = address
         self.loaded = loaded
         self.cfg = loaded.config
         self.console = console
@@ -178,7 +181,7 @@ class Sweep:
         self.metric = self.cfg.hyperopt.metric_key
 
     # ------------------------------------------------------------------ checks before anything exists
-    def _prepare(self) -> tuple[PreparedData, ResourcePlan]:
+    def _prepare(self, nodes=None) -> tuple[PreparedData, ResourcePlan]:
         cfg = self.cfg
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
@@ -186,7 +189,7 @@ class Sweep:
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self.console.print(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), "
                            f"prepared in {time.time() - t:.1f}s", highlight=False)
-        plan = local_plan(cfg)
+        plan = local_plan(cfg) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         self.console.print(f"resources: {plan.describe()}", highlight=False)
         self.executor = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu)
         self.console.print(f"trial executor: {self.executor.executor} ({self.executor.reason})", highlight=False)
@@ -211,8 +214,12 @@ class Sweep:
     def run(self) -> SweepResult:
         """Run the search, the k-fold re-evaluation and the report. Driver only.
 
+        With ``address``, the driver connects to that cluster first and plans the trials on
+        its nodes (``ray.nodes()``); an infeasible request is an error before anything runs.
+
         Raises:
-            UserError: bad data, resources or tracking store (before anything is created).
+            UserError: bad data, resources, cluster address or tracking store (before
+                anything is created).
         """
         t0 = time.time()
         # An inherited MLFLOW_RUN_ID (e.g. a sweep started from inside another MLflow run)
@@ -222,13 +229,16 @@ class Sweep:
             self.console.print(f"note: MLFLOW_RUN_ID={inherited} is ignored; this sweep logs to its own parent run",
                                highlight=False)
         try:
-            return self._run(t0)
+            with existing_cluster(self.address) if self.address else contextlib.nullcontext() as nodes:
+                if self.address:
+                    self.console.print(f"ray: connected to {self.address} ({len(nodes)} node(s))", highlight=False)
+                return self._run(t0, nodes)
         finally:
             if inherited:
                 os.environ["MLFLOW_RUN_ID"] = inherited
 
-    def _run(self, t0: float) -> SweepResult:
-        data, plan = self._prepare()
+    def _run(self, t0: float, nodes) -> SweepResult:
+        data, plan = self._prepare(nodes)
         if self.resume is not None:
             return self._run_resumed(data, plan, t0)
         paths = SweepPaths(choose_output_dir(self.loaded, self.output_root))
@@ -324,7 +334,9 @@ class Sweep:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         cpus, gpus = plan.cluster_cpus, plan.cluster_gpus
-        with local_cluster(num_cpus=cpus, num_gpus=int(gpus), trial_slots=plan.max_concurrent):
+        cluster = (contextlib.nullcontext() if plan.existing_cluster else
+                   local_cluster(num_cpus=cpus, num_gpus=int(gpus), trial_slots=plan.max_concurrent))
+        with cluster:
             choices = index_encoded_choices(self.cfg.hyperopt.parameters)
             data_ref = [ray.put(data)]
             pools = None
@@ -333,8 +345,8 @@ class Sweep:
                                     cpus_per_worker=plan.cpus_per_worker, use_gpu=plan.use_gpu, data=data_ref)
             ctx = TrialContext(raw=self.loaded.raw, data=data_ref, storage_path=str(paths.ray.resolve() / "train"),
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
-                               cpus_per_worker=plan.cpus_per_worker, choices=choices,
-                               mode=self.mode, batch_cache=start_cache_actor(), pools=pools)
+                               cpus_per_worker=plan.cpus_per_worker, gpus_per_worker=plan.gpus_per_worker,
+                               choices=choices, mode=self.mode, batch_cache=start_cache_actor(), pools=pools)
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):

@@ -212,7 +212,14 @@ class OptimizerConfig(_Base):
 
 class TrainerConfig(_Base):
     """Training of one trial. ``batch_size`` is per DDP worker; ``auto`` lets each trial pick it
-    by a throughput search (at most ``max_batch_size``)."""
+    by a throughput search (at most ``max_batch_size``).
+
+    ``precision``: ``fp32``, or autocast to ``bf16`` / ``fp16`` (``fp16`` with a gradient
+    scaler). ``gradient_accumulation_steps``: batches per optimizer step (gradients are not
+    synchronized across workers on the accumulating batches). ``learning_rate_scaling``: the
+    learning rate actually used is ``learning_rate`` x 1 (``constant``), x world size
+    (``linear``) or x sqrt(world size) (``sqrt``).
+    """
 
     epochs: int = Field(10, ge=1, le=100_000)
     learning_rate: float = Field(1e-3, gt=0)
@@ -221,18 +228,28 @@ class TrainerConfig(_Base):
     eval_batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = 512
     optimizer: OptimizerConfig = OptimizerConfig()
     seed: int = 42
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    gradient_accumulation_steps: int = Field(1, ge=1, le=4096)
+    learning_rate_scaling: Literal["constant", "linear", "sqrt"] = "constant"
 
 
 class BackendConfig(_Base):
-    """How each trial runs: ``num_workers`` DDP workers (gloo on CPU, NCCL on GPU)."""
+    """How each trial runs: ``num_workers`` workers (gloo on CPU, NCCL on GPU), one GPU each.
+
+    ``strategy``: ``ddp`` (every worker holds the whole model; gradients are all-reduced) or
+    ``fsdp`` (parameters, gradients and optimizer state sharded across the workers).
+    """
 
     num_workers: int = Field(2, ge=1, le=4096)
     use_gpu: Union[Literal["auto"], bool] = "auto"
-    strategy: Literal["ddp"] = "ddp"
+    strategy: Literal["ddp", "fsdp"] = "ddp"
     cpus_per_worker: float = Field(1.0, gt=0)
     #: ``fresh``: a new Ray Train job per trial; ``pooled``: warm worker groups started once
     #: per sweep; ``auto``: pooled on CPU, fresh on GPU.
     trial_executor: Literal["auto", "fresh", "pooled"] = "auto"
+    #: GPUs each worker reserves with ``use_gpu``: 1 (a GPU of its own; trials never share
+    #: one) or a fraction (several workers, possibly of different trials, share a GPU).
+    gpus_per_worker: float = Field(1.0, gt=0, le=1)
 
 
 class KFoldConfig(_Base):

@@ -105,7 +105,7 @@ def tune_batch_sizes(cfg: SweepConfig, module: torch.nn.Module, optimizer: torch
     dev, mem = _device_identity(dd.device)
     key_parts = {"architecture": describe_model(module),
                  "input_shapes": {k: tuple(v.shape[1:]) for k, v in dd.inputs.items()},
-                 "device": dev, "device_memory": mem, "world_size": world_size, "precision": "fp32",
+                 "device": dev, "device_memory": mem, "world_size": world_size, "precision": tr.precision,
                  "strategy": cfg.backend.strategy, "optimizer": tr.optimizer.type}
     per_worker = math.ceil(len(train_rows) / world_size)
 

@@ -19,7 +19,6 @@ from typing import Literal
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import PreparedData
@@ -29,6 +28,17 @@ from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
 from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
+from ludwig_hpo.train.strategy import (
+    autocast,
+    effective_learning_rate,
+    full_state_dict,
+    grad_scaler,
+    is_fsdp,
+    no_grad_sync,
+    unwrapped,
+    wrap,
+)
+from ludwig_hpo.train.strategy import world as _world
 
 #: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
 #: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0 of a search
@@ -61,20 +71,14 @@ class Job:
         return both, "test", data.splits["test"]
 
 
-def _world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 def _all_reduce(t: torch.Tensor, op=None) -> torch.Tensor:
     if _world()[1] > 1:
         dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
     return t
 
 
-def _make_optimizer(cfg: SweepConfig, params) -> torch.optim.Optimizer:
-    o, lr = cfg.trainer.optimizer, cfg.trainer.learning_rate
+def _make_optimizer(cfg: SweepConfig, params, lr: float) -> torch.optim.Optimizer:
+    o = cfg.trainer.optimizer
     if o.type == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay)
     cls = torch.optim.AdamW if o.type == "adamw" else torch.optim.Adam
@@ -87,12 +91,18 @@ def _combined_loss(cfg: SweepConfig, logits: dict, targets: dict) -> torch.Tenso
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.ndarray, split: str,
-             batch_size: int) -> dict[str, float]:
+             batch_size: int, *, lockstep: bool = False) -> dict[str, float]:
     """Metrics of ``model`` over all ``rows``, identical on every rank.
 
-    Each rank scores its shard; sums are all-reduced, so every row counts exactly once.
-    ROC AUC (binary outputs) gathers all scores. Keys: ``"<split>/<feature>/<metric>"`` and
-    ``"<split>/combined/loss"`` (the loss-weighted sum of the output losses).
+    Each rank scores its shard (``rows[rank::world]``, no padding); sums are all-reduced, so
+    every row counts exactly once. ROC AUC (binary outputs) gathers all scores. Keys:
+    ``"<split>/<feature>/<metric>"`` and ``"<split>/combined/loss"`` (the loss-weighted sum
+    of the output losses).
+
+    Args:
+        lockstep: every rank runs the same number of forward passes (an FSDP forward is a
+            collective); a rank whose shard is one batch short scores a filler batch and
+            discards it.
     """
     rank, world = _world()
     model.eval()
@@ -100,9 +110,18 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
     sums: dict[str, torch.Tensor] = {}
     scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in cfg.output_features if f.type == "binary"}
     labels: dict[str, list[torch.Tensor]] = {k: [] for k in scores}
-    for idx in batches(shard, batch_size, dd.device, drop_last=False):
+    own = list(batches(shard, batch_size, dd.device, drop_last=False))
+    if lockstep:
+        most = math.ceil(math.ceil(len(rows) / world) / batch_size)
+        filler = torch.as_tensor(rows[:1], dtype=torch.int64).to(dd.device)
+        for _ in range(most - len(own)):
+            with autocast(dd.device, cfg.trainer.precision):
+                model(dd.batch(filler)[0])
+    for idx in own:
         x, y = dd.batch(idx)
-        out = model(x)
+        with autocast(dd.device, cfg.trainer.precision):
+            out = model(x)
+        out = {k: v.float() for k, v in out.items()}
         for f in cfg.output_features:
             for m, v in metric_sums(f.type, out[f.name], y[f.name]).items():
                 k = f"{f.name}/{m}"
@@ -138,18 +157,23 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
                local_world_size: int | None = None) -> torch.nn.Module:
     """Train one trial's model on this rank and report metrics after every epoch.
 
-    Runs on every rank of the trial's DDP group (or alone). Seeds, the model init and the
-    data order depend only on ``cfg.trainer.seed``, so all ranks start identical.
+    Runs on every rank of the trial's worker group (or alone). Seeds, the model init and the
+    data order depend only on ``cfg.trainer.seed``, so all ranks start identical. Every rank
+    runs the same number of batches per epoch (see :func:`train_shard`), so no rank waits at
+    a collective; ``trainer.gradient_accumulation_steps`` batches make one optimizer step
+    (a short last group at the end of an epoch still steps, averaged over its batches).
 
     Reported per epoch (the same dict on every rank): ``epoch``, ``objective`` (the sweep's
     metric on the scored split), ``train/combined/running_loss`` (mean over the epoch's batches),
-    ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker),
-    ``global_batch_size``, ``eval_batch_size``, ``world_size``, ``train_time_s``
-    (cumulative seconds in the epoch loop, evaluation included), ``eval_time_s`` (cumulative
-    seconds of evaluation), ``setup_time_s`` (model build, DDP wrap, data to the device),
-    ``batch_size_tuning_s``, ``samples_per_s``, ``effective_learning_rate`` (the optimizer's,
-    this epoch); on the first epoch also ``batch_size_cache_hit`` (1/0) and ``batch_size_tried`` (e.g.
-    ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
+    ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker, per
+    batch), ``global_batch_size`` (samples per optimizer step: per-worker batch x world size x
+    accumulation steps), ``eval_batch_size``, ``world_size``, ``effective_learning_rate``
+    (after ``trainer.learning_rate_scaling``), ``optimizer_steps`` (cumulative),
+    ``train_time_s`` (cumulative seconds in the epoch loop, evaluation included), ``eval_time_s``
+    (cumulative seconds of evaluation), ``setup_time_s`` (model build, wrap, data to the device),
+    ``batch_size_tuning_s``,
+    ``samples_per_s``; on the first epoch also ``batch_size_cache_hit`` (1/0) and
+    ``batch_size_tried`` (e.g. ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
 
     Args:
         cache: the sweep's tuned batch sizes (``batch_size: auto``), shared across trials.
@@ -157,7 +181,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             them); defaults to the world size.
 
     Returns:
-        The trained model (unwrapped from DDP), on ``device``.
+        The trained model, unwrapped (for FSDP: a whole, unsharded copy), on ``device``.
 
     Raises:
         FloatingPointError: the training loss became NaN or infinite.
@@ -170,34 +194,58 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     torch.manual_seed(tr.seed)
     train_rows, split, eval_rows = job.rows(data)
     dd = DeviceData(data, device)
-    model = build_model(cfg, data.meta).to(device)
-    if world > 1:
-        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = _make_optimizer(cfg, model.parameters())
+    model = wrap(build_model(cfg, data.meta).to(device), cfg.backend.strategy, device, world)
+    fsdp = is_fsdp(model)
+    lr = effective_learning_rate(tr.learning_rate, tr.learning_rate_scaling, world)
+    optimizer = _make_optimizer(cfg, model.parameters(), lr)
+    scaler = grad_scaler(device, tr.precision)
+    accumulate = tr.gradient_accumulation_steps
     model.train()
 
-    inner = model.module if isinstance(model, DDP) else model
+    inner = unwrapped(model)
     setup_s = time.perf_counter() - t_setup
+    # Batch-size probes run on one rank's own module without collectives; a sharded model
+    # has none, so FSDP probes a whole replica (a conservative memory estimate).
+    probe_model = build_model(cfg, data.meta).to(device) if fsdp else inner
+    probe_opt = _make_optimizer(cfg, probe_model.parameters(), lr) if fsdp else optimizer
+
+    def probe_loss(x, y):
+        with autocast(device, tr.precision):
+            return _combined_loss(cfg, probe_model(x), y)
+
     train_bs, eval_bs = tune_batch_sizes(
-        cfg, inner, optimizer, lambda x, y: _combined_loss(cfg, inner(x), y), dd, train_rows, eval_rows,
+        cfg, probe_model, probe_opt, probe_loss, dd, train_rows, eval_rows,
         world_size=world, local_world_size=local_world_size or world, cache=cache)
+    del probe_opt
     batch_size, eval_batch_size = train_bs.batch_size, eval_bs.batch_size
     tuning_s = train_bs.seconds + eval_bs.seconds
 
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
     train_time = eval_time = 0.0
+    optimizer_steps = 0
     for epoch in range(1, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
         rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
         loss_sum = torch.zeros((), device=device)
         steps = 0
-        for idx in batches(rows, batch_size, device, drop_last=True):
+        epoch_batches = list(batches(rows, batch_size, device, drop_last=True))
+        optimizer.zero_grad(set_to_none=True)
+        for i, idx in enumerate(epoch_batches):
+            group_start = i - i % accumulate
+            group_len = min(accumulate, len(epoch_batches) - group_start)
+            sync = i == group_start + group_len - 1  # the group's last batch steps the optimizer
             x, y = dd.batch(idx)
-            loss = _combined_loss(cfg, model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.detach()
+            with no_grad_sync(model, sync):
+                with autocast(device, tr.precision):
+                    loss = _combined_loss(cfg, model(x), y)
+                # the mean over the group's batches, as one batch of all of them would give
+                scaler.scale(loss / group_len).backward()
+            if sync:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                optimizer_steps += 1
+            loss_sum += loss.detach().float()
             steps += 1
         # on the device: NCCL reduces only CUDA tensors
         stats = _all_reduce(torch.stack([loss_sum.double(), torch.tensor(float(steps), dtype=torch.float64, device=device)]))
@@ -205,12 +253,13 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         if not math.isfinite(train_loss):
             raise FloatingPointError(f"training loss is {train_loss} at epoch {epoch}; "
                                      f"lower trainer.learning_rate or check the data")
-        # Evaluate the unwrapped module: ranks score shards of different sizes, and a DDP
-        # forward would try to synchronize buffers across them.
+        # DDP: evaluate the unwrapped module (ranks score shards of different sizes, and a
+        # DDP forward would try to synchronize buffers across them). FSDP: the sharded module,
+        # every rank running the same number of forward passes.
         t_eval = time.perf_counter()
-        metrics = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size)
+        metrics = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size, lockstep=fsdp)
         if hp.split == "train" and job.kind == "search":
-            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size))
+            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
         eval_time += time.perf_counter() - t_eval
         train_time += time.perf_counter() - t_epoch
         metrics.update({
@@ -218,13 +267,15 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             "objective": metrics[objective_key],
             "train/combined/running_loss": train_loss,
             "batch_size": batch_size,
-            "global_batch_size": batch_size * world,
+            "global_batch_size": batch_size * world * accumulate,
             "eval_batch_size": eval_batch_size,
             "world_size": world,
+            "optimizer_steps": optimizer_steps,
             "train_time_s": train_time,
             "batch_size_tuning_s": tuning_s,
             "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
-            # for the tracker: the optimizer's learning rate this epoch, and where time went
+            # the optimizer's learning rate this epoch (after trainer.learning_rate_scaling),
+            # and where time went
             "effective_learning_rate": optimizer.param_groups[0]["lr"],
             "setup_time_s": setup_s,
             "eval_time_s": eval_time,
@@ -234,10 +285,17 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         if epoch == 1 and train_bs.tried:
             metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
         ckpt_dir = None
-        if rank == 0 and job.kind == "search":  # k-fold and test runs only score
-            ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
-            torch.save({"state_dict": inner.state_dict(), "epoch": epoch}, Path(ckpt_dir) / "model.pt")
+        if job.kind == "search":  # k-fold and test runs only score
+            state = full_state_dict(model) if fsdp else None  # a collective: every rank gathers
+            if rank == 0:
+                ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
+                torch.save({"state_dict": state if fsdp else inner.state_dict(), "epoch": epoch},
+                           Path(ckpt_dir) / "model.pt")
         report(metrics, ckpt_dir)
         if ckpt_dir is not None:  # the reporter has persisted it
             shutil.rmtree(ckpt_dir, ignore_errors=True)
+    if fsdp:
+        whole = build_model(cfg, data.meta)
+        whole.load_state_dict(full_state_dict(model))
+        return whole.to(device)
     return inner

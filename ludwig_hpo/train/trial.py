@@ -27,7 +27,7 @@ class TrialContext:
             (wrapped so Ray passes the reference instead of the value).
         storage_path: folder where Ray Train keeps each trial's checkpoints.
         num_workers: DDP world size of a trial.
-        use_gpu: one GPU per worker.
+        use_gpu: workers take GPUs (``gpus_per_worker`` each: 1, or a fraction to share one).
         cpus_per_worker: logical CPUs each worker reserves.
         choices: per choice parameter whose categories are lists or config blocks, the
             categories (Optuna samples their index).
@@ -47,15 +47,16 @@ class TrialContext:
     mode: str = "min"
     batch_cache: Any = None
     pools: Any = None
+    gpus_per_worker: float = 1.0
 
 
 def trial_resources(plan, executor: str = "fresh") -> dict[str, float]:
-    """What the Tune trial actor reserves: a ``trial_slot`` (its Train workers, or the warm
-    group's workers, reserve the CPUs/GPUs), or, for a fresh 1-worker trial that trains in
-    the actor, also its CPU/GPU."""
+    """What the Tune trial actor reserves: a token (``trial_slot``, or a byte of memory on an
+    existing cluster; its Train workers, or the warm group's workers, reserve the CPUs/GPUs),
+    or, for a fresh 1-worker trial that trains in the actor, also its CPU/GPU."""
     if plan.num_workers > 1 or executor == "pooled":
-        return {"cpu": 0, "trial_slot": 1}
-    return {"cpu": plan.cpus_per_worker, "gpu": 1 if plan.use_gpu else 0, "trial_slot": 1}
+        return {"cpu": 0, **plan.trial_token}
+    return {"cpu": plan.cpus_per_worker, "gpu": plan.gpus_per_worker if plan.use_gpu else 0, **plan.trial_token}
 
 
 def _worker_entry(config: dict) -> None:
@@ -122,7 +123,7 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    resources = {"CPU": ctx.cpus_per_worker, **({"GPU": 1} if ctx.use_gpu else {})}
+    resources = {"CPU": ctx.cpus_per_worker, **({"GPU": ctx.gpus_per_worker} if ctx.use_gpu else {})}
     trainer = TorchTrainer(
         _worker_entry,
         train_loop_config={"raw": ctx.raw, "params": params, "job": asdict(job), "data": ctx.data,

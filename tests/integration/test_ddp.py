@@ -24,7 +24,8 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_size, oom_rank1_from=None) -> None:
+def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_size, oom_rank1_from=None,
+            strategy: str = "ddp") -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group(backend, rank=rank, world_size=world)
     if oom_rank1_from and rank == 1:
@@ -42,7 +43,8 @@ def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_
         probe._timed = fake
     try:
         loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
-        raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 3, "batch_size": batch_size}}
+        raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 3, "batch_size": batch_size},
+               "backend": {**loaded.raw["backend"], "strategy": strategy}}
         from ludwig_hpo.config.schema import SweepConfig
 
         cfg = SweepConfig.model_validate(raw)
@@ -58,8 +60,9 @@ def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_
         dist.destroy_process_group()
 
 
-def _run(tmp_path, backend: str, batch_size="auto", oom_rank1_from=None) -> list[dict]:
-    mp.start_processes(_worker, args=(2, _port(), backend, str(tmp_path), batch_size, oom_rank1_from), nprocs=2,
+def _run(tmp_path, backend: str, batch_size="auto", oom_rank1_from=None, strategy="ddp") -> list[dict]:
+    mp.start_processes(_worker, args=(2, _port(), backend, str(tmp_path), batch_size, oom_rank1_from, strategy),
+                       nprocs=2,
                        join=True, start_method="spawn")
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
@@ -83,10 +86,13 @@ def test_ddp_ranks_hold_identical_weights_and_agree_on_metrics(tmp_path, device)
 
 
 @pytest.mark.timeout(240)
-def test_ddp_training_lowers_the_loss(tmp_path):
-    r0, _ = _run(tmp_path, "gloo", batch_size=16)
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_training_lowers_the_loss(tmp_path, strategy):
+    r0, r1 = _run(tmp_path, "gloo", batch_size=16, strategy=strategy)
     losses = [m["train/combined/running_loss"] for m in r0["reports"]]
     assert losses[-1] < losses[0]
+    for k in r0["state"]:  # FSDP: the gathered whole model, the same on both ranks
+        torch.testing.assert_close(r0["state"][k], r1["state"][k], rtol=0, atol=0)
 
 
 @pytest.mark.timeout(240)

@@ -1,11 +1,11 @@
-"""Resource planning: how many DDP trials fit on the cluster at once, or why none does."""
+"""Resource planning: how many trials fit on a cluster at once, or the exact reason none does."""
 
 from __future__ import annotations
 
 import pytest
 
 from ludwig_hpo.errors import ResourceError
-from ludwig_hpo.resources import plan_resources
+from ludwig_hpo.resources import NodeShape, nodes_from_ray, plan_resources
 
 # (cluster cpus, cluster gpus, workers, cpus per worker, use_gpu, max_concurrent, num_samples) -> concurrency
 FITS = [
@@ -39,39 +39,84 @@ def test_concurrency(args, concurrent):
     assert f"{concurrent} trial(s) at once" in plan.describe()
 
 
-# (cluster cpus, cluster gpus, workers, cpus per worker, use_gpu) -> (key, message part, fix part)
-REFUSED = [
-    ((2, 0, 4, 1.0, False), "backend.num_workers", "needs 4 workers x 1 CPU = 4 CPUs but the cluster has 2",
-     "set backend.num_workers <= 2 or lower backend.cpus_per_worker"),
-    ((2, 0, 2, 1.5, False), "backend.num_workers", "= 3 CPUs but the cluster has 2", "set backend.num_workers <= 1"),
-    ((8, 1, 2, 1.0, True), "backend.use_gpu", "needs 2 GPUs (one per worker) but the cluster has 1",
-     "lower backend.num_workers or set backend.use_gpu: false"),
-    ((8, 0, 1, 1.0, True), "backend.use_gpu", "needs 1 GPUs (one per worker) but the cluster has 0",
-     "set backend.use_gpu: false"),
+# nodes as (cpus, gpus), workers, cpus per worker, gpus per worker (0: no GPU) -> concurrency
+CLUSTERS = [
+    ([(2, 0), (2, 0)], 2, 1.0, 0, 2),  # the loopback two-node test cluster
+    ([(2, 0), (2, 0)], 4, 1.0, 0, 1),  # a trial's workers spread over both nodes
+    ([(3, 0), (3, 0)], 2, 2.0, 0, 1),  # 1 two-CPU worker per node: the spare CPUs do not make a third
+    ([(4, 2), (4, 2)], 2, 1.0, 1, 2),  # one worker per GPU
+    ([(4, 2), (4, 2)], 4, 1.0, 1, 1),
+    ([(8, 1), (8, 1), (8, 1)], 1, 1.0, 1, 3),
+    ([(8, 2)], 2, 1.0, 0.5, 2),  # fractional GPUs: two trials share the two GPUs
+    ([(8, 2)], 2, 1.0, 0.25, 4),
+    ([(16, 8), (2, 0)], 4, 1.0, 1, 2),  # the CPU-only node takes no GPU worker
+    ([(64, 0), (1, 0)], 8, 4.0, 0, 2),
 ]
 
 
-@pytest.mark.parametrize(("args", "key", "message", "fix"), REFUSED, ids=[str(r[0]) for r in REFUSED])
-def test_refused(args, key, message, fix):
+@pytest.mark.parametrize(("nodes", "workers", "cpw", "gpw", "concurrent"), CLUSTERS,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}cpu{c[3]}gpu" for c in CLUSTERS])
+def test_concurrency_on_multi_node_clusters(nodes, workers, cpw, gpw, concurrent):
+    plan = plan_resources(num_workers=workers, use_gpu=bool(gpw), cpus_per_worker=cpw, gpus_per_worker=gpw or 1.0,
+                          nodes=[NodeShape(c, g) for c, g in nodes], existing_cluster=True)
+    assert plan.max_concurrent == concurrent
+    assert plan.nodes == len(nodes)
+    assert plan.trial_token == {"memory": 1}
+
+
+# (cluster cpus, cluster gpus, workers, cpus per worker, use_gpu) -> (key, exact one-line error)
+REFUSED = [
+    ((2, 0, 4, 1.0, False), "backend.num_workers: a trial needs 4 workers x 1 CPU = 4 CPUs but the cluster has 2; "
+     "fix: set backend.num_workers <= 2 or lower backend.cpus_per_worker"),
+    ((2, 0, 2, 1.5, False), "backend.num_workers: a trial needs 2 workers x 1.5 CPU = 3 CPUs but the cluster has 2; "
+     "fix: set backend.num_workers <= 1 or lower backend.cpus_per_worker"),
+    ((8, 1, 2, 1.0, True), "backend.use_gpu: a trial needs 2 GPUs (1 per worker) but the cluster has 1; "
+     "fix: lower backend.num_workers or set backend.use_gpu: false"),
+    ((8, 0, 1, 1.0, True), "backend.use_gpu: a trial needs 1 GPUs (1 per worker) but no node has 1 "
+     "(most on one node: 0); fix: set backend.use_gpu: false"),
+    ((4, 0, 1, 8.0, False), "backend.cpus_per_worker: one worker needs 8 CPUs but the cluster has 4; "
+     "fix: set backend.cpus_per_worker <= 4"),
+]
+
+
+@pytest.mark.parametrize(("args", "line"), REFUSED, ids=[str(r[0]) for r in REFUSED])
+def test_refused(args, line):
     cpus, gpus, workers, cpw, use_gpu = args
     with pytest.raises(ResourceError) as info:
         plan_resources(num_workers=workers, use_gpu=use_gpu, cpus_per_worker=cpw, cluster_cpus=cpus,
                        cluster_gpus=gpus)
-    err = info.value
-    assert err.key == key
-    assert message in err.message
-    assert fix in err.fix
-    assert isinstance(err, RuntimeError)
-    assert "\n" not in str(err)
+    assert info.value.one_line() == line
+    assert isinstance(info.value, RuntimeError)
 
 
-def test_describe_mentions_gpu():
-    plan = plan_resources(num_workers=2, use_gpu=True, cpus_per_worker=1.0, cluster_cpus=8, cluster_gpus=2)
-    assert plan.describe() == "2 DDP worker(s) x 1 CPU + 2 GPU per trial; cluster 8 CPU / 2 GPU -> 1 trial(s) at once"
+MULTI_NODE_REFUSED = [
+    ([(2, 0), (2, 0)], 2, 4.0, 0, "backend.cpus_per_worker: one worker needs 4 CPUs but the largest node has 2; "
+     "fix: set backend.cpus_per_worker <= 2"),
+    ([(3, 0), (3, 0)], 3, 2.0, 0, "backend.num_workers: a trial needs 3 workers of 2 CPU but the cluster's 2 nodes "
+     "hold only 2 such workers; fix: set backend.num_workers <= 2 or lower backend.cpus_per_worker"),
+    ([(4, 1), (4, 1)], 3, 1.0, 1, "backend.use_gpu: a trial needs 3 GPUs (1 per worker) but the cluster has 2; "
+     "fix: lower backend.num_workers or set backend.use_gpu: false"),
+    ([(4, 0.5)], 1, 1.0, 1, "backend.use_gpu: a trial needs 1 GPUs (1 per worker) but no node has 1 "
+     "(most on one node: 0.5); fix: lower backend.gpus_per_worker"),
+]
 
 
-def test_single_worker_too_big_suggests_fewer_cpus_per_worker():
+@pytest.mark.parametrize(("nodes", "workers", "cpw", "gpw", "line"), MULTI_NODE_REFUSED,
+                         ids=[str(r[0]) for r in MULTI_NODE_REFUSED])
+def test_refused_on_multi_node_clusters(nodes, workers, cpw, gpw, line):
     with pytest.raises(ResourceError) as info:
-        plan_resources(num_workers=1, use_gpu=False, cpus_per_worker=8.0, cluster_cpus=4, cluster_gpus=0)
-    assert "<= 0" not in info.value.fix
-    assert "backend.cpus_per_worker" in info.value.fix
+        plan_resources(num_workers=workers, use_gpu=bool(gpw), cpus_per_worker=cpw, gpus_per_worker=gpw or 1.0,
+                       nodes=[NodeShape(c, g) for c, g in nodes])
+    assert info.value.one_line() == line
+
+
+def test_nodes_from_ray_skips_dead_nodes():
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0, "GPU": 1.0, "memory": 1e9}},
+             {"Alive": False, "Resources": {"CPU": 64.0}}, {"Alive": True, "Resources": {"CPU": 4.0}}]
+    assert nodes_from_ray(nodes) == [NodeShape(2, 1), NodeShape(4, 0)]
+
+
+def test_describe():
+    plan = plan_resources(num_workers=2, use_gpu=True, cpus_per_worker=1.0, cluster_cpus=8, cluster_gpus=2)
+    assert plan.describe() == "2 worker(s) x 1 CPU + 1 GPU per trial; cluster 8 CPU / 2 GPU -> 1 trial(s) at once"
+    assert plan.trial_token == {"trial_slot": 1}

@@ -51,7 +51,7 @@ def test_validate_digits_shows_the_resolved_search(tmp_path, monkeypatch):
         "  image.encoder.num_layers  randint [1, 4) = integers 1..3, linear scale",
         "  image.encoder.dropout     uniform float in [0, 0.5), linear scale",
         "  trainer.optimizer.type    choice of 3: 'adam', 'adamw', 'sgd'",
-        "resources: 2 DDP worker(s) x 1 CPU per trial; cluster 2 CPU / 0 GPU -> 1 trial(s) at once",
+        "resources: 2 worker(s) x 1 CPU per trial; cluster 2 CPU / 0 GPU -> 1 trial(s) at once",
         "results: hpo_results/digits-cnn",
         "mlflow: hpo_results/digits-cnn/mlflow.db (embedded SQLite store), experiment 'digits-cnn'",
     ]

@@ -1,0 +1,52 @@
+"""``hpo train``: one training run of a sweep file's base configuration (or of a finished
+sweep's best configuration) as one Ray Train job, tracked and saved like a sweep's trial.
+
+It is a sweep of exactly one trial: the same data preparation, resource planning, Train
+job, MLflow child run under a parent run, and ``best_model/`` folder; no search, no early
+stopping, no k-fold, no report. Driver only.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+from rich.console import Console
+
+from ludwig_hpo.config.loader import LoadedSweep
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.results import SweepResult
+
+
+def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
+    """``loaded`` reduced to one trial of its base configuration: a one-point search space
+    (the configured ``trainer.learning_rate``, so the run logs it as its parameter), FIFO,
+    no k-fold, no report; named ``<name>-train``, tracked in the file's MLflow experiment. Pure."""
+    raw = copy.deepcopy(loaded.raw)
+    hp = dict(raw.get("hyperopt") or {})
+    hp["parameters"] = {"trainer.learning_rate": {"space": "choice",
+                                                  "categories": [loaded.config.trainer.learning_rate]}}
+    hp["scheduler"] = {"type": "fifo"}
+    hp["executor"] = {"num_samples": 1, "max_concurrent_trials": 1}
+    raw["hyperopt"] = hp
+    raw["kfold"] = None
+    raw["report"] = {"enabled": False}
+    raw["name"] = f"{loaded.config.name}-train"
+    # tracked beside the file's sweeps
+    raw["tracking"] = {**(raw.get("tracking") or {}),
+                       "experiment": loaded.config.tracking.experiment or loaded.config.name}
+    return dataclasses.replace(loaded, raw=raw, config=SweepConfig.model_validate(raw))
+
+
+def train_once(loaded: LoadedSweep, console: Console, *, output_root: Path | None = None,
+               address: str | None = None) -> SweepResult:
+    """Train ``loaded``'s configuration once; returns the one-trial result.
+
+    Raises:
+        UserError: bad data, resources, cluster address or tracking store (before anything
+            is created).
+    """
+    from ludwig_hpo.sweep import Sweep
+
+    return Sweep(single_run_sweep(loaded), console, output_root=output_root, address=address).run()

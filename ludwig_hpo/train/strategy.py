@@ -1,0 +1,114 @@
+"""How a trial's model is spread over its workers: DDP replicas or FSDP shards, and mixed precision.
+
+Runs on every rank. Needs only ``torch.distributed`` (initialized when the world size is
+above 1), so it works the same under Ray Train and under plain torch processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+#: autocast dtype per ``trainer.precision`` (None: no autocast).
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def effective_learning_rate(learning_rate: float, scaling: str, world_size: int) -> float:
+    """The learning rate the optimizer uses: ``learning_rate`` x 1 (``constant``), x
+    ``world_size`` (``linear``) or x sqrt(``world_size``) (``sqrt``). Pure."""
+    factor = {"constant": 1.0, "linear": float(world_size), "sqrt": math.sqrt(world_size)}[scaling]
+    return learning_rate * factor
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """Autocast context for the forward pass and loss (a no-op for ``fp32``)."""
+    dtype = AUTOCAST_DTYPES[precision]
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
+    """A gradient scaler, active only for ``fp16`` (fp16 gradients underflow without it)."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+
+def wrap(model: torch.nn.Module, strategy: str, device: torch.device, world_size: int) -> torch.nn.Module:
+    """``model`` ready for distributed training: DDP, or FSDP2 (``fully_shard`` on every
+    top-level child with parameters, then on the root). Unchanged for one worker.
+
+    Every rank must call this with an identically initialized model.
+    """
+    if world_size == 1:
+        return model
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for child in model.modules():
+            if child is not model and _is_block(child):
+                fully_shard(child)
+        fully_shard(model)
+        return model
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def _is_block(m: torch.nn.Module) -> bool:
+    # Leaf-ish modules that own parameters directly (Linear, Conv, Embedding, norms): each
+    # becomes one FSDP unit, so only one unit's full parameters exist at a time.
+    return any(True for _ in m.parameters(recurse=False))
+
+
+def is_fsdp(model: torch.nn.Module) -> bool:
+    """Whether ``model`` was sharded by :func:`wrap`."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The module inside DDP (FSDP2 modules are their own module)."""
+    return model.module if isinstance(model, DDP) else model
+
+
+@contextlib.contextmanager
+def no_grad_sync(model: torch.nn.Module, sync: bool) -> Iterator[None]:
+    """Skip the gradient all-reduce / reduce-scatter of this backward when not ``sync``
+    (an accumulation step); gradients accumulate locally until the synchronizing step."""
+    if sync:
+        yield
+    elif isinstance(model, DDP):
+        with model.no_sync():
+            yield
+    elif is_fsdp(model):
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    else:
+        yield
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The whole model's parameters and buffers on the CPU, on every rank.
+
+    For FSDP this all-gathers the shards: a collective, so every rank must call it.
+    """
+    if is_fsdp(model):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False))
+        return {k: v.detach().cpu() for k, v in sd.items()}
+    return {k: v.detach().cpu() for k, v in unwrapped(model).state_dict().items()}
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size); (0, 1) without an initialized process group."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
