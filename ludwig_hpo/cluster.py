@@ -40,9 +40,10 @@ RAY_ENV = {
     # Ctrl-C reaches the sweep as KeyboardInterrupt (Tune's own handler would end the search
     # quietly and let the k-fold phase start).
     "TUNE_DISABLE_SIGINT_HANDLER": "1",
-    # save the experiment state (searcher, scheduler, trials) at most every 2 s, so a crashed
-    # sweep resumes close to where it stopped
-    "TUNE_GLOBAL_CHECKPOINT_S": "2",
+    # save the experiment state (searcher, scheduler, trials) at every step of Tune's loop, so
+    # every trial that started is in it: a resumed sweep continues exactly where it stopped
+    # (trials that ended after the last save replay their results from journal.jsonl)
+    "TUNE_GLOBAL_CHECKPOINT_S": "0",
 }
 
 

@@ -43,6 +43,7 @@ class LiveTrial:
     error_text: str | None = None
     stopped_by: str | None = None
     checkpoint: str | None = None  # checkpoint folder of the best epoch (multi-worker trials)
+    checkpoint_epoch: int | None = None  # the epoch of that checkpoint
     retries: int = 0  # times the trial was run again after failing (executor.max_failures)
     #: the trial's parameters now: differs from ``params`` (the sampled ones) after a PBT mutation
     current: dict[str, Any] = field(default_factory=dict)
@@ -170,7 +171,7 @@ class SweepMonitor(Callback):
         objective = float(result[OBJECTIVE])
         if result.get("checkpoint_path") and (best is None or self.sign * objective <= self.sign * best):
             # Train keeps the best-scored checkpoint, the latest of equal scores
-            t.checkpoint = result["checkpoint_path"]
+            t.checkpoint, t.checkpoint_epoch = result["checkpoint_path"], int(result[TIME_ATTR])
         t.history.append(EpochRecord(epoch=int(result[TIME_ATTR]), objective=objective, metrics=metrics))
         t.last = dict(result)
         self._emit("trial_result", t, result)

@@ -26,6 +26,7 @@ from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, load_dataframe, prepare
 from ludwig_hpo.errors import DataError
+from ludwig_hpo.journal import JOURNAL_FILE, JournalSink, read_journal
 from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
@@ -346,7 +347,8 @@ class Sweep:
             ctx = TrialContext(raw=self.loaded.raw, data=data_ref, storage_path=str(paths.ray.resolve() / "train"),
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
                                cpus_per_worker=plan.cpus_per_worker, gpus_per_worker=plan.gpus_per_worker,
-                               choices=choices, mode=self.mode, batch_cache=start_cache_actor(), pools=pools)
+                               choices=choices, mode=self.mode, batch_cache=start_cache_actor(), pools=pools,
+                               replay=read_journal(paths.root / JOURNAL_FILE) if self.resume else {})
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
@@ -461,7 +463,8 @@ class Sweep:
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(decode(hp.parameters, config), {"phase": "search"},
                                                           f"trial_{tid}"),
-            sinks=[MlflowSink(store, parent, run_kind="trial", config_text=self._trial_config_text, rungs=rungs,
+            sinks=[JournalSink(paths.root / JOURNAL_FILE),
+                   MlflowSink(store, parent, run_kind="trial", config_text=self._trial_config_text, rungs=rungs,
                               resume=self.resume is not None),
                    ConsoleSink(self.console, self.metric, self.sign, n)])
         kw: dict[str, Any] = {"search_alg": make_searcher(hp, self.cfg.objectives), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
@@ -552,7 +555,8 @@ class Sweep:
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(dict(config["job"]["params"]), job_tags(config["job"]),
                                                           job_name(config["job"])),
-            sinks=[MlflowSink(store, parent, config_text=self._trial_config_text, resume=self.resume is not None),
+            sinks=[JournalSink(paths.root / JOURNAL_FILE),
+                   MlflowSink(store, parent, config_text=self._trial_config_text, resume=self.resume is not None),
                    ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False)],
             early_stopping=False)
         self._tune_run(kfold_trial, name="kfold", ctx=ctx, plan=plan, monitor=monitor, tune_config_kw={},

@@ -48,6 +48,9 @@ class TrialContext:
     batch_cache: Any = None
     pools: Any = None
     gpus_per_worker: float = 1.0
+    #: a resumed sweep: per trial id, the results of trials that ended before the interruption
+    #: (see :mod:`ludwig_hpo.journal`); such a trial reports them again instead of training.
+    replay: dict[str, list[dict]] = field(default_factory=dict)
 
 
 def trial_resources(plan, executor: str = "fresh") -> dict[str, float]:
@@ -94,6 +97,12 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
     from ray import tune
 
     trial_id = tune.get_context().get_trial_id()
+    if trial_id in ctx.replay:
+        # It ended before the sweep was interrupted, after Tune last saved its state: report
+        # what it reported then, so the searcher and scheduler see the same results.
+        for result in ctx.replay[trial_id]:
+            tune.report(result)
+        return
     if ctx.pools is not None:
         from ludwig_hpo.train.pool import run_pooled
 

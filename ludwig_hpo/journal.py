@@ -1,0 +1,82 @@
+"""The sweep's journal (``journal.jsonl`` in its output folder): one line per trial that ended,
+written by the driver the moment it ends, with the results it reported.
+
+Tune saves its experiment state every few seconds; a trial that ends after the last save and
+before a crash would run again on resume. With the journal, it reports its recorded results
+instead (the same values reach the searcher, the scheduler and MLflow), so nothing that ended
+is trained twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from ludwig_hpo.search.algorithms import OBJECTIVE, TIME_ATTR
+
+JOURNAL_FILE = "journal.jsonl"
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (str, bool, int)) or (isinstance(v, float) and math.isfinite(v))
+
+
+class JournalSink:
+    """A :class:`~ludwig_hpo.monitor.SweepMonitor` sink appending each ended trial (driver only).
+
+    Args:
+        path: the journal file (appended to; created on the first ended trial).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def trials_restored(self, trials) -> None:
+        pass
+
+    def trial_started(self, t) -> None:
+        pass
+
+    def trial_result(self, t, result: dict[str, Any]) -> None:
+        pass
+
+    def trial_retried(self, t) -> None:
+        pass
+
+    def trial_ended(self, t) -> None:
+        if t.status not in ("FINISHED", "KILLED") or not t.history:
+            return  # failed or interrupted trials run again on resume
+        base = {k: v for k, v in t.last.items() if _scalar(v) and "/" not in k}
+        best = t.checkpoint_epoch
+        results = []
+        for h in t.history:
+            r = {**base, **{k: v for k, v in h.metrics.items() if _scalar(v)}, OBJECTIVE: h.objective, TIME_ATTR: h.epoch}
+            r.pop("checkpoint_path", None)
+            if t.checkpoint and best is not None and h.epoch == best:
+                r["checkpoint_path"] = t.checkpoint
+            results.append(r)
+        line = json.dumps({"trial_id": t.trial_id, "status": t.status, "results": results})
+        with self.path.open("a") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_journal(path: Path) -> dict[str, list[dict]]:
+    """``{trial id: reported results}`` of the trials the journal holds (a torn last line,
+    from a crash mid-write, is ignored)."""
+    out: dict[str, list[dict]] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        out[entry["trial_id"]] = entry["results"]
+    return out
