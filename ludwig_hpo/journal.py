@@ -58,17 +58,19 @@ class JournalSink:
             if t.checkpoint and best is not None and h.epoch == best:
                 r["checkpoint_path"] = t.checkpoint
             results.append(r)
-        line = json.dumps({"trial_id": t.trial_id, "status": t.status, "results": results})
+        line = json.dumps({"trial_id": t.trial_id, "status": t.status, "stopped_by": t.stopped_by,
+                           "checkpoint": t.checkpoint, "checkpoint_epoch": t.checkpoint_epoch, "results": results})
         with self.path.open("a") as f:
             f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
 
 
-def read_journal(path: Path) -> dict[str, list[dict]]:
-    """``{trial id: reported results}`` of the trials the journal holds (a torn last line,
-    from a crash mid-write, is ignored)."""
-    out: dict[str, list[dict]] = {}
+def read_journal(path: Path) -> dict[str, dict]:
+    """``{trial id: entry}`` of the trials the journal holds; an entry has ``status``
+    (FINISHED / KILLED), ``stopped_by``, ``checkpoint``, ``checkpoint_epoch`` and ``results``
+    (what the trial reported, in order). A torn last line, from a crash mid-write, is ignored."""
+    out: dict[str, dict] = {}
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -78,5 +80,17 @@ def read_journal(path: Path) -> dict[str, list[dict]]:
             entry = json.loads(line)
         except ValueError:
             continue
-        out[entry["trial_id"]] = entry["results"]
+        out[entry["trial_id"]] = entry
     return out
+
+
+def restore_trial(t, entry: dict) -> None:
+    """Make the monitor's record of a replayed trial what the journal says it was: the
+    scheduler of a resumed sweep may cut a replay short, but the trial had ended."""
+    from ludwig_hpo.results import EpochRecord
+
+    t.history = [EpochRecord(epoch=int(r[TIME_ATTR]), objective=float(r[OBJECTIVE]),
+                             metrics={k: v for k, v in r.items() if "/" in k})
+                 for r in entry["results"]]
+    t.status, t.stopped_by = entry["status"], entry.get("stopped_by")
+    t.checkpoint, t.checkpoint_epoch = entry.get("checkpoint"), entry.get("checkpoint_epoch")

@@ -111,6 +111,9 @@ class SweepMonitor(Callback):
         self.describe = describe
         self.sinks = sinks
         self.trials: dict[str, LiveTrial] = {}
+        #: a resumed sweep's journal entries (:func:`ludwig_hpo.journal.read_journal`): trials
+        #: that replay their recorded results end as recorded
+        self.replayed: dict[str, dict] = {}
 
     def __getstate__(self) -> dict:
         # Tune pickles its run config (callbacks included) into the experiment folder; the
@@ -183,6 +186,10 @@ class SweepMonitor(Callback):
         t.ended = time.time()
         done = not self.early_stopping or (t.history and t.history[-1].epoch >= self.epochs)
         t.status = "FINISHED" if done else "KILLED"
+        if trial.trial_id in self.replayed:  # it had ended before the sweep was interrupted
+            from ludwig_hpo.journal import restore_trial
+
+            restore_trial(t, self.replayed[trial.trial_id])
         self._emit("trial_ended", t)
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:

@@ -334,6 +334,7 @@ class Sweep:
         from ludwig_hpo.train.trial import TrialContext
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.journal = read_journal(paths.root / JOURNAL_FILE) if self.resume else {}
         cpus, gpus = plan.cluster_cpus, plan.cluster_gpus
         cluster = (contextlib.nullcontext() if plan.existing_cluster else
                    local_cluster(num_cpus=cpus, num_gpus=int(gpus), trial_slots=plan.max_concurrent))
@@ -348,7 +349,7 @@ class Sweep:
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
                                cpus_per_worker=plan.cpus_per_worker, gpus_per_worker=plan.gpus_per_worker,
                                choices=choices, mode=self.mode, batch_cache=start_cache_actor(), pools=pools,
-                               replay=read_journal(paths.root / JOURNAL_FILE) if self.resume else {})
+                               replay={tid: e["results"] for tid, e in self.journal.items()})
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
@@ -401,6 +402,7 @@ class Sweep:
                                         trial_resources(plan, "pooled" if pooled else "fresh"))
         saved = paths.ray.resolve() / name
         callback = monitor.handle(name)
+        monitor.replayed = getattr(self, "journal", {})
         if self.resume is not None and (saved / "tuner.pkl").is_file():
             # Tune restores the searcher, the scheduler, its trials and the monitor's book;
             # finished and failed trials stay as they ended, unfinished ones run again.

@@ -24,7 +24,8 @@ def test_ended_trials_replay_what_they_reported(tmp_path):
     sink.trial_ended(_trial("c", status="FAILED"))  # a failed trial runs again on resume
     replay = read_journal(tmp_path / "journal.jsonl")
     assert sorted(replay) == ["a", "b"]
-    first, second = replay["a"]
+    assert replay["b"]["status"] == "KILLED" and replay["a"]["checkpoint_epoch"] == 2
+    first, second = replay["a"]["results"]
     assert first == {"trial_id": "a", "batch_size": 16, "world_size": 2, "pid": 7.0, "validation/y/loss": 0.5,
                      "objective": 0.5, "epoch": 1}
     assert second["objective"] == 0.25 and second["epoch"] == 2 and second["checkpoint_path"] == "/ckpt/2"
@@ -37,3 +38,17 @@ def test_a_torn_last_line_is_ignored(tmp_path):
         f.write('{"trial_id": "b", "resu')
     assert list(read_journal(path)) == ["a"]
     assert read_journal(tmp_path / "missing.jsonl") == {}
+
+
+def test_a_replay_cut_short_by_the_resumed_scheduler_ends_as_recorded(tmp_path):
+    from ludwig_hpo.journal import restore_trial
+
+    sink = JournalSink(tmp_path / "journal.jsonl")
+    sink.trial_ended(_trial("a"))
+    entry = read_journal(tmp_path / "journal.jsonl")["a"]
+    replayed = LiveTrial("a", {}, {}, "trial_a")
+    replayed.history = [EpochRecord(1, 0.5, {})]  # stopped after the first replayed epoch
+    replayed.status = "KILLED"
+    restore_trial(replayed, entry)
+    assert replayed.status == "FINISHED" and [h.epoch for h in replayed.history] == [1, 2]
+    assert replayed.history[1].metrics == {"validation/y/loss": 0.25} and replayed.checkpoint == "/ckpt/2"
