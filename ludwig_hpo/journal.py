@@ -94,3 +94,4 @@ def restore_trial(t, entry: dict) -> None:
                  for r in entry["results"]]
     t.status, t.stopped_by = entry["status"], entry.get("stopped_by")
     t.checkpoint, t.checkpoint_epoch = entry.get("checkpoint"), entry.get("checkpoint_epoch")
+    t.replayed = True

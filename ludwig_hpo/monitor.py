@@ -44,6 +44,7 @@ class LiveTrial:
     stopped_by: str | None = None
     checkpoint: str | None = None  # checkpoint folder of the best epoch (multi-worker trials)
     checkpoint_epoch: int | None = None  # the epoch of that checkpoint
+    replayed: bool = False  # a resumed sweep replayed its recorded results (it did not train)
     retries: int = 0  # times the trial was run again after failing (executor.max_failures)
     #: the trial's parameters now: differs from ``params`` (the sampled ones) after a PBT mutation
     current: dict[str, Any] = field(default_factory=dict)
@@ -413,7 +414,8 @@ class MlflowSink:
         if t.error:
             tags["error"] = t.error
         self.store.set_tags(run_id, tags)
-        self.store.log_metrics(run_id, wall_time_split(t), step=t.history[-1].epoch if t.history else 0)
+        if not t.replayed:  # a replayed trial keeps the times of the run that trained it
+            self.store.log_metrics(run_id, wall_time_split(t), step=t.history[-1].epoch if t.history else 0)
         if t.error_text:
             self.store.log_text(run_id, t.error_text, "error.txt")
         self.store.end_run(run_id, t.status)
