@@ -26,8 +26,6 @@ import logging
 import math
 import re
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -340,28 +338,12 @@ def _client(uri: str):
                 fix="pass the URI printed by 'hpo sweep' (mlflow: ...) or the sweep's output folder",
             )
     elif uri.startswith(("http://", "https://")):
-        _check_server(uri)
+        from ludwig_hpo.tracking.mlflow_store import check_server
+
+        check_server(uri, key=None, fix="start the server or fix --tracking-uri")
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
-
-
-def _check_server(uri: str) -> None:
-    url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=SERVER_CHECK_TIMEOUT_S) as r:
-            if r.status == 200:
-                return
-            reason = f"HTTP {r.status}"
-    except urllib.error.HTTPError as e:
-        reason = f"HTTP {e.code}"
-    except (urllib.error.URLError, OSError) as e:
-        reason = str(getattr(e, "reason", e))
-    raise TrackingError(
-        f"the MLflow server does not answer ({reason})",
-        source=uri,
-        fix="start the server or fix --tracking-uri",
-    )
 
 
 def _store_error(uri: str, e: Exception) -> TrackingError:

@@ -55,8 +55,14 @@ def metric_name(name: str) -> str:
 SERVER_CHECK_TIMEOUT_S = 10.0
 
 
-def _check_server(uri: str) -> None:
-    """Fail fast, in one line, when an MLflow server does not answer its health check.
+def check_server(uri: str, *, key: str | None = "tracking.uri",
+                 fix: str = "start it (e.g. mlflow server --host 127.0.0.1 --port 5000), fix the URI, "
+                            "or remove tracking.uri to use the embedded store") -> None:
+    """Fail fast, in one line, when an MLflow server does not answer its health check
+    (within :data:`SERVER_CHECK_TIMEOUT_S` seconds).
+
+    Args:
+        key, fix: the key path and the fix the error names (they depend on where the URI came from).
 
     Raises:
         TrackingError: connection refused, timeout, or an HTTP error status.
@@ -74,9 +80,7 @@ def _check_server(uri: str) -> None:
         reason = f"HTTP {e.code}"
     except (urllib.error.URLError, OSError) as e:
         reason = str(getattr(e, "reason", e))
-    raise TrackingError(f"the MLflow server does not answer ({reason})", source=uri, key="tracking.uri",
-                        fix="start it (e.g. mlflow server --host 127.0.0.1 --port 5000), fix the URI, "
-                            "or remove tracking.uri to use the embedded store")
+    raise TrackingError(f"the MLflow server does not answer ({reason})", source=uri, key=key, fix=fix)
 
 
 class MlflowStore:
@@ -98,7 +102,7 @@ class MlflowStore:
         for name in ("mlflow", "alembic"):  # schema-migration chatter is not for the sweep console
             logging.getLogger(name).setLevel(logging.WARNING)
         if uri.startswith(("http://", "https://")):
-            _check_server(uri)
+            check_server(uri)
         if uri.startswith("sqlite:///"):
             folder = Path(uri.removeprefix("sqlite:///")).parent
             if not folder.is_dir():
