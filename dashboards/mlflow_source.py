@@ -41,7 +41,6 @@ OBJECTIVE_METRIC = "objective"
 RUN_PARAMS = frozenset({"batch_size", "global_batch_size", "eval_batch_size", "world_size"})
 _STATUSES = ("FINISHED", "KILLED", "FAILED", "RUNNING")
 _STAMP = re.compile(r"-\d{8}-\d{6}$")  # the parent run name is "<sweep name>-<YYYYmmdd-HHMMSS>"
-SERVER_CHECK_TIMEOUT_S = 10.0
 
 
 class RunSnapshot(NamedTuple):
