@@ -39,6 +39,9 @@ SEARCH_SPACE_ARTIFACT = "search_space.json"
 OBJECTIVE_METRIC = "objective"
 #: Params of a trial run that are not searched parameters.
 RUN_PARAMS = frozenset({"batch_size", "global_batch_size", "eval_batch_size", "world_size"})
+#: Metrics with a "/" that are not per-epoch split metrics: the wall-time split logged at a
+#: trial's end and mutated hyperparameters (PBT).
+RUN_METRIC_PREFIXES = ("time/", "hparam/")
 _STATUSES = ("FINISHED", "KILLED", "FAILED", "RUNNING")
 _STAMP = re.compile(r"-\d{8}-\d{6}$")  # the parent run name is "<sweep name>-<YYYYmmdd-HHMMSS>"
 
@@ -196,7 +199,7 @@ def _trial(
     objective = objective or []
     by_step: dict[int, dict[str, float]] = {}
     for key, points in run.history.items():
-        if "/" in key:
+        if "/" in key and not key.startswith(RUN_METRIC_PREFIXES):
             for step, value in points:
                 by_step.setdefault(step, {})[key] = value
     history = tuple(

@@ -134,6 +134,7 @@ def test_sweep_on_an_existing_two_node_cluster_uses_both_nodes(two_nodes, tmp_pa
     raw["hyperopt"]["scheduler"] = {"type": "fifo"}
     raw["kfold"] = None
     raw["report"] = {"enabled": False}
+    raw["backend"] = {**raw.get("backend", {}), "trial_executor": "fresh"}  # one Train worker group per trial
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
     proc = run_cli("sweep", "sweep.yaml", "--address", address, "--num-workers", "2", "--output", "results",
                    cwd=tmp_path)
@@ -185,4 +186,4 @@ def test_hpo_train_trains_the_base_configuration_once_and_saves_the_model(tmp_pa
     assert len(child) == 1 and child[0].info.status == "FINISHED"
     assert float(child[0].data.params["trainer.learning_rate"]) == 0.02
     assert child[0].data.metrics["effective_learning_rate"] == 0.02
-    assert child[0].data.params["world_size"] == "2"
+    assert child[0].data.tags["world_size"] == "2"
