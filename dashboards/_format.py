@@ -111,3 +111,7 @@ def add_empty_note(fig: Any, text: str) -> None:
     """Write ``text`` across the middle of an empty plotly figure (nothing to draw)."""
     fig.add_annotation(text=plotly_text(text), x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
                        font={"size": 16})
+
+
+#: How each trial status is worded on the page (the console uses the same words).
+STATUS_LABELS = {"FINISHED": "finished", "KILLED": "stopped early", "FAILED": "failed", "RUNNING": "running"}

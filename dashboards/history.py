@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric
+from dashboards._format import STATUS_LABELS, add_empty_note, metric_title, plotly_text, trial_metric
 from ludwig_hpo.results import SweepResult
 
 
@@ -97,7 +97,7 @@ def history_figure(info: HistoryInfo) -> go.Figure:
                 x=[info.trial_numbers[i] for i in idx],
                 y=[info.values[i] for i in idx],
                 mode="markers",
-                name=status.lower(),
+                name=STATUS_LABELS.get(status, status.lower()),
                 marker={"size": 8, "color": _STATUS_COLORS.get(status, "#888")},
                 customdata=[plotly_text(info.trial_ids[i]) for i in idx],
                 hovertemplate="trial %{customdata}<br>#%{x}: %{y:.4g}<extra></extra>",

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
-from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric, value_label
+from dashboards._format import STATUS_LABELS, add_empty_note, metric_title, plotly_text, trial_metric, value_label
 from dashboards.table import param_paths
 from ludwig_hpo.results import ParamInfo, SweepResult, TrialRecord
 
@@ -27,7 +27,6 @@ COLOR_SCALE = [[i / 7, c] for i, c in enumerate(
     ("#a9cce3", "#85b6dc", "#6aaed6", "#4292c6", "#2171b5", "#08519c", "#08306b", "#041e45"))]
 NO_METRIC_COLOR = "#c8c8c8"
 NO_METRIC_LABEL = "no metric"
-STATUS_LABELS = {"FINISHED": "finished", "KILLED": "stopped early", "FAILED": "failed", "RUNNING": "running"}
 STATUS_AXIS = "status"
 MAX_TICK_LABELS = 25  # a categorical axis with more categories labels every n-th one
 

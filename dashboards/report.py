@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from dashboards._format import (
     MISSING,
+    STATUS_LABELS,
     format_cell,
     format_duration,
     format_number,
@@ -160,7 +161,7 @@ def _header(result: SweepResult) -> dict[str, Any]:
         "goal": result.goal,
         "metric_title": metric_title(result),
         "n_trials": len(result.trials),
-        "status_counts": [(s.lower(), counts[s]) for s in statuses],
+        "status_counts": [(s.lower(), STATUS_LABELS.get(s, s.lower()), counts[s]) for s in statuses],
         "wall_time": format_duration(result.wall_time_s),
         "output_dir": result.output_dir,
         "tracking_uri": result.tracking_uri,

@@ -38,7 +38,7 @@ def test_header_and_tables(report):
     page, _ = report
     assert "digits-cnn" in page and "validation/label/loss (minimize)" in page
     assert "1 h 02 min 05 s" in page
-    assert "15 finished" in page and "3 killed" in page and "2 failed" in page
+    assert "15 finished" in page and "3 stopped early" in page and "2 failed" in page
     assert "trainer:\n  learning_rate: " in page  # best trial's configuration as YAML
     assert "fold mean" in page and "95 % CI" in page and "config #3" in page
     assert "Selection optimism" in page and "paired t-test p =" in page
