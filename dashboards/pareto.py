@@ -46,9 +46,11 @@ class ParetoInfo(NamedTuple):
 
     Attributes:
         trial_ids, costs, values, statuses: aligned, one item per trial; ``costs`` in
-            minutes of wall time, ``values`` the sweep's metric.
+            minutes of wall time, ``values`` the sweep's metric (for a multi-objective sweep:
+            its first and second objective at the trial's last epoch).
         front: indices (into the lists above) of the non-dominated trials, by cost.
-        metric_title: the metric with its direction.
+        metric_title: the metric with its direction (the y axis).
+        x_title, title: the x axis and the figure's title.
     """
 
     trial_ids: list[str]
@@ -57,11 +59,16 @@ class ParetoInfo(NamedTuple):
     statuses: list[str]
     front: list[int]
     metric_title: str
+    x_title: str = "trial wall time (min)"
+    title: str = "Metric vs cost (Pareto front)"
 
 
 def pareto_info(result: SweepResult) -> ParetoInfo:
     """The trials' metric against their wall time (minutes) and the front of both minimized
-    cost and the sweep's goal."""
+    cost and the sweep's goal; for a multi-objective sweep, its first two objectives and the
+    Pareto set the sweep computed (``result.pareto_trial_ids``, with each objective's goal)."""
+    if len(result.objectives) >= 2:
+        return _objectives_info(result)
     ids, costs, values, statuses = [], [], [], []
     for trial in result.trials:
         value = trial_metric(trial)
@@ -75,13 +82,30 @@ def pareto_info(result: SweepResult) -> ParetoInfo:
     return ParetoInfo(ids, costs, values, statuses, front, metric_title(result))
 
 
+def _objectives_info(result: SweepResult) -> ParetoInfo:
+    kx, ky = result.objectives[:2]
+    ids, xs, ys, statuses = [], [], [], []
+    for trial in result.trials:
+        last = trial.history[-1].metrics if trial.history else {}
+        x, y = last.get(kx), last.get(ky)
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            continue
+        ids.append(trial.trial_id)
+        xs.append(float(x))
+        ys.append(float(y))
+        statuses.append(trial.status)
+    on_front = set(result.pareto_trial_ids)
+    front = sorted((i for i, tid in enumerate(ids) if tid in on_front), key=lambda i: xs[i])
+    return ParetoInfo(ids, xs, ys, statuses, front, ky, x_title=kx, title="Objectives (Pareto front)")
+
+
 def pareto_figure(info: ParetoInfo) -> go.Figure:
     """Trials as points (stopped-early ones hollow), the front as a red step line."""
     fig = go.Figure()
     fig.update_layout(
-        title={"text": "Metric vs cost (Pareto front)"}, height=400,
+        title={"text": plotly_text(info.title)}, height=400,
         margin={"l": 70, "r": 30, "t": 40, "b": 60}, plot_bgcolor="white", paper_bgcolor="white",
-        xaxis={"title": {"text": "trial wall time (min)"}, "gridcolor": "#eee", "zeroline": False},
+        xaxis={"title": {"text": plotly_text(info.x_title)}, "gridcolor": "#eee", "zeroline": False},
         yaxis={"title": {"text": plotly_text(info.metric_title)}, "gridcolor": "#eee", "zeroline": False},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"},
     )
@@ -96,13 +120,13 @@ def pareto_figure(info: ParetoInfo) -> go.Figure:
                 x=[info.costs[i] for i in idx], y=[info.values[i] for i in idx], mode="markers", name=name,
                 marker={"size": 7, "symbol": symbol, "color": "#1f5fa8"},
                 customdata=[plotly_text(info.trial_ids[i]) for i in idx],
-                hovertemplate="trial %{customdata}<br>%{x:.3g} min: %{y:.4g}<extra></extra>"))
+                hovertemplate="trial %{customdata}<br>%{x:.4g}: %{y:.4g}<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=[info.costs[i] for i in info.front], y=[info.values[i] for i in info.front], mode="lines+markers",
         name="Pareto front", line={"shape": "hv", "color": "#d62728", "width": 2},
         marker={"size": 9, "color": "#d62728"},
         customdata=[plotly_text(info.trial_ids[i]) for i in info.front],
-        hovertemplate="trial %{customdata}<br>%{x:.3g} min: %{y:.4g}<extra></extra>"))
+        hovertemplate="trial %{customdata}<br>%{x:.4g}: %{y:.4g}<extra></extra>"))
     return fig
 
 

@@ -160,6 +160,7 @@ def _header(result: SweepResult) -> dict[str, Any]:
         "metric": result.metric,
         "goal": result.goal,
         "metric_title": metric_title(result),
+        "objectives": list(result.objectives),
         "n_trials": len(result.trials),
         "status_counts": [(s.lower(), STATUS_LABELS.get(s, s.lower()), counts[s]) for s in statuses],
         "wall_time": format_duration(result.wall_time_s),

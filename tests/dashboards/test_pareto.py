@@ -41,3 +41,24 @@ def test_sweep_front_trades_metric_for_time(make_trial, make_sweep):
     assert [info.trial_ids[i] for i in info.front] == ["t0", "t1", "t3"]  # t2 is slower and worse than t1
     front = pareto_figure(info).data[-1]
     assert front.name == "Pareto front" and list(front.x) == [1.0, 2.0, 10.0]
+
+
+def test_a_multi_objective_sweep_draws_its_objectives_and_the_sweeps_pareto_set(make_trial, make_sweep):
+    import dataclasses
+
+    from ludwig_hpo.results import EpochRecord
+
+    scores = {"a": (0.2, 0.90), "b": (0.1, 0.80), "c": (0.3, 0.85), "d": (0.15, 0.95)}
+    trials = []
+    for tid, (loss, acc) in scores.items():
+        t = make_trial(tid, {}, loss)
+        last = EpochRecord(3, loss, {"validation/y/loss": loss, "validation/y/accuracy": acc})
+        trials.append(dataclasses.replace(t, history=(*t.history[:-1], last)))
+    sweep = dataclasses.replace(make_sweep(trials), objectives=("validation/y/loss", "validation/y/accuracy"),
+                                pareto_trial_ids=("b", "d"))
+    info = pareto_info(sweep)
+    assert info.x_title == "validation/y/loss" and info.metric_title == "validation/y/accuracy"
+    assert info.costs == [0.2, 0.1, 0.3, 0.15] and info.values == [0.90, 0.80, 0.85, 0.95]
+    assert [info.trial_ids[i] for i in info.front] == ["b", "d"]  # by the first objective
+    fig = pareto_figure(info)
+    assert fig.layout.xaxis.title.text == "validation/y/loss" and "Objectives" in fig.layout.title.text
