@@ -40,10 +40,6 @@ RAY_ENV = {
     # Ctrl-C reaches the sweep as KeyboardInterrupt (Tune's own handler would end the search
     # quietly and let the k-fold phase start).
     "TUNE_DISABLE_SIGINT_HANDLER": "1",
-    # save the experiment state (searcher, scheduler, trials) at every step of Tune's loop, so
-    # every trial that started is in it: a resumed sweep continues exactly where it stopped
-    # (trials that ended after the last save replay their results from journal.jsonl)
-    "TUNE_GLOBAL_CHECKPOINT_S": "0",
 }
 
 
@@ -96,7 +92,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def _env(values: dict[str, str | None]) -> Iterator[None]:
+def scoped_env(values: dict[str, str | None]) -> Iterator[None]:
     """Set (or, for None, unset) environment variables; restore them on exit."""
     old = {k: os.environ.get(k) for k in values}
     for k, v in values.items():
@@ -151,7 +147,7 @@ def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
     _check_reachable(address)
     env = {k: v for k, v in RAY_ENV.items() if k not in os.environ}
     _quiet_tune_logs()
-    with _env(env):
+    with scoped_env(env):
         on_term = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True,
@@ -187,7 +183,7 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
     env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
     env["RAY_ADDRESS"] = None  # this cluster is private; an inherited address would redirect ray.init
     _quiet_tune_logs()
-    with _env(env):
+    with scoped_env(env):
         try:
             on_term = signal.getsignal(signal.SIGTERM)
             ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from ludwig_hpo import __version__
-from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan
+from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan, scoped_env
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, load_dataframe, prepare
 from ludwig_hpo.errors import DataError
@@ -34,6 +34,8 @@ from ludwig_hpo.state import SweepState, fingerprint, write_state
 from ludwig_hpo.train.executor import choose_executor
 
 DEFAULT_OUTPUT_ROOT = Path("hpo_results")
+#: Sweeps up to this many trials save Tune's experiment state at every step (see _tune_run).
+SAVE_EVERY_STEP_MAX_TRIALS = 200
 
 
 @dataclass(frozen=True)
@@ -396,7 +398,6 @@ class Sweep:
 
         from ludwig_hpo.train.trial import trial_resources
 
-        mode = self.mode
         pooled = ctx.pools is not None
         trainable = tune.with_resources(tune.with_parameters(trainable, ctx=ctx),
                                         trial_resources(plan, "pooled" if pooled else "fresh"))
@@ -408,12 +409,26 @@ class Sweep:
             # finished and failed trials stay as they ended, unfinished ones run again.
             tuner = tune.Tuner.restore(str(saved), trainable, resume_unfinished=True, resume_errored=False,
                                        restart_errored=False, param_space=param_space)
-            try:
+        else:
+            tuner = self._new_tuner(trainable, name, plan, pooled, callback, tune_config_kw, param_space, paths)
+        # How often Tune saves its experiment state (what a resume restores). Every step of its
+        # loop for ordinary sweeps, so every trial that started is in it; Tune's adaptive period
+        # (>= 10 s, about 5 % of the driver's time) for large ones, whose saved state grows with
+        # the trials (~18 kB each) and would cost more than it saves. A user's setting wins.
+        period = "0" if self.cfg.hyperopt.num_trials <= SAVE_EVERY_STEP_MAX_TRIALS else "auto"
+        try:
+            with scoped_env({"TUNE_GLOBAL_CHECKPOINT_S": os.environ.get("TUNE_GLOBAL_CHECKPOINT_S", period)}):
                 return tuner.fit()
-            except (KeyboardInterrupt, SystemExit):
-                monitor.close_running("interrupted")
-                raise
-        tuner = tune.Tuner(
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM through Ray's handler
+            monitor.close_running("interrupted")
+            raise
+
+    def _new_tuner(self, trainable, name: str, plan: ResourcePlan, pooled: bool, callback, tune_config_kw: dict,
+                   param_space: dict | None, paths: SweepPaths):
+        from ray import tune
+
+        mode = self.mode
+        return tune.Tuner(
             trainable,
             param_space=param_space,
             # Pooled trials reuse Tune's trial actors (~6 s each saved): a stopped pooled trial's
@@ -430,11 +445,6 @@ class Sweep:
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="objective",
                                                         checkpoint_score_order=mode)),
         )
-        try:
-            return tuner.fit()
-        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM through Ray's handler
-            monitor.close_running("interrupted")
-            raise
 
     def _trial_config_text(self, params: dict[str, Any]) -> str:
         """The full resolved config of a trial (defaults filled in), as YAML."""

@@ -41,8 +41,8 @@ from ludwig_hpo.train.strategy import (
 from ludwig_hpo.train.strategy import world as _world
 
 #: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
-#: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0 of a search
-#: trial, None elsewhere.
+#: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0 of a search trial
+#: at an epoch at least as good as every earlier one (the best weights so far), None elsewhere.
 Reporter = Callable[[dict, "str | None"], None]
 
 
@@ -223,6 +223,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
     train_time = eval_time = 0.0
     optimizer_steps = 0
+    best_objective: float | None = None
     for epoch in range(1, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
         rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
@@ -285,7 +286,11 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         if epoch == 1 and train_bs.tried:
             metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
         ckpt_dir = None
-        if job.kind == "search":  # k-fold and test runs only score
+        # Search trials keep their best epoch's weights: only an epoch at least as good as
+        # every earlier one is saved (the same decision on every rank: metrics are all-reduced).
+        improved = best_objective is None or cfg.goal_sign * metrics["objective"] <= cfg.goal_sign * best_objective
+        if job.kind == "search" and improved:  # k-fold and test runs only score
+            best_objective = metrics["objective"]
             state = full_state_dict(model) if fsdp else None  # a collective: every rank gathers
             if rank == 0:
                 ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
