@@ -18,17 +18,37 @@ from ludwig_hpo.data.preprocess import PreparedData
 
 class DeviceData:
     """All rows of :class:`PreparedData` as tensors on ``device`` (the datasets this platform
-    trains per trial fit in device memory; the object store holds one copy per node)."""
+    trains per trial fit in device memory; the object store holds one copy per node).
+
+    Inputs of shape ``(rows, columns)`` and equal dtype (number, binary and category features)
+    are stored side by side in one tensor, so a batch costs one gather per dtype rather than
+    one per feature (a table of 30 number columns: 1 instead of 30); ``inputs`` holds views.
+    """
 
     def __init__(self, data: PreparedData, device: torch.device) -> None:
-        self.inputs = {k: torch.tensor(v, device=device) for k, v in data.inputs.items()}
+        tensors = {k: torch.tensor(v, device=device) for k, v in data.inputs.items()}
+        by_dtype: dict[torch.dtype, list[str]] = {}
+        for k, t in tensors.items():
+            if t.dim() == 2:
+                by_dtype.setdefault(t.dtype, []).append(k)
+        #: (side-by-side tensor, [(feature, first column, end column)])
+        self._tables: list[tuple[torch.Tensor, list[tuple[str, int, int]]]] = []
+        self._alone = {k: t for k, t in tensors.items() if t.dim() != 2}
+        for names in by_dtype.values():
+            table = torch.cat([tensors[k] for k in names], dim=1)
+            bounds = torch.tensor([0] + [tensors[k].shape[1] for k in names]).cumsum(0).tolist()
+            self._tables.append((table, [(k, bounds[i], bounds[i + 1]) for i, k in enumerate(names)]))
+        self.inputs = {**self._alone, **{k: table[:, a:b] for table, spans in self._tables for k, a, b in spans}}
         self.targets = {k: torch.tensor(v, device=device) for k, v in data.targets.items()}
         self.device = device
 
     def batch(self, rows: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Inputs and targets of ``rows`` ((batch,) int64 on the device)."""
-        return ({k: v.index_select(0, rows) for k, v in self.inputs.items()},
-                {k: v.index_select(0, rows) for k, v in self.targets.items()})
+        inputs = {k: v.index_select(0, rows) for k, v in self._alone.items()}
+        for table, spans in self._tables:
+            picked = table.index_select(0, rows)
+            inputs.update({k: picked[:, a:b] for k, a, b in spans})
+        return inputs, {k: v.index_select(0, rows) for k, v in self.targets.items()}
 
 
 def train_shard(rows: np.ndarray, *, epoch: int, seed: int, rank: int, world_size: int) -> np.ndarray:
