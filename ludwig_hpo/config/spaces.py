@@ -77,15 +77,20 @@ class _Bounded(_Space):
         return self
 
 
-class _Log:
-    """Mixin of log-scale spaces (which declare ``base``)."""
+class _Log(_Space):
+    """Base of log-scale spaces: a positive lower bound and a ``base`` above 1 (``base`` is
+    accepted for Ray Tune compatibility; a log-uniform law does not depend on it)."""
 
-    def _check_log(self) -> None:
+    base: float = 10
+
+    @model_validator(mode="after")
+    def _log_ok(self):
         if self.lower <= 0:
             raise RuleError(f"{self.space} needs lower > 0, but got lower={self.lower:g} "
                             "(bounds are values, not exponents)", fix="use a positive lower bound, e.g. 1.0e-5")
         if self.base <= 1:
             raise RuleError(f"base must be > 1, but got base={self.base:g}", fix="use base: 10 (the default)")
+        return self
 
 
 class _Quantized:
@@ -155,16 +160,9 @@ class QUniformSpace(_Bounded, _Quantized):
 
 
 class LogUniformSpace(_Bounded, _Log):
-    """Float sampled uniformly in log space in [lower, upper); bounds are values, not exponents.
-    ``base`` is accepted for Ray Tune compatibility; a log-uniform law does not depend on it."""
+    """Float sampled uniformly in log space in [lower, upper); bounds are values, not exponents."""
 
     space: Literal["loguniform"]
-    base: float = 10
-
-    @model_validator(mode="after")
-    def _log_ok(self):
-        self._check_log()
-        return self
 
     def describe(self) -> str:
         return f"loguniform float in [{self.lower:g}, {self.upper:g}), log scale"
@@ -178,11 +176,9 @@ class QLogUniformSpace(_Bounded, _Log, _Quantized):
 
     space: Literal["qloguniform"]
     q: float
-    base: float = 10
 
     @model_validator(mode="after")
     def _ok(self):
-        self._check_log()
         self._check_q(integer=False)
         return self
 
@@ -302,12 +298,6 @@ class LogRandIntSpace(_IntBounds, _Log):
     """Integer in [lower, upper) sampled on a log scale; upper exclusive (Ray Tune)."""
 
     space: Literal["lograndint"]
-    base: float = 10
-
-    @model_validator(mode="after")
-    def _log_ok(self):
-        self._check_log()
-        return self
 
     def describe(self) -> str:
         return f"lograndint [{self.lower}, {self.upper}) = integers {self.lower}..{self.upper - 1}, log scale"
@@ -320,11 +310,9 @@ class QLogRandIntSpace(_IntBounds, _Log, _Quantized):
 
     space: Literal["qlograndint"]
     q: int = 1
-    base: float = 10
 
     @model_validator(mode="after")
     def _ok(self):
-        self._check_log()
         self._check_q(integer=True)
         return self
 
