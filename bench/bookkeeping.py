@@ -36,7 +36,8 @@ from rich.console import Console
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
 from ludwig_hpo.results import SweepResult
-from ludwig_hpo.search.algorithms import OBJECTIVE, make_scheduler, make_searcher
+from ludwig_hpo.search.algorithms import OBJECTIVE, make_searcher
+from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode, param_infos
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -214,13 +214,24 @@ def _describe_search(cfg) -> list[str]:
         lines.append(f"scheduler: fifo (every trial runs all {cfg.trainer.epochs} epochs)")
     else:
         unit = "epochs" if sch.in_epochs else "s"
-        shown = {k: v for k, v in sch.model_dump().items() if k not in ("type", "time_attr", "max_t")}
+        shown = {k: v for k, v in sch.model_dump().items()
+                 if k not in ("type", "time_attr", "max_t", "hyperparam_mutations")}
         max_t = getattr(sch, "max_t", None)
         if hasattr(sch, "max_t"):
             shown["max_t"] = (f"{max_t} {unit}" if max_t is not None and not sch.in_epochs
                               else f"{cfg.trainer.epochs} epochs (trainer.epochs)")
         lines.append(f"scheduler: {sch.type} on {sch.time_attr} ("
                      + ", ".join(f"{k} {_show(v)}" for k, v in shown.items()) + ")")
+        if sch.type == "pbt":
+            from ludwig_hpo.config.hyperopt import pbt_mutable
+
+            given = sch.hyperparam_mutations
+            if given is None:
+                given = {p: None for p in hp.parameters if pbt_mutable(p)}
+            every = f"{max(1, int(sch.perturbation_interval))} epoch(s)" if sch.in_epochs else "epoch"
+            lines.append("pbt perturbs: " + ", ".join(
+                f"{p} ({'its own space' if v is None else _show(v)})" for p, v in given.items())
+                + f"; the rest stays as sampled; trials checkpoint every {every}")
     budget = hp.executor.time_budget_s
     lines.append(f"time budget: {f'{budget:g} s (no trial starts after it)' if budget else 'none (all trials run)'}")
     lines.append(f"search space ({len(hp.parameters)} parameter(s)):")
@@ -329,7 +340,8 @@ def validate(
     out.print(f"resources: {plan.describe()}")
     from ludwig_hpo.train.executor import choose_executor
 
-    choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu)
+    choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu,
+                                pbt=cfg.hyperopt.scheduler.type == "pbt")
     out.print(f"trial executor: {choice.executor} ({choice.reason})")
     if cfg.kfold:
         out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")

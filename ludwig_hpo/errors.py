@@ -68,6 +68,11 @@ class TrialError(HpoError, RuntimeError):
     """A trial failed inside its workers (not a user input error; shown with the trial id)."""
 
 
+class CheckpointError(HpoError, RuntimeError):
+    """A trial's checkpoint cannot be loaded to resume it (missing files, or weights that do
+    not fit the trial's model)."""
+
+
 _ERR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt)): (.+)$")
 
 

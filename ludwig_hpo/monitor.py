@@ -112,6 +112,7 @@ class SweepMonitor(Callback):
         self.describe = describe
         self.sinks = sinks
         self.trials: dict[str, LiveTrial] = {}
+        self._interrupted: set[str] = set()
         #: a resumed sweep's journal entries (:func:`ludwig_hpo.journal.read_journal`): trials
         #: that replay their recorded results end as recorded
         self.replayed: dict[str, dict] = {}
@@ -128,6 +129,8 @@ class SweepMonitor(Callback):
 
     def set_state(self, state: dict) -> None:
         self.trials = dict(state.get("trials", {}))
+        # trials the interruption cut off: their next start begins again (and reopens the run)
+        self._interrupted = {tid for tid, t in self.trials.items() if t.status == "RUNNING"}
         self._emit("trials_restored", list(self.trials.values()))
 
     def handle(self, key: str) -> MonitorHandle:
@@ -144,8 +147,8 @@ class SweepMonitor(Callback):
         d = self.describe(trial.trial_id, trial.config)
         before = self.trials.get(trial.trial_id)
         t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name, current=dict(d.params))
-        if before is not None:  # run again after a failure
-            t.retries = before.retries
+        if before is not None:  # run again after a failure: it continues from its checkpoint
+            t.retries, t.history = before.retries, list(before.history)
         self._emit("trial_started", t)
         return t
 
@@ -157,12 +160,12 @@ class SweepMonitor(Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
         t = self.trials.get(trial.trial_id)
-        if (t is not None and t.status == "RUNNING"
-                and self.describe(trial.trial_id, trial.config).params != t.current):
-            # PBT exploited: the paused trial restarts with mutated parameters; it keeps its
-            # record (sampled params, history) and its run
+        if t is not None and t.status == "RUNNING" and trial.trial_id not in self._interrupted:
+            # PBT paused it and starts it again, perhaps with mutated parameters (it exploited
+            # another trial): it keeps its record (sampled params, history) and its run
             self._follow_config(t, trial)
             return
+        self._interrupted.discard(trial.trial_id)
         self._start(trial)  # first start, a retry after a failure, or a restored sweep's trial
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
@@ -173,10 +176,17 @@ class SweepMonitor(Callback):
         metrics = {k: v for k, v in result.items() if "/" in k and isinstance(v, (int, float))}
         best = t.best(self.sign)
         objective = float(result[OBJECTIVE])
-        if result.get("checkpoint_path") and (best is None or self.sign * objective <= self.sign * best):
-            # Train keeps the best-scored checkpoint, the latest of equal scores
-            t.checkpoint, t.checkpoint_epoch = result["checkpoint_path"], int(result[TIME_ATTR])
-        t.history.append(EpochRecord(epoch=int(result[TIME_ATTR]), objective=objective, metrics=metrics))
+        # Train's checkpoint (fresh multi-worker trials), or the one this result handed to Tune
+        path = result.get("checkpoint_path")
+        if not path and result.get("checkpoint_dir_name") and getattr(trial, "path", None):
+            path = os.path.join(trial.path, result["checkpoint_dir_name"])
+        if path and (best is None or self.sign * objective <= self.sign * best):
+            # Train and Tune keep the best-scored checkpoint, the latest of equal scores
+            t.checkpoint, t.checkpoint_epoch = path, int(result[TIME_ATTR])
+        epoch = int(result[TIME_ATTR])
+        while t.history and t.history[-1].epoch >= epoch:  # continued from an earlier checkpoint
+            t.history.pop()
+        t.history.append(EpochRecord(epoch=epoch, objective=objective, metrics=metrics))
         t.last = dict(result)
         self._emit("trial_result", t, result)
 
@@ -274,10 +284,11 @@ class MonitorHandle(Callback):
 
 
 #: Result keys that are not per-epoch metrics: logged once as tags, or Tune's bookkeeping.
-_ONCE_TAGS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size")
+_ONCE_TAGS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size", "seed")
 _NOT_METRICS = frozenset(_ONCE_TAGS + (TIME_ATTR, "training_iteration", "batch_size_cache_hit", "setup_time_s",
                                        "eval_time_s", "timestamp", "pid", "time_this_iter_s", "time_total_s",
-                                       "time_since_restore", "iterations_since_restore"))
+                                       "time_since_restore", "iterations_since_restore",
+                                       "checkpoint_improved", "resumed_from_epoch"))
 
 
 def wall_time_split(t: LiveTrial) -> dict[str, float]:
@@ -365,6 +376,8 @@ class MlflowSink:
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         run_id = self.run_ids[t.trial_id]
         step = int(result[TIME_ATTR])
+        if "resumed_from_epoch" in result:  # it continued from a checkpoint (restored, retried, PBT)
+            self.store.set_tags(run_id, {"resumed_from_epoch": result["resumed_from_epoch"]})
         if step <= self._skip_to.get(t.trial_id, 0):
             return
         metrics = {k: v for k, v in result.items() if k not in _NOT_METRICS and _is_number(v)}

@@ -194,7 +194,8 @@ class Sweep:
                            f"prepared in {time.time() - t:.1f}s", highlight=False)
         plan = local_plan(cfg) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         self.console.print(f"resources: {plan.describe()}", highlight=False)
-        self.executor = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu)
+        self.executor = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu,
+                                pbt=cfg.hyperopt.scheduler.type == "pbt")
         self.console.print(f"trial executor: {self.executor.executor} ({self.executor.reason})", highlight=False)
         return data, plan
 
@@ -331,6 +332,7 @@ class Sweep:
         import ray
 
         from ludwig_hpo.cluster import local_cluster
+        from ludwig_hpo.search.schedulers import pbt_checkpoint_every
         from ludwig_hpo.train.cache import start_cache_actor
         from ludwig_hpo.train.pool import start_pools
         from ludwig_hpo.train.trial import TrialContext
@@ -351,7 +353,8 @@ class Sweep:
                                num_workers=plan.num_workers, use_gpu=plan.use_gpu,
                                cpus_per_worker=plan.cpus_per_worker, gpus_per_worker=plan.gpus_per_worker,
                                choices=choices, mode=self.mode, batch_cache=start_cache_actor(), pools=pools,
-                               replay={tid: e["results"] for tid, e in self.journal.items()})
+                               replay={tid: e["results"] for tid, e in self.journal.items()},
+                               checkpoint_every=pbt_checkpoint_every(self.cfg.hyperopt))
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
@@ -367,7 +370,13 @@ class Sweep:
                 self._save_best(best, checkpoints.get(best.trial_id), store, parent, paths, data)
             kfold: tuple[KFoldRecord, ...] = ()
             if self.cfg.kfold is not None and ranked:
-                kfold = self._kfold(ctx, plan, store, parent, paths, _distinct_top(ranked, self.cfg.kfold.top_k))
+                top = _distinct_top(ranked, self.cfg.kfold.top_k)
+                if self.cfg.hyperopt.scheduler.type == "pbt":
+                    # a PBT trial's parameters are a schedule: re-evaluate what each ended with
+                    top = [dataclasses.replace(r, params=self._final_params.get(r.trial_id, r.params)) for r in top]
+                    self.console.print("k-fold: PBT trials are re-evaluated with the parameters they ended with",
+                                       highlight=False)
+                kfold = self._kfold(ctx, plan, store, parent, paths, top)
             self._phase(paths, "report")
         result = SweepResult(
             name=self.cfg.name, metric=self.metric, goal=self.cfg.hyperopt.goal,
@@ -441,9 +450,12 @@ class Sweep:
             run_config=tune.RunConfig(
                 name=name, storage_path=str(paths.ray.resolve()), verbose=0, callbacks=[callback],
                 failure_config=tune.FailureConfig(max_failures=self.cfg.hyperopt.executor.max_failures),
-                # 1-worker trials checkpoint through Tune: keep only the best epoch's
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="objective",
-                                                        checkpoint_score_order=mode)),
+                # Trials checkpoint through Tune (1-worker and pooled ones): keep the best
+                # epoch's, and the latest (a restored or retried trial continues from it).
+                # PBT keeps all: a trial may clone another's checkpoint after it was superseded.
+                checkpoint_config=tune.CheckpointConfig(
+                    num_to_keep=None if self.cfg.hyperopt.scheduler.type == "pbt" else 1,
+                    checkpoint_score_attribute="objective", checkpoint_score_order=mode)),
         )
 
     def _trial_config_text(self, params: dict[str, Any]) -> str:
@@ -456,7 +468,8 @@ class Sweep:
                 paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
         from ludwig_hpo.console import ConsoleSink
         from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
-        from ludwig_hpo.search.algorithms import make_scheduler, make_searcher
+        from ludwig_hpo.search.algorithms import make_searcher
+        from ludwig_hpo.search.schedulers import make_scheduler
         from ludwig_hpo.search.space import decode
         from ludwig_hpo.train.trial import search_trial
 
@@ -479,14 +492,29 @@ class Sweep:
                    MlflowSink(store, parent, run_kind="trial", config_text=self._trial_config_text, rungs=rungs,
                               resume=self.resume is not None),
                    ConsoleSink(self.console, self.metric, self.sign, n)])
-        kw: dict[str, Any] = {"search_alg": make_searcher(hp, self.cfg.objectives), "scheduler": make_scheduler(hp, self.cfg.trainer.epochs),
-                              "num_samples": n}
+        kw: dict[str, Any] = {"scheduler": make_scheduler(hp, self.cfg.trainer.epochs), "num_samples": n}
+        param_space = None
+        if hp.scheduler.type == "pbt":
+            # PBT runs only with Tune's own random variant generator (it explores by itself).
+            from ray.tune.search import BasicVariantGenerator
+
+            from ludwig_hpo.search.space import encode_value, to_tune
+
+            param_space = {p: to_tune(s) for p, s in hp.parameters.items()}
+            points = [{p: encode_value(hp.parameters[p], v) for p, v in point.items()}
+                      for point in hp.search_alg.points_to_evaluate]
+            kw["search_alg"] = BasicVariantGenerator(points_to_evaluate=points or None,
+                                                     random_state=hp.search_alg.seed)
+            kw["num_samples"] = hp.executor.num_samples  # Tune multiplies by the grid itself
+        else:
+            kw["search_alg"] = make_searcher(hp, self.cfg.objectives)
         if budget:
             kw["time_budget_s"] = budget
         grid = self._tune_run(search_trial, name="search", ctx=ctx, plan=plan, monitor=monitor,
-                              tune_config_kw=kw, param_space=None, paths=paths)
+                              tune_config_kw=kw, param_space=param_space, paths=paths)
         if hp.search_alg.type == "grid" and len(monitor.trials) == n:
             self.console.print(f"search space exhausted: all {n} grid points ran", highlight=False)
+        self._final_params = {tid: dict(t.current) for tid, t in monitor.trials.items()}
         # The best epoch's checkpoint: reported by Train (multi-worker) or kept by Tune (1 worker).
         checkpoints = {tid: t.checkpoint for tid, t in monitor.trials.items() if t.checkpoint}
         mode = self.mode
@@ -513,8 +541,9 @@ class Sweep:
         meta = {name: dataclasses.asdict(m) for name, m in data.meta.items()}
         (out / "preprocessing.json").write_text(json.dumps(meta, indent=1, default=str))
         if not (checkpoint and (Path(checkpoint) / "model.pt").exists()):
-            # the trial's own Train storage holds its kept checkpoint
-            kept = sorted(paths.ray.glob(f"train/{best.trial_id}/checkpoint_*/model.pt"))
+            # the trial's own Train storage, or its Tune folder, holds its kept checkpoints
+            kept = (sorted(paths.ray.glob(f"train/{best.trial_id}/checkpoint_*/model.pt"))
+                    or sorted(paths.ray.glob(f"search/*_{best.trial_id}_*/checkpoint_*/model.pt")))
             checkpoint = str(kept[-1].parent) if kept else None
         if checkpoint:
             shutil.copy2(Path(checkpoint) / "model.pt", out / "model.pt")

@@ -140,10 +140,51 @@ class MedianStoppingRuleScheduler(_Scheduler):
     hard_stop: bool = True
 
 
+class PbtScheduler(_Scheduler):
+    """Population based training (Ray Tune's ``PopulationBasedTraining``, Ludwig's option
+    names). Every ``perturbation_interval`` (in ``time_attr`` units; epochs by default), a
+    trial in the bottom ``quantile_fraction`` of the population copies the weights and
+    optimizer state of one in the top fraction, takes its parameters, and continues with the
+    parameters of ``hyperparam_mutations`` perturbed: with probability
+    ``resample_probability`` resampled, else multiplied by one of ``perturbation_factors``
+    (numbers) or shifted to a neighbouring value (lists), then clipped into the space.
+
+    ``hyperparam_mutations``: ``{parameter path: values}`` where values is a list, a space
+    (``{space: loguniform, lower: ..., upper: ...}``) or null (the parameter's own space of
+    ``hyperopt.parameters``); omitted: every searched parameter that PBT may change. Only
+    parameters that keep the weights loadable may change (``trainer.*`` other than
+    ``epochs`` and ``optimizer.type``, and dropout rates). The initial population is sampled
+    at random (``search_alg.type: random``).
+    """
+
+    type: Literal["pbt"]
+    perturbation_interval: float = Field(1.0, gt=0)
+    burn_in_period: float = Field(0.0, ge=0)
+    hyperparam_mutations: dict[str, Any] | None = None
+    quantile_fraction: float = Field(0.25, gt=0, le=0.5)
+    resample_probability: float = Field(0.25, ge=0, le=1)
+    perturbation_factors: tuple[float, float] = (1.2, 0.8)
+    log_config: bool = True
+    require_attrs: bool = True
+    synch: bool = False
+
+
 Scheduler = Annotated[
-    Union[FifoScheduler, AsyncHyperbandScheduler, HyperbandScheduler, MedianStoppingRuleScheduler],
+    Union[FifoScheduler, AsyncHyperbandScheduler, HyperbandScheduler, MedianStoppingRuleScheduler, PbtScheduler],
     Field(discriminator="type"),
 ]
+
+#: Parameter paths PBT may not change: they change what a checkpoint holds or how long a trial runs.
+PBT_FIXED_PATHS = ("trainer.epochs", "trainer.optimizer.type", "trainer.seed")
+
+
+def pbt_mutable(path: str) -> bool:
+    """Whether PBT may change parameter ``path`` mid-trial: training settings (``trainer.*``
+    except :data:`PBT_FIXED_PATHS`) and dropout rates keep a checkpoint's weights loadable;
+    anything else may change the model's shapes."""
+    if path in PBT_FIXED_PATHS:
+        return False
+    return path.startswith("trainer.") or path.split(".")[-1] == "dropout"
 
 
 class ExecutorConfig(_Base):
@@ -236,6 +277,26 @@ class HyperoptConfig(_Base):
             return {**data, "scheduler": ex.pop("scheduler"), "executor": ex}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pbt_samples_at_random(cls, data: Any) -> Any:
+        # PBT explores by itself; Tune runs it only with its own random variant generator.
+        if not isinstance(data, dict):
+            return data
+        sch = data.get("scheduler")
+        if sch is None and isinstance(data.get("executor"), dict):
+            sch = data["executor"].get("scheduler")
+        if not (isinstance(sch, dict) and sch.get("type") == "pbt"):
+            return data
+        sa = data.get("search_alg")
+        if sa is None:
+            return {**data, "search_alg": {"type": "random"}}
+        if isinstance(sa, dict) and sa.get("type", "optuna") not in ("random", "variant_generator"):
+            raise RuleError(f"the pbt scheduler samples its first population at random and then explores by "
+                            f"itself; it cannot follow search_alg.type {sa.get('type', 'optuna')!r}",
+                            path=("hyperopt", "search_alg", "type"), fix="use search_alg: {type: random} with pbt")
+        return data
+
     @field_validator("split", mode="before")
     @classmethod
     def _no_test(cls, v: Any) -> Any:
@@ -272,6 +333,8 @@ class HyperoptConfig(_Base):
                 raise KeyedValueError(f"scheduler {self.scheduler.type!r} stops trials on one metric, but "
                                       f"{len(self.objectives)} are optimized", ("hyperopt", "scheduler"),
                                       fix="use scheduler: {type: fifo} with several metrics")
+        if self.scheduler.type == "pbt":
+            self._check_pbt()
         if sa.type == "grid":
             others = [p for p, s in params.items() if not isinstance(s, GridSearchSpace)]
             if others:
@@ -306,6 +369,66 @@ class HyperoptConfig(_Base):
                                   ("hyperopt", "search_alg", "points_to_evaluate"),
                                   fix="raise executor.num_samples or remove points")
         return self
+
+    def _check_pbt(self) -> None:
+        import difflib
+
+        params = self.parameters
+        where = ("hyperopt", "scheduler", "hyperparam_mutations")
+        given = self.scheduler.hyperparam_mutations
+        if given is None:
+            if not any(pbt_mutable(p) for p in params):
+                raise KeyedValueError("pbt has no parameter it may change: none of hyperopt.parameters is a "
+                                      "training setting (trainer.*) or a dropout rate", ("hyperopt", "scheduler"),
+                                      fix="search e.g. trainer.learning_rate, or use another scheduler")
+            return
+        if not given:
+            raise KeyedValueError("hyperparam_mutations is empty", where,
+                                  fix="list the parameters to perturb, or remove it to perturb all that may change")
+        for path, values in given.items():
+            if path not in params:
+                close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
+                raise KeyedValueError(f"{path!r} is not a searched parameter (PBT perturbs parameters of "
+                                      "hyperopt.parameters)", (*where, path),
+                                      fix=f"did you mean {close[0]!r}?" if close else f"add {path} to hyperopt.parameters")
+            if not pbt_mutable(path):
+                raise KeyedValueError(f"PBT cannot change {path!r} mid-trial: a cloned checkpoint would not fit "
+                                      "(only trainer.* settings other than epochs, optimizer.type and seed, and "
+                                      "dropout rates may change)", (*where, path),
+                                      fix=f"remove {path} from hyperparam_mutations")
+            if values is None:
+                continue  # the parameter's own space
+            if isinstance(values, dict):
+                self._check_mutation_space(path, values, (*where, path))
+                continue
+            if not isinstance(values, list) or not values:
+                raise KeyedValueError(f"mutations of {path!r} must be a non-empty list of values, a space "
+                                      f"mapping or null, got {values!r}", (*where, path),
+                                      fix="write e.g. [0.001, 0.01, 0.1], or null for the parameter's own space")
+            for v in values:
+                problem = params[path].problem_with(v)
+                if problem:
+                    raise KeyedValueError(f"{problem} of the {params[path].space} space of {path!r}", (*where, path),
+                                          fix="list values inside the parameter's space")
+
+    def _check_mutation_space(self, path: str, values: dict, where: tuple) -> None:
+        from pydantic import TypeAdapter, ValidationError
+
+        from ludwig_hpo.config.spaces import LISTED_SPACES, RandnSpace
+
+        own = self.parameters[path]
+        if isinstance(own, (RandnSpace, *LISTED_SPACES)):
+            raise KeyedValueError(f"a mutation space needs a numeric parameter with bounds, but {path!r} is "
+                                  f"{own.space}", where, fix="list the values to try, or write null (its own space)")
+        try:
+            space = TypeAdapter(ParamSpace).validate_python(values)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise KeyedValueError(f"invalid mutation space: {err['msg']}", where,
+                                  fix="write e.g. {space: loguniform, lower: 1.0e-4, upper: 0.1}") from None
+        if isinstance(space, (RandnSpace, *LISTED_SPACES)):
+            raise KeyedValueError(f"a mutation space must be a bounded numeric space, not {space.space}", where,
+                                  fix="use uniform, loguniform, randint, ... or a list of values")
 
     @property
     def metric_key(self) -> str:

@@ -218,7 +218,8 @@ class TrainerConfig(_Base):
     scaler). ``gradient_accumulation_steps``: batches per optimizer step (gradients are not
     synchronized across workers on the accumulating batches). ``learning_rate_scaling``: the
     learning rate actually used is ``learning_rate`` x 1 (``constant``), x world size
-    (``linear``) or x sqrt(world size) (``sqrt``).
+    (``linear``) or x sqrt(world size) (``sqrt``). ``nan_policy``: what a NaN or infinite
+    training loss does (``fail`` the trial, or ``skip_batch``).
     """
 
     epochs: int = Field(10, ge=1, le=100_000)
@@ -231,6 +232,10 @@ class TrainerConfig(_Base):
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     gradient_accumulation_steps: int = Field(1, ge=1, le=4096)
     learning_rate_scaling: Literal["constant", "linear", "sqrt"] = "constant"
+    #: a NaN or infinite training loss: ``fail`` the trial (FAILED, the scheduler counts it as
+    #: the worst value), or ``skip_batch``: skip that batch's optimizer step (counted in
+    #: ``nonfinite_batches``) and fail only when a whole epoch is non-finite.
+    nan_policy: Literal["fail", "skip_batch"] = "fail"
 
 
 class BackendConfig(_Base):
@@ -493,6 +498,16 @@ class SweepConfig(_Base):
         if in_epochs and getattr(sch, "grace_period", 0) > self.trainer.epochs:
             raise KeyedValueError(f"grace_period ({sch.grace_period:g}) must be <= trainer.epochs "
                                   f"({self.trainer.epochs})", ("hyperopt", "scheduler", "grace_period"))
+        if sch.type == "pbt":
+            if in_epochs and sch.perturbation_interval >= self.trainer.epochs:
+                raise KeyedValueError(f"perturbation_interval ({sch.perturbation_interval:g}) must be below "
+                                      f"trainer.epochs ({self.trainer.epochs}), or no trial is ever perturbed",
+                                      ("hyperopt", "scheduler", "perturbation_interval"),
+                                      fix="use a smaller interval or more epochs")
+            if self.backend.trial_executor == "fresh" and self.backend.num_workers > 1:
+                raise KeyedValueError("pbt needs the checkpoints of multi-worker trials in Tune, which only pooled "
+                                      "worker groups hand over", ("backend", "trial_executor"),
+                                      fix="use trial_executor: pooled (or auto) with pbt")
         return self
 
     @property

@@ -1,6 +1,6 @@
-"""Searcher and scheduler: Optuna's sampler behind Tune's ``OptunaSearch``, and a Tune
-trial scheduler. Early stopping belongs to the Tune scheduler (``OptunaSearch`` gives its
-study a no-op pruner).
+"""The searcher: Optuna's sampler behind Tune's ``OptunaSearch``. Early stopping belongs
+to the Tune scheduler (:mod:`ludwig_hpo.search.schedulers`; ``OptunaSearch`` gives its study
+a no-op pruner).
 
 Grid points (``grid_search`` parameters) and ``points_to_evaluate`` are enqueued in the
 Optuna study, so they run first and in order while the sampler still learns from them;
@@ -14,13 +14,6 @@ import math
 from typing import Any
 
 import optuna
-from ray.tune.schedulers import (
-    AsyncHyperBandScheduler,
-    FIFOScheduler,
-    HyperBandScheduler,
-    MedianStoppingRule,
-    TrialScheduler,
-)
 from ray.tune.search.optuna import OptunaSearch
 
 from ludwig_hpo.config.schema import HyperoptConfig
@@ -130,25 +123,3 @@ def pareto_trial_ids(records, objectives: list[tuple[str, str]]) -> tuple[str, .
         return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
 
     return tuple(tid for tid, p in points if not any(dominates(q, p) for _, q in points))
-
-
-def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
-    """The Tune scheduler of ``hyperopt.scheduler``; ``max_t`` defaults to ``epochs`` when
-    progress counts epochs. Option names are Ray Tune's (and Ludwig's)."""
-    mode = "min" if hp.goal == "minimize" else "max"
-    sch = hp.scheduler
-    if sch.type == "fifo":
-        return FIFOScheduler()
-    common = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
-    max_t = getattr(sch, "max_t", None) or epochs
-    if sch.type in ("async_hyperband", "asha"):
-        return AsyncHyperBandScheduler(max_t=max_t, grace_period=sch.grace_period,
-                                       reduction_factor=sch.reduction_factor, brackets=sch.brackets,
-                                       stop_last_trials=sch.stop_last_trials, **common)
-    if sch.type == "hyperband":
-        return HyperBandScheduler(max_t=max_t, reduction_factor=sch.reduction_factor,
-                                  stop_last_trials=sch.stop_last_trials, **common)
-    if sch.type == "median_stopping_rule":
-        return MedianStoppingRule(grace_period=sch.grace_period, min_samples_required=sch.min_samples_required,
-                                  min_time_slice=sch.min_time_slice, hard_stop=sch.hard_stop, **common)
-    raise ValueError(f"unknown scheduler {sch.type!r}")  # the schema admits no other

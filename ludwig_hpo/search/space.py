@@ -151,3 +151,50 @@ def param_infos(spaces: dict[str, Any]) -> tuple[ParamInfo, ...]:
                                  lower=float(s.lower), upper=float(s.upper)))
     return tuple(out)
 
+
+
+def to_tune(space: Any) -> Any:
+    """The Ray Tune search-space object sampling the same encoded values as :func:`to_optuna`
+    (so :func:`decode_with` maps them to config values): ``grid_search`` stays a grid, the
+    other spaces become Tune domains. Used where Tune's own random variant generator samples
+    trials (the PBT scheduler's population).
+
+    Raises:
+        TypeError: ``space`` is not a sweep-file space model.
+    """
+    from ray import tune
+
+    from ludwig_hpo.config.spaces import GridSearchSpace
+
+    if isinstance(space, GridSearchSpace):
+        return tune.grid_search(list(to_optuna(space).choices))
+    return tune_domain(to_optuna(space))
+
+
+def tune_domain(dist: optuna.distributions.BaseDistribution) -> Any:
+    """The Tune domain of one Optuna distribution (inclusive integer bounds become Tune's
+    exclusive ones)."""
+    from ray import tune
+
+    if isinstance(dist, _D.CategoricalDistribution):
+        return tune.choice(list(dist.choices))
+    if isinstance(dist, _D.IntDistribution):
+        if dist.step > 1:
+            return tune.qrandint(dist.low, dist.high, dist.step)
+        return tune.lograndint(dist.low, dist.high + 1) if dist.log else tune.randint(dist.low, dist.high + 1)
+    if dist.step is not None:
+        return tune.quniform(dist.low, dist.high, dist.step)
+    return tune.loguniform(dist.low, dist.high) if dist.log else tune.uniform(dist.low, dist.high)
+
+
+def clip_encoded(dist: optuna.distributions.BaseDistribution, value: Any) -> Any:
+    """``value`` moved into ``dist``: clipped to its bounds, rounded to its step (integers
+    stay integers); categories are returned unchanged. Pure."""
+    if isinstance(dist, _D.CategoricalDistribution):
+        return value
+    v = min(max(value, dist.low), dist.high)
+    if isinstance(dist, _D.IntDistribution):
+        return int(dist.low + round((v - dist.low) / dist.step) * dist.step)
+    if dist.step is not None:
+        return clean_float(dist.low + round((v - dist.low) / dist.step) * dist.step)
+    return float(v)

@@ -22,17 +22,21 @@ class ExecutorChoice(NamedTuple):
     reason: str
 
 
-def choose_executor(requested: str, *, use_gpu: bool) -> ExecutorChoice:
+def choose_executor(requested: str, *, use_gpu: bool, pbt: bool = False) -> ExecutorChoice:
     """Resolve ``backend.trial_executor`` (``auto``, ``fresh`` or ``pooled``) for a sweep.
 
     ``auto`` picks ``pooled`` for CPU trials (process start-up is most of a short trial) and
     ``fresh`` for GPU trials (each trial gets clean device memory; start-up is small next to
-    GPU training).
+    GPU training), and ``pooled`` under the PBT scheduler, whose trials Tune pauses and
+    restores from the checkpoints the pooled groups hand it.
     """
     if requested == "fresh":
         return ExecutorChoice("fresh", "backend.trial_executor: fresh (a new Ray Train job per trial)")
     if requested == "pooled":
         return ExecutorChoice("pooled", "backend.trial_executor: pooled (warm worker groups, one per trial slot)")
+    if pbt:
+        return ExecutorChoice("pooled", "auto: PBT pauses trials and clones their checkpoints, which warm worker "
+                                        "groups hand to Tune")
     if use_gpu:
         return ExecutorChoice("fresh", "auto: GPU trials run as a new Ray Train job each, so every trial starts "
                                        "with clean device memory (set trial_executor: pooled to reuse processes)")

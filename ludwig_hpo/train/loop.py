@@ -34,16 +34,22 @@ from ludwig_hpo.train.strategy import (
     full_state_dict,
     grad_scaler,
     is_fsdp,
+    load_training_state,
     no_grad_sync,
+    optimizer_state,
     unwrapped,
     wrap,
 )
 from ludwig_hpo.train.strategy import world as _world
 
 #: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
-#: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` on rank 0 of a search trial
-#: at an epoch at least as good as every earlier one (the best weights so far), None elsewhere.
+#: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` (the weights) and
+#: ``trainer_state.pt`` (what a resume needs) on rank 0 of a search trial at an epoch at least
+#: as good as every earlier one (``metrics["checkpoint_improved"]`` is 1) or at every
+#: ``Job.checkpoint_every``-th epoch; None elsewhere. The folder is removed when it returns.
 Reporter = Callable[[dict, "str | None"], None]
+#: The files of a resumable checkpoint folder.
+MODEL_FILE, STATE_FILE = "model.pt", "trainer_state.pt"
 
 
 @dataclass(frozen=True)
@@ -54,11 +60,21 @@ class Job:
     of train+validation, score on fold ``fold`` (reported as ``validation``). ``test``: train
     on train+validation, score on the test split. ``epochs`` overrides ``trainer.epochs``
     (k-fold and test runs train for the epochs at which the search trial was best).
+
+    ``resume_from``: a folder written by an earlier report of a search trial (``model.pt``
+    and ``trainer_state.pt``): training continues after its epoch, with its weights,
+    optimizer state, counters and random state (a restored, retried or PBT-exploited trial).
+    ``seed_offset`` is added to ``trainer.seed`` (a retried trial runs with a fresh seed).
+    ``checkpoint_every``: also save a resumable checkpoint every that many epochs (PBT's
+    perturbation interval); 0: only at epochs that improve the objective.
     """
 
     kind: Literal["search", "fold", "test"] = "search"
     fold: int | None = None
     epochs: int | None = None
+    resume_from: str | None = None
+    seed_offset: int = 0
+    checkpoint_every: int = 0
 
     def rows(self, data: PreparedData) -> tuple[np.ndarray, str, np.ndarray]:
         """(training rows, name of the scored split, scored rows)."""
@@ -152,6 +168,58 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
     return out_metrics
 
 
+def _save_checkpoint(model: torch.nn.Module, inner: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     scaler: torch.amp.GradScaler, *, fsdp: bool, rank: int, device: torch.device,
+                     state: dict) -> str | None:
+    """Write a resumable checkpoint into a new temporary folder on rank 0 (returned; None on
+    other ranks): ``model.pt`` (``{"state_dict", "epoch"}``, the whole model on the CPU) and
+    ``trainer_state.pt`` (``state`` plus the optimizer, gradient-scaler and random states).
+    A collective for FSDP: every rank calls it."""
+    weights = full_state_dict(model) if fsdp else None
+    optim = optimizer_state(model, optimizer) if fsdp or rank == 0 else None
+    if rank != 0:
+        return None
+    ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
+    torch.save({"state_dict": weights if fsdp else inner.state_dict(), "epoch": state["epoch"]},
+               Path(ckpt_dir) / MODEL_FILE)
+    torch.save({**state, "optimizer": optim, "scaler": scaler.state_dict(), "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None},
+               Path(ckpt_dir) / STATE_FILE)
+    return ckpt_dir
+
+
+def _resume(folder: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+            lr: float, cfg: SweepConfig, device: torch.device) -> dict:
+    """Load a checkpoint folder of :func:`_save_checkpoint` into this rank's model, optimizer
+    and scaler; returns its saved counters (``epoch``, ``best_objective``, ...). The
+    optimizer's hyperparameters are this trial's (PBT may have changed them), its moments the
+    checkpoint's. Every rank calls it.
+
+    Raises:
+        CheckpointError: the folder is incomplete or does not fit this model.
+    """
+    from ludwig_hpo.errors import CheckpointError, one_line_error
+
+    path = Path(folder)
+    try:
+        weights = torch.load(path / MODEL_FILE, map_location="cpu", weights_only=True)
+        state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+        load_training_state(model, optimizer, weights["state_dict"], state["optimizer"])
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        raise CheckpointError(f"cannot resume from the checkpoint in {folder}: {one_line_error(str(e))}") from e
+    o = cfg.trainer.optimizer
+    for group in optimizer.param_groups:
+        group["lr"], group["weight_decay"] = lr, o.weight_decay
+        if "momentum" in group:
+            group["momentum"] = o.momentum
+    if state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["rng"])
+    if device.type == "cuda" and state.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
+    return state
+
+
 def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter, *,
                device: torch.device | None = None, cache: BatchSizeCache | None = None,
                local_world_size: int | None = None) -> torch.nn.Module:
@@ -172,7 +240,9 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     ``train_time_s`` (cumulative seconds in the epoch loop, evaluation included), ``eval_time_s``
     (cumulative seconds of evaluation), ``setup_time_s`` (model build, wrap, data to the device),
     ``batch_size_tuning_s``,
-    ``samples_per_s``; on the first epoch also ``batch_size_cache_hit`` (1/0) and
+    ``samples_per_s``, ``seed`` (``trainer.seed`` + ``Job.seed_offset``), and
+    ``checkpoint_improved`` (1/0) at epochs that pass a checkpoint, ``resumed_from_epoch`` at the
+    first epoch after a resume; on the first epoch also ``batch_size_cache_hit`` (1/0) and
     ``batch_size_tried`` (e.g. ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
 
     Args:
@@ -191,7 +261,8 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     rank, world = _world()
     device = device or torch.device("cpu")
     hp, tr = cfg.hyperopt, cfg.trainer
-    torch.manual_seed(tr.seed)
+    seed = tr.seed + job.seed_offset
+    torch.manual_seed(seed)
     train_rows, split, eval_rows = job.rows(data)
     dd = DeviceData(data, device)
     model = wrap(build_model(cfg, data.meta).to(device), cfg.backend.strategy, device, world)
@@ -224,9 +295,16 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     train_time = eval_time = 0.0
     optimizer_steps = 0
     best_objective: float | None = None
-    for epoch in range(1, (job.epochs or tr.epochs) + 1):
+    first_epoch = 1
+    if job.resume_from:
+        resumed = _resume(job.resume_from, model, optimizer, scaler, lr, cfg, device)
+        first_epoch = resumed["epoch"] + 1
+        best_objective = resumed["best_objective"]
+        optimizer_steps = resumed["optimizer_steps"]
+        train_time, eval_time = resumed["train_time_s"], resumed["eval_time_s"]
+    for epoch in range(first_epoch, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
-        rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
+        rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world)
         loss_sum = torch.zeros((), device=device)
         steps = 0
         epoch_batches = list(batches(rows, batch_size, device, drop_last=True))
@@ -280,22 +358,27 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             "effective_learning_rate": optimizer.param_groups[0]["lr"],
             "setup_time_s": setup_s,
             "eval_time_s": eval_time,
+            "seed": seed,
         })
+        if epoch == first_epoch > 1:
+            metrics["resumed_from_epoch"] = first_epoch - 1
         if epoch == 1 and tr.batch_size == "auto":
             metrics["batch_size_cache_hit"] = int(train_bs.cache_hit)
         if epoch == 1 and train_bs.tried:
             metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
         ckpt_dir = None
-        # Search trials keep their best epoch's weights: only an epoch at least as good as
-        # every earlier one is saved (the same decision on every rank: metrics are all-reduced).
+        # Search trials keep their best epoch's weights: an epoch at least as good as every
+        # earlier one is saved, and every checkpoint_every-th (PBT); the same decision on every
+        # rank (metrics are all-reduced). K-fold and test runs only score.
         improved = best_objective is None or cfg.goal_sign * metrics["objective"] <= cfg.goal_sign * best_objective
-        if job.kind == "search" and improved:  # k-fold and test runs only score
+        if improved:
             best_objective = metrics["objective"]
-            state = full_state_dict(model) if fsdp else None  # a collective: every rank gathers
-            if rank == 0:
-                ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
-                torch.save({"state_dict": state if fsdp else inner.state_dict(), "epoch": epoch},
-                           Path(ckpt_dir) / "model.pt")
+        periodic = job.checkpoint_every > 0 and epoch % job.checkpoint_every == 0
+        if job.kind == "search" and (improved or periodic):
+            metrics["checkpoint_improved"] = int(improved)
+            ckpt_dir = _save_checkpoint(model, inner, optimizer, scaler, fsdp=fsdp, rank=rank, device=device, state={
+                "epoch": epoch, "best_objective": best_objective, "optimizer_steps": optimizer_steps,
+                "train_time_s": train_time, "eval_time_s": eval_time, "seed": seed})
         report(metrics, ckpt_dir)
         if ckpt_dir is not None:  # the reporter has persisted it
             shutil.rmtree(ckpt_dir, ignore_errors=True)

@@ -42,6 +42,8 @@ HEARTBEAT_TIMEOUT_S = 10.0
 #: After one rank raised, how long the other ranks get to end too (they usually raise the
 #: same error) before the group is rebuilt (a rank left in a collective would wait forever).
 RAISE_GRACE_S = 10.0
+#: Result key of a pooled trial's checkpoint folder, from rank 0 to the trial actor.
+CHECKPOINT_DIR_KEY = "pending_checkpoint_dir"
 #: Timeout of the groups' collectives; a peer that died is normally noticed much sooner.
 COLLECTIVE_TIMEOUT_S = 600.0
 
@@ -138,28 +140,14 @@ class PoolWorker:
 class _Reporter:
     """The loop's per-epoch reporter on a pooled rank (a :data:`~ludwig_hpo.train.loop.Reporter`).
 
-    Rank 0 keeps the best epoch's checkpoint under ``<storage_path>/<trial_id>/`` (like a
-    Train run with ``num_to_keep=1``), sends the metrics to the pools actor and learns
-    whether the trial was stopped; rank 0 broadcasts that, so every rank leaves the loop at
-    the same epoch boundary.
+    Rank 0 moves each checkpoint folder under ``<storage_path>/<trial_id>/`` (the trial actor
+    hands it to Tune, which keeps it, and removes it), sends the metrics to the pools actor
+    and learns whether the trial was stopped; rank 0 broadcasts that, so every rank leaves the
+    loop at the same epoch boundary.
     """
 
     def __init__(self, spec: dict, rank: int, world: int, device) -> None:
         self.spec, self.rank, self.world, self.device = spec, rank, world, device
-        self.sign = 1.0 if spec["mode"] == "min" else -1.0
-        self.best: float | None = None
-        self.kept: Path | None = None
-
-    def _keep(self, ckpt_dir: str, metrics: dict) -> str | None:
-        objective = float(metrics["objective"])
-        if self.best is not None and not self.sign * objective <= self.sign * self.best:
-            return None
-        dest = Path(self.spec["storage_path"]) / self.spec["trial_id"] / f"checkpoint_{int(metrics['epoch']):06d}"
-        shutil.copytree(ckpt_dir, dest, dirs_exist_ok=True)
-        if self.kept is not None and self.kept != dest:
-            shutil.rmtree(self.kept, ignore_errors=True)
-        self.best, self.kept = objective, dest
-        return str(dest)
 
     def __call__(self, metrics: dict, checkpoint_dir: str | None) -> None:
         import ray
@@ -169,11 +157,15 @@ class _Reporter:
         stop = 0
         if self.rank == 0:
             metrics = dict(metrics)
+            dest = None
             if checkpoint_dir is not None:
-                path = self._keep(checkpoint_dir, metrics)
-                if path is not None:
-                    metrics["checkpoint_path"] = path
+                dest = Path(self.spec["storage_path"]) / self.spec["trial_id"] / f"pending_{uuid.uuid4().hex[:12]}"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(checkpoint_dir, dest)
+                metrics[CHECKPOINT_DIR_KEY] = str(dest)
             stop = int(ray.get(self.spec["pools"].report.remote(self.spec["token"], metrics)))
+            if stop and dest is not None:  # nobody will hand it to Tune
+                shutil.rmtree(dest, ignore_errors=True)
         if self.world > 1:
             flag = torch.tensor([stop], dtype=torch.int32, device=self.device)
             dist.broadcast(flag, src=0)
@@ -455,13 +447,19 @@ def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
 
     threading.Thread(target=beat, daemon=True, name="hpo-pool-heartbeat").start()
     result = None
+    pending: list[str] = []
     try:
         while result is None:
             msgs, result = ray.get(pools.poll.remote(token, 2.0))
+            pending += [m[CHECKPOINT_DIR_KEY] for m in msgs if CHECKPOINT_DIR_KEY in m]
             for m in msgs:
-                tune.report(m)
+                folder = m.pop(CHECKPOINT_DIR_KEY, None)
+                # Tune copies the folder into the trial's storage before report returns.
+                tune.report(m, checkpoint=tune.Checkpoint.from_directory(folder) if folder else None)
     finally:
         done.set()
+        for folder in pending:
+            shutil.rmtree(folder, ignore_errors=True)
         if result is None:  # stopped by Tune, interrupted, or lost contact: free the group
             pools.stop.remote(token)
     if result["status"] == "failed":

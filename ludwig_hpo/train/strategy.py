@@ -112,3 +112,44 @@ def world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """The optimizer's whole state (moments, step counts, param groups), as saved in a
+    resumable checkpoint.
+
+    For FSDP this gathers the sharded state on every rank (a collective: every rank must
+    call it); otherwise it is ``optimizer.state_dict()`` of this rank, identical on all ranks.
+    """
+    if is_fsdp(model):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True,
+                                                                                   cpu_offload=True))
+    return optimizer.state_dict()
+
+
+def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_state: dict,
+                        optim_state: dict | None) -> None:
+    """Load a checkpoint's whole-model ``model_state`` (and ``optim_state`` when given) into
+    this rank's (possibly sharded) ``model`` and ``optimizer``. Every rank calls it with the
+    same checkpoint; for FSDP each keeps its own shard.
+
+    Raises:
+        RuntimeError, KeyError, ValueError: the checkpoint does not fit this model or optimizer.
+    """
+    if is_fsdp(model):
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        opts = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(model, model_state, options=opts)
+        if optim_state is not None:
+            set_optimizer_state_dict(model, optimizer, optim_state, options=opts)
+        return
+    unwrapped(model).load_state_dict(model_state)
+    if optim_state is not None:
+        optimizer.load_state_dict(optim_state)

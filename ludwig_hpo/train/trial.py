@@ -10,7 +10,10 @@ per-epoch metrics back. Either way Tune schedulers see every epoch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import contextlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.errors import TrialError, one_line_error
@@ -51,6 +54,57 @@ class TrialContext:
     #: a resumed sweep: per trial id, the results of trials that ended before the interruption
     #: (see :mod:`ludwig_hpo.journal`); such a trial reports them again instead of training.
     replay: dict[str, list[dict]] = field(default_factory=dict)
+    #: search trials save a resumable checkpoint every this many epochs (PBT's perturbation
+    #: interval), besides the epochs that improve their objective; 0: only those.
+    checkpoint_every: int = 0
+
+#: In a trial's own folder: how many times it failed (a retry's seed offset).
+FAILURES_FILE = "failures.txt"
+
+
+@contextlib.contextmanager
+def resume_point(storage_path: str, trial_id: str) -> Iterator[str | None]:
+    """The checkpoint folder a starting trial continues from, or None (a first start).
+
+    Tune's checkpoint of the trial when it has one (a trial restored after an interruption,
+    retried after a failure, or cloned by PBT); else the newest resumable checkpoint its own
+    Ray Train run kept under ``<storage_path>/<trial_id>/`` (a fresh multi-worker trial,
+    whose checkpoints Tune does not hold). Runs in the Tune trial actor; the folder exists
+    while the context is open.
+    """
+    from ray import tune
+
+    from ludwig_hpo.train.loop import STATE_FILE
+
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as folder:
+            yield folder if (Path(folder) / STATE_FILE).is_file() else None
+        return
+    kept = sorted(p.parent for p in (Path(storage_path) / trial_id).glob(f"checkpoint_*/{STATE_FILE}"))
+    yield str(kept[-1]) if kept else None
+
+
+def _failures_file() -> Path | None:
+    from ray import tune
+
+    folder = tune.get_context().get_trial_dir()
+    return Path(folder) / FAILURES_FILE if folder else None
+
+
+def _failures() -> int:
+    f = _failures_file()
+    try:
+        return int(f.read_text()) if f is not None and f.is_file() else 0
+    except ValueError:
+        return 0
+
+
+def _count_failure() -> None:
+    f = _failures_file()
+    if f is not None:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(str(_failures() + 1))
 
 
 def trial_resources(plan, executor: str = "fresh") -> dict[str, float]:
@@ -88,12 +142,13 @@ def _worker_entry(config: dict) -> None:
 def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
     """Train one configuration (``params`` applied to ``ctx.raw``) for ``job``, reporting to Tune.
 
-    Runs in the Tune trial actor.
+    Runs in the Tune trial actor. A search trial that starts again continues from its last
+    checkpoint (:func:`resume_point`); one that failed before runs with ``trainer.seed``
+    offset by its number of failures (reported as ``seed``).
 
     Raises:
         TrialError: the workers failed; its message is the root cause's one-line form.
     """
-    import ray
     from ray import tune
 
     trial_id = tune.get_context().get_trial_id()
@@ -103,6 +158,22 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
         for result in ctx.replay[trial_id]:
             tune.report(result)
         return
+    if job.kind != "search":
+        _run(params, job, ctx, trial_id)
+        return
+    job = replace(job, seed_offset=_failures(), checkpoint_every=ctx.checkpoint_every)
+    try:
+        with resume_point(ctx.storage_path, trial_id) as folder:
+            _run(params, replace(job, resume_from=folder), ctx, trial_id)
+    except Exception:
+        _count_failure()  # a retry runs with the next seed
+        raise
+
+
+def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> None:
+    import ray
+    from ray import tune
+
     if ctx.pools is not None:
         from ludwig_hpo.train.pool import run_pooled
 

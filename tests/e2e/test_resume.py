@@ -1,19 +1,23 @@
-"""Resume for real: a sweep's whole process group is killed with SIGKILL after two trials ended;
-the same command then finishes it. Nothing finished is run again, nothing is duplicated in
-MLflow, nothing is left RUNNING, and the report is complete."""
+"""Resume for real: a sweep's whole process group is killed with SIGKILL after two trials ended
+and while another is mid-way; the same command then finishes it. Nothing finished is run
+again, the interrupted trial continues from its checkpoint, nothing is duplicated in MLflow,
+nothing is left RUNNING, and the report is complete."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ..conftest import SWEEPS
 from .test_sweep_cli import SWEEP_TIMEOUT_S, run_cli
@@ -42,7 +46,10 @@ def _session_pids(sid: int) -> list[int]:
 
 def _kill_session(sid: int) -> None:
     """SIGKILL the sweep's process group, then anything else left in its session."""
-    os.killpg(sid, signal.SIGKILL)
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except ProcessLookupError:  # the sweep already ended
+        pass
     deadline = time.time() + 30
     while (left := _session_pids(sid)) and time.time() < deadline:
         for pid in left:
@@ -66,32 +73,61 @@ def _runs(out: Path):
     return client.search_runs([exp.experiment_id], max_results=1000)
 
 
+EPOCHS = 30
+
+
+def _mid_trial(out: Path) -> str | None:
+    """The trial id of a running trial with 2 to EPOCHS - 1 epochs logged, if any."""
+    try:
+        client = _client(out)
+        exp = client.get_experiment_by_name("breast-cancer-tiny")
+        for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'"):
+            if r.data.tags.get("phase") == "search":
+                steps = len(client.get_metric_history(r.info.run_id, "objective"))
+                if 2 <= steps < EPOCHS:
+                    return r.data.tags["trial_id"]
+    except Exception:  # the store is being written; try again
+        return None
+    return None
+
+
 def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
+    # the tiny sweep with longer trials (30 short epochs), so one is caught mid-way by the kill
+    raw = yaml.safe_load((SWEEPS / "breast_cancer_tiny.yaml").read_text())
+    raw["trainer"]["epochs"] = EPOCHS
+    sweep = tmp_path / "tiny.yaml"
+    sweep.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
-    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "sweep", str(SWEEPS / "breast_cancer_tiny.yaml"),
-                             "--output", "r"], cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
+                            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    seen, ended = [], 0
+    out = tmp_path / "r" / "breast-cancer-tiny"
+    seen, ended, caught = [], 0, None
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout], daemon=True).start()
     try:
         deadline = time.time() + SWEEP_TIMEOUT_S
-        while ended < 2 and time.time() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            ended += bool(TRIAL_END.search(line))
+        while time.time() < deadline and caught is None:
+            try:
+                line = lines.get(timeout=0.2)
+                seen.append(line)
+                ended += bool(TRIAL_END.search(line))
+            except queue.Empty:
+                if proc.poll() is not None:
+                    break
+            if ended >= 2:
+                caught = _mid_trial(out)
     finally:
         _kill_session(proc.pid)
         proc.wait()
-    assert ended >= 2, "".join(seen)
-    out = tmp_path / "r" / "breast-cancer-tiny"
+    assert ended >= 2 and caught, "".join(seen)
     assert json.loads((out / "state.json").read_text())["phase"] == "search"
 
     before = {r.data.tags["trial_id"]: r for r in _runs(out)
               if r.data.tags.get("phase") == "search" and r.info.status in ("FINISHED", "KILLED", "FAILED")}
     assert len(before) >= 2
 
-    again = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "r", cwd=tmp_path)
+    again = run_cli("sweep", str(sweep), "--output", "r", cwd=tmp_path)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "resuming the unfinished sweep" in again.stdout
     assert not (tmp_path / "r" / "breast-cancer-tiny_1").exists()
@@ -112,5 +148,17 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     assert sorted(t["trial_id"] for t in result["trials"]) == sorted(ids)
     assert len(result["kfold"]) == 1 and (out / "report.html").is_file()
     assert json.loads((out / "state.json").read_text())["phase"] == "finished"
-    print(f"\nkill-and-resume: {len(before)} trial(s) ended before SIGKILL, {4 - len(before)} ran after; "
-          f"{len(ids)} trial runs, {len(ids) - len(set(ids))} duplicates")
+    for r in trials:  # continued or not, no trial logged an epoch twice
+        history = client.get_metric_history(r.info.run_id, "objective")
+        assert len({m.step for m in history}) == len(history) == len(result_history(result, r))
+    continued = {r.data.tags["trial_id"]: int(r.data.tags["resumed_from_epoch"]) for r in trials
+                 if "resumed_from_epoch" in r.data.tags}
+    assert continued.get(caught, 0) >= 1, f"{caught} ran again from epoch 1: {continued}"
+    print(f"\nkill-and-resume: {len(before)} trial(s) ended before SIGKILL, {4 - len(before)} ran after "
+          f"({len(continued)} continued from a checkpoint: {continued}); {len(ids)} trial runs, "
+          f"{len(ids) - len(set(ids))} duplicates")
+
+
+def result_history(result: dict, run) -> list:
+    """The epochs results.json holds for the trial of MLflow run ``run``."""
+    return next(t["history"] for t in result["trials"] if t["trial_id"] == run.data.tags["trial_id"])

@@ -129,10 +129,13 @@ def test_three_trials_in_a_row_on_one_warm_group_match_fresh_trials(cluster, tmp
             for k in KEYS:
                 assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), (lr, a["epoch"], k)
         assert p[lr][0]["world_size"] == 2
-    # rank 0 kept the best epoch's checkpoint under the trial's storage folder
+    # the improving epochs' checkpoints reached Tune (which keeps them in the trial's folder);
+    # the folders rank 0 handed over are gone
     for rs in p.values():
-        kept = [r["checkpoint_path"] for r in rs if "checkpoint_path" in r]
-        assert kept and os.path.isfile(os.path.join(kept[-1], "model.pt"))
+        assert rs[0].get("checkpoint_dir_name")
+        assert all(bool(r.get("checkpoint_dir_name")) == bool(r["checkpoint_improved"]) for r in rs
+                   if "checkpoint_improved" in r)
+    assert not list((tmp_path / "pooled" / "train").glob("*/pending_*"))
 
 
 def test_a_raising_trial_fails_and_leaves_the_group_usable(cluster, tmp_path):

@@ -11,7 +11,8 @@ import pytest
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
 
 from ludwig_hpo.config.schema import HyperoptConfig
-from ludwig_hpo.search.algorithms import make_scheduler, make_searcher
+from ludwig_hpo.search.algorithms import make_searcher
+from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -127,7 +128,7 @@ def test_first_trial_failing_is_a_failed_optuna_trial():
 ])
 def test_schedulers(scheduler, cls, attrs):
     sch = make_scheduler(hp(SPACE, scheduler=scheduler), epochs=8)
-    assert type(sch) is cls
+    assert isinstance(sch, cls)
     for k, v in attrs.items():
         assert getattr(sch, k) == v
 

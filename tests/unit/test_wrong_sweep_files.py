@@ -54,6 +54,12 @@ def sched(text: str) -> str:
     return edit(("  scheduler: {type: async_hyperband, grace_period: 1}\n", f"  scheduler: {text}\n"))
 
 
+def pbt(scheduler: str, *more: tuple[str, str]) -> str:
+    """BASE with the PBT scheduler ``scheduler`` (line 12) and no search_alg (PBT samples at random)."""
+    return edit(("  search_alg: {type: optuna, sampler: tpe, seed: 1}\n", ""),
+                ("  scheduler: {type: async_hyperband, grace_period: 1}\n", f"  scheduler: {scheduler}\n"), *more)
+
+
 P = "sweep.yaml:16:5: hyperopt.parameters."
 CASES = [
     # ---- spaces: bounds, q, empty lists, unknown types
@@ -207,7 +213,7 @@ CASES = [
     # ---- schedulers
     ("unknown-scheduler", sched("{type: pbt2}"),
      "sweep.yaml:13:3: hyperopt.scheduler: Input tag 'pbt2' found using 'type' does not match any of the "
-     "expected tags: 'fifo', 'async_hyperband', 'asha', 'hyperband', 'median_stopping_rule'; fix: use one "
+     "expected tags: 'fifo', 'async_hyperband', 'asha', 'hyperband', 'median_stopping_rule', 'pbt'; fix: use one "
      'of the values listed'),
     ("option-of-another-scheduler", sched("{type: fifo, grace_period: 2}"),
      "sweep.yaml:13:27: hyperopt.scheduler.grace_period: unknown key 'grace_period'; fix: remove it "
@@ -238,6 +244,30 @@ CASES = [
                                             ("{type: async_hyperband, grace_period: 1}", "{type: fifo}")),
      "sweep.yaml:10:18: hyperopt.metric[1]: 'roc_auc' is not reported for a category output; use one of "
      "['accuracy', 'loss']"),
+    # ---- the PBT scheduler
+    ('pbt-after-tpe', sched("{type: pbt}"),
+     "sweep.yaml:12:16: hyperopt.search_alg.type: the pbt scheduler samples its first population at random and then explores by itself; it cannot follow search_alg.type 'optuna'; fix: use search_alg: {type: random} with pbt"),
+    ('pbt-mutates-architecture', pbt("{type: pbt, hyperparam_mutations: {combiner.output_size: [16, 32]}}", (LR, LR + "    combiner.output_size: {space: choice, categories: [16, 32]}\n")),
+     'sweep.yaml:12:49: hyperopt.scheduler.hyperparam_mutations."combiner.output_size": PBT cannot change \'combiner.output_size\' mid-trial: a cloned checkpoint would not fit (only trainer.* settings other than epochs, optimizer.type and seed, and dropout rates may change); fix: remove combiner.output_size from hyperparam_mutations'),
+    ('pbt-mutates-unsearched', pbt("{type: pbt, hyperparam_mutations: {trainer.learning_rat: null}}"),
+     'sweep.yaml:12:49: hyperopt.scheduler.hyperparam_mutations."trainer.learning_rat": \'trainer.learning_rat\' is not a searched parameter (PBT perturbs parameters of hyperopt.parameters); fix: did you mean \'trainer.learning_rate\'?'),
+    ('pbt-mutation-outside-space', pbt("{type: pbt, hyperparam_mutations: {trainer.learning_rate: [0.001, 0.5]}}"),
+     'sweep.yaml:12:49: hyperopt.scheduler.hyperparam_mutations."trainer.learning_rate": 0.5 is outside [0.0001, 0.01) of the loguniform space of \'trainer.learning_rate\'; fix: list values inside the parameter\'s space'),
+    ('pbt-mutation-not-a-list', pbt("{type: pbt, hyperparam_mutations: {trainer.learning_rate: 0.01}}"),
+     'sweep.yaml:12:49: hyperopt.scheduler.hyperparam_mutations."trainer.learning_rate": mutations of \'trainer.learning_rate\' must be a non-empty list of values, a space mapping or null, got 0.01; fix: write e.g. [0.001, 0.01, 0.1], or null for the parameter\'s own space'),
+    ('pbt-mutation-space-of-a-choice', pbt("{type: pbt, hyperparam_mutations: {combiner.dropout: {space: uniform, lower: 0, upper: 0.5}}}", (LR, "    combiner.dropout: {space: choice, categories: [0.1, 0.2]}\n")),
+     'sweep.yaml:12:49: hyperopt.scheduler.hyperparam_mutations."combiner.dropout": a mutation space needs a numeric parameter with bounds, but \'combiner.dropout\' is choice; fix: list the values to try, or write null (its own space)'),
+    ('pbt-interval-beyond-epochs', pbt("{type: pbt, perturbation_interval: 4}"),
+     'sweep.yaml:12:26: hyperopt.scheduler.perturbation_interval: perturbation_interval (4) must be below trainer.epochs (4), or no trial is ever perturbed; fix: use a smaller interval or more epochs'),
+    ('pbt-fresh-multiworker', pbt("{type: pbt}", ("trainer: {epochs: 4}\n", "trainer: {epochs: 4}\nbackend: {num_workers: 2, trial_executor: fresh}\n")),
+     'sweep.yaml:8:27: backend.trial_executor: pbt needs the checkpoints of multi-worker trials in Tune, which only pooled worker groups hand over; fix: use trial_executor: pooled (or auto) with pbt'),
+    ('pbt-nothing-mutable', pbt("{type: pbt}", (LR, "    combiner.output_size: {space: choice, categories: [16, 32]}\n")),
+     'sweep.yaml:12:3: hyperopt.scheduler: pbt has no parameter it may change: none of hyperopt.parameters is a training setting (trainer.*) or a dropout rate; fix: search e.g. trainer.learning_rate, or use another scheduler'),
+    ('pbt-bad-quantile', pbt("{type: pbt, quantile_fraction: 0.7}"),
+     'sweep.yaml:12:26: hyperopt.scheduler.quantile_fraction: Input should be less than or equal to 0.5, got 0.7'),
+    ('pbt-custom-explore-fn', pbt("{type: pbt, custom_explore_fn: my.fn}"),
+     "sweep.yaml:12:26: hyperopt.scheduler.custom_explore_fn: unknown key 'custom_explore_fn'; fix: remove it (allowed keys: burn_in_period, hyperparam_mutations, log_config, perturbation_factors, perturbation_interval, quantile_fraction, require_attrs, resample_probability, synch, time_attr, type)"),
+
     # ---- budget, Ludwig sections
     ("num-samples-zero", edit(("{num_samples: 4}", "{num_samples: 0}")),
      'sweep.yaml:14:14: hyperopt.executor.num_samples: Input should be greater than or equal to 1, got 0'),

@@ -1,0 +1,148 @@
+"""Tune trial schedulers of ``hyperopt.scheduler``, with two things Tune leaves out:
+
+- A trial that fails counts as the worst value seen so far at the epoch it failed in, for
+  the schedulers that compare trials at milestones (ASHA, the median stopping rule); the
+  synchronous HyperBand drops it from its bracket, so no rung ever waits for it.
+- PBT (``PopulationBasedTraining``) perturbs the *encoded* parameters Tune's variant
+  generator sampled (see :mod:`ludwig_hpo.search.space`) and keeps every perturbed value
+  inside its space.
+
+Built in the driver; Tune pickles them into its experiment state, so everything here is
+module level.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ray.tune.schedulers import (
+    AsyncHyperBandScheduler,
+    FIFOScheduler,
+    HyperBandScheduler,
+    MedianStoppingRule,
+    PopulationBasedTraining,
+    TrialScheduler,
+)
+
+from ludwig_hpo.config.schema import HyperoptConfig
+from ludwig_hpo.config.spaces import ParamSpace
+from ludwig_hpo.search.algorithms import OBJECTIVE
+from ludwig_hpo.search.space import clip_encoded, encode_value, to_optuna, tune_domain
+
+
+class _WorstValueOnError:
+    """Mixin: tell the scheduler a failed trial's result as the worst objective seen so far
+    (by any trial), at the epoch after its last reported one."""
+
+    _worst_seen: float | None = None
+
+    def _note(self, result: dict) -> None:
+        v = result.get(self._metric)
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            sign = 1.0 if self._mode == "min" else -1.0
+            if self._worst_seen is None or sign * v > sign * self._worst_seen:
+                self._worst_seen = float(v)
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        self._note(result)
+        return super().on_trial_result(tune_controller, trial, result)
+
+    def on_trial_error(self, tune_controller, trial) -> None:
+        last = trial.last_result or {}
+        if self._worst_seen is not None and self._trial_known(trial):
+            t = last.get(self._time_attr)
+            at = (t + 1) if isinstance(t, (int, float)) else 1
+            self.on_trial_complete(tune_controller, trial, {self._time_attr: at, self._metric: self._worst_seen})
+        else:
+            super().on_trial_error(tune_controller, trial)
+
+    def _trial_known(self, trial) -> bool:
+        return True
+
+
+class AshaScheduler(_WorstValueOnError, AsyncHyperBandScheduler):
+    """Tune's ASHA; a failed trial occupies its rung with the worst value seen."""
+
+    def _trial_known(self, trial) -> bool:
+        return trial.trial_id in self._trial_info
+
+
+class MedianStoppingScheduler(_WorstValueOnError, MedianStoppingRule):
+    """Tune's median stopping rule; a failed trial's running mean includes the worst value seen."""
+
+
+class PbtExplore:
+    """PBT's ``custom_explore_fn``: moves every perturbed parameter back into its space
+    (a factor of 1.2 can push a dropout rate past its upper bound). Picklable.
+
+    Args:
+        dists: ``{parameter path: Optuna distribution of its encoded values}``.
+    """
+
+    def __init__(self, dists: dict[str, Any]) -> None:
+        self.dists = dists
+
+    def __call__(self, config: dict) -> dict:
+        return {k: clip_encoded(self.dists[k], v) if k in self.dists else v for k, v in config.items()}
+
+
+def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
+    """``hyperparam_mutations`` for Tune's PBT, over encoded values: a list of encoded values,
+    or a Tune domain (the parameter's own space when the sweep file gives null, or the
+    mutation space it gives). Without ``hyperparam_mutations`` in the file: every searched
+    parameter PBT may change (:func:`~ludwig_hpo.config.hyperopt.pbt_mutable`)."""
+    from pydantic import TypeAdapter
+
+    from ludwig_hpo.config.hyperopt import pbt_mutable
+
+    spaces = hp.parameters
+    given = hp.scheduler.hyperparam_mutations
+    if given is None:
+        given = {p: None for p in spaces if pbt_mutable(p)}
+    out: dict[str, Any] = {}
+    for path, values in given.items():
+        if values is None:
+            out[path] = tune_domain(to_optuna(spaces[path]))
+        elif isinstance(values, dict):
+            out[path] = tune_domain(to_optuna(TypeAdapter(ParamSpace).validate_python(values)))
+        else:
+            out[path] = [encode_value(spaces[path], v) for v in values]
+    return out
+
+
+def pbt_checkpoint_every(hp: HyperoptConfig) -> int:
+    """Epochs between the resumable checkpoints a PBT trial must report (PBT clones the last
+    one): the perturbation interval in epochs, every epoch when it counts seconds; 0 without PBT."""
+    sch = hp.scheduler
+    if sch.type != "pbt":
+        return 0
+    return max(1, int(sch.perturbation_interval)) if sch.in_epochs else 1
+
+
+def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
+    """The Tune scheduler of ``hyperopt.scheduler``; ``max_t`` defaults to ``epochs`` when
+    progress counts epochs. Option names are Ray Tune's (and Ludwig's)."""
+    mode = "min" if hp.goal == "minimize" else "max"
+    sch = hp.scheduler
+    if sch.type == "fifo":
+        return FIFOScheduler()
+    common = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
+    if sch.type == "pbt":
+        return PopulationBasedTraining(
+            perturbation_interval=sch.perturbation_interval, burn_in_period=sch.burn_in_period,
+            hyperparam_mutations=pbt_mutations(hp), quantile_fraction=sch.quantile_fraction,
+            resample_probability=sch.resample_probability, perturbation_factors=tuple(sch.perturbation_factors),
+            custom_explore_fn=PbtExplore({p: to_optuna(s) for p, s in hp.parameters.items()}),
+            log_config=sch.log_config, require_attrs=sch.require_attrs, synch=sch.synch, **common)
+    max_t = getattr(sch, "max_t", None) or epochs
+    if sch.type in ("async_hyperband", "asha"):
+        return AshaScheduler(max_t=max_t, grace_period=sch.grace_period, reduction_factor=sch.reduction_factor,
+                             brackets=sch.brackets, stop_last_trials=sch.stop_last_trials, **common)
+    if sch.type == "hyperband":
+        return HyperBandScheduler(max_t=max_t, reduction_factor=sch.reduction_factor,
+                                  stop_last_trials=sch.stop_last_trials, **common)
+    if sch.type == "median_stopping_rule":
+        return MedianStoppingScheduler(grace_period=sch.grace_period, min_samples_required=sch.min_samples_required,
+                                       min_time_slice=sch.min_time_slice, hard_stop=sch.hard_stop, **common)
+    raise ValueError(f"unknown scheduler {sch.type!r}")  # the schema admits no other

@@ -1,0 +1,101 @@
+"""A search trial that continues from its checkpoint trains exactly as one that never stopped.
+
+One process, the breast-cancer MLP with dropout and Adam (so the random state and the
+optimizer's moments must both be restored), no Ray.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from ludwig_hpo.config import load_sweep
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data import load_dataframe, prepare
+from ludwig_hpo.errors import CheckpointError
+from ludwig_hpo.train.loop import MODEL_FILE, STATE_FILE, Job, train_loop
+
+from ..conftest import SWEEPS
+
+EPOCHS = 4
+
+
+@pytest.fixture(scope="module")
+def setup():
+    loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
+    raw = {**loaded.raw, "trainer": {"epochs": EPOCHS, "learning_rate": 0.01, "batch_size": 16,
+                                     "eval_batch_size": 64, "optimizer": {"type": "adam"}},
+           "combiner": {"type": "concat", "num_fc_layers": 2, "output_size": 16, "dropout": 0.3},
+           "backend": {"num_workers": 1}}
+    cfg = SweepConfig.model_validate(raw)
+    data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
+    data = dataclasses.replace(data, splits={**data.splits, "train": data.splits["train"][:96]})
+    return cfg, data
+
+
+def _run(cfg, data, job, keep: Path | None = None):
+    reports, saved = [], {}
+
+    def report(metrics, ckpt):
+        reports.append(metrics)
+        if ckpt is not None and keep is not None:
+            dest = keep / f"epoch_{metrics['epoch']}"
+            shutil.copytree(ckpt, dest)
+            saved[metrics["epoch"]] = dest
+
+    model = train_loop(cfg, data, job, report)
+    return reports, saved, model
+
+
+def test_continuing_from_a_periodic_checkpoint_equals_an_uninterrupted_run(setup, tmp_path):
+    cfg, data = setup
+    whole, saved, model = _run(cfg, data, Job(checkpoint_every=2), keep=tmp_path)
+    assert 2 in saved and all((saved[2] / f).is_file() for f in (MODEL_FILE, STATE_FILE))
+    rest, _, resumed_model = _run(cfg, data, Job(checkpoint_every=2, resume_from=str(saved[2])))
+    assert [r["epoch"] for r in rest] == [3, 4]
+    for a, b in zip(whole[2:], rest, strict=True):
+        for key in ("objective", "train/combined/running_loss", "validation/malignant/accuracy", "optimizer_steps"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), key
+    for (k, a), b in zip(model.state_dict().items(), resumed_model.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, msg=k)
+
+
+def test_only_improving_or_periodic_epochs_pass_a_checkpoint(setup, tmp_path):
+    cfg, data = setup
+    reports, saved, _ = _run(cfg, data, Job(checkpoint_every=3), keep=tmp_path)
+    best = None
+    for r in reports:
+        improved = best is None or cfg.goal_sign * r["objective"] <= cfg.goal_sign * best
+        best = r["objective"] if improved else best
+        assert (r["epoch"] in saved) == (improved or r["epoch"] % 3 == 0)
+        if r["epoch"] in saved:
+            assert r["checkpoint_improved"] == int(improved)
+
+
+def test_a_pbt_clone_runs_with_its_own_learning_rate(setup, tmp_path):
+    cfg, data = setup
+    _, saved, _ = _run(cfg, data, Job(checkpoint_every=2), keep=tmp_path)
+    faster = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"learning_rate": 0.05})})
+    rest, _, _ = _run(faster, data, Job(resume_from=str(saved[2])))
+    assert rest[0]["epoch"] == 3 and rest[0]["effective_learning_rate"] == 0.05
+
+
+def test_a_retry_seed_offset_is_reported(setup):
+    cfg, data = setup
+    reports, _, _ = _run(cfg, data, Job(seed_offset=2, epochs=1))
+    assert reports[0]["seed"] == cfg.trainer.seed + 2
+
+
+def test_a_checkpoint_of_another_model_is_a_checkpoint_error(setup, tmp_path):
+    cfg, data = setup
+    _, saved, _ = _run(cfg, data, Job(checkpoint_every=2), keep=tmp_path)
+    wider = cfg.model_copy(update={"combiner": cfg.combiner.model_copy(update={"output_size": 32})})
+    with pytest.raises(CheckpointError, match="cannot resume from the checkpoint"):
+        _run(wider, data, Job(resume_from=str(saved[2])))
+    (saved[2] / STATE_FILE).unlink()
+    with pytest.raises(CheckpointError):
+        _run(cfg, data, Job(resume_from=str(saved[2])))
