@@ -24,7 +24,7 @@ from rich.console import Console
 from ludwig_hpo import __version__
 from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan, scoped_env
 from ludwig_hpo.config.loader import LoadedSweep
-from ludwig_hpo.data import PreparedData, load_dataframe, prepare
+from ludwig_hpo.data import PreparedData, dataset_folder, load_dataframe, prepare
 from ludwig_hpo.errors import DataError
 from ludwig_hpo.journal import JOURNAL_FILE, JournalSink, read_journal
 from ludwig_hpo.resources import ResourcePlan
@@ -188,7 +188,7 @@ class Sweep:
         cfg = self.cfg
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
-        data = prepare(df, cfg)
+        data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self.console.print(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), "
                            f"prepared in {time.time() - t:.1f}s", highlight=False)
