@@ -114,24 +114,6 @@ def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None =
     return _Search(space=space, metric=metric, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp))
 
 
-def pareto_trial_ids(records, objectives: list[tuple[str, str]]) -> tuple[str, ...]:
-    """Trials not dominated on ``objectives`` (``[(reported key, goal)]``), by the metrics of
-    each trial's last reported epoch; failed trials and trials missing a metric are left out.
-    Pure; runs in the driver."""
-    points = []
-    for r in records:
-        last = r.history[-1].metrics if r.history else {}
-        if r.status == "FAILED" or any(not isinstance(last.get(k), (int, float)) or not math.isfinite(last[k])
-                                       for k, _ in objectives):
-            continue
-        points.append((r.trial_id, [last[k] * (1.0 if g == "minimize" else -1.0) for k, g in objectives]))
-
-    def dominates(a, b):
-        return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
-
-    return tuple(tid for tid, p in points if not any(dominates(q, p) for _, q in points))
-
-
 def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
     """The Tune scheduler of ``hyperopt.scheduler``; ``max_t`` defaults to ``epochs`` when
     progress counts epochs. Option names are Ray Tune's (and Ludwig's)."""
