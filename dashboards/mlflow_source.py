@@ -11,7 +11,8 @@ Two steps, so the conversion is tested on values without a store:
   :class:`KFoldRecord` per re-evaluated configuration.
 
 What the sweep logs and this module reads: parent run params ``metric``, ``goal``,
-``kfold.k``; tags ``best_trial_id``, ``output_dir``; artifact ``search_space.json``. Child
+``kfold.k``; tags ``best_trial_id``, ``output_dir``, ``objectives`` (a multi-objective
+sweep's metrics and goals, JSON); artifact ``search_space.json``. Child
 runs (tag ``mlflow.parentRunId``): tags ``trial_id``, ``status``, ``error``,
 ``stopped_by``; k-fold runs also ``kfold`` (fold index or ``test``), ``config_rank``,
 ``source_trial_id``, ``batch_size`` (a tag; a param in older stores); params are dotted parameter paths; metrics
@@ -169,6 +170,12 @@ def sweep_from_runs(
         kfold = aggregate_kfold(runs, k, feature_metric)
 
     best = parent.tags.get("best_trial_id") or _best_trial_id(trials, sign)
+    objectives = _objectives(parent)
+    pareto: tuple[str, ...] = ()
+    if objectives:
+        from ludwig_hpo.search.pareto import pareto_trial_ids  # the sweep's own rule (search/ imports optuna)
+
+        pareto = pareto_trial_ids(trials, objectives)
     end = parent.end_s if parent.end_s is not None else now_s
     return SweepResult(
         name=_STAMP.sub("", parent.name) or parent.name,
@@ -181,7 +188,23 @@ def sweep_from_runs(
         wall_time_s=end - parent.start_s if parent.start_s is not None else None,
         output_dir=parent.tags.get("output_dir", ""),
         tracking_uri=tracking_uri,
+        objectives=tuple(k for k, _ in objectives),
+        pareto_trial_ids=pareto,
     )
+
+
+def _objectives(parent: RunSnapshot) -> list[tuple[str, str]]:
+    """``[(reported key, goal)]`` of a multi-objective sweep from the parent's ``objectives``
+    tag; empty for a single-metric sweep or an unreadable tag (the report then shows the
+    metric against cost)."""
+    try:
+        items = json.loads(parent.tags.get("objectives") or "[]")
+        out = [(str(o["metric"]), str(o["goal"])) for o in items]
+    except (ValueError, TypeError, KeyError):
+        return []
+    if len(out) < 2 or any(g not in ("minimize", "maximize") for _, g in out):
+        return []
+    return out
 
 
 def _trial(

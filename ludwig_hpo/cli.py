@@ -331,9 +331,10 @@ def validate(
               f"epochs per trial: {cfg.trainer.epochs}")
     for line in _describe_search(cfg):
         out.print(line)
-    from ludwig_hpo.data import load_dataframe, prepare
+    from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
 
-    data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
+    data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg,
+                   dataset_folder(cfg.dataset.source, loaded.base_dir))
     out.print(f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
               f"features read and preprocessed without error")
     plan = local_plan(cfg)

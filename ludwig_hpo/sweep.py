@@ -24,7 +24,7 @@ from rich.console import Console
 from ludwig_hpo import __version__
 from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan, scoped_env
 from ludwig_hpo.config.loader import LoadedSweep
-from ludwig_hpo.data import PreparedData, load_dataframe, prepare
+from ludwig_hpo.data import PreparedData, dataset_folder, load_dataframe, prepare
 from ludwig_hpo.errors import DataError
 from ludwig_hpo.journal import JOURNAL_FILE, JournalSink, read_journal
 from ludwig_hpo.resources import ResourcePlan
@@ -128,6 +128,12 @@ def _git_commit(folder: Path) -> str | None:
         return None
 
 
+def objectives_tag(objectives: list[tuple[str, str]]) -> str:
+    """The parent run's ``objectives`` tag of a multi-objective sweep: a JSON list of
+    ``{"metric": <reported key>, "goal": minimize | maximize}`` in the order written."""
+    return json.dumps([{"metric": k, "goal": g} for k, g in objectives])
+
+
 def asha_rungs(grace_period: int, reduction_factor: float, max_t: int) -> tuple[int, ...]:
     """Epochs at which ASHA (one bracket, as Tune's ``AsyncHyperBandScheduler`` builds it)
     compares trials: ``grace_period * reduction_factor**k`` for ``k = 0 .. floor(log_rf(max_t / grace_period))``."""
@@ -188,7 +194,7 @@ class Sweep:
         cfg = self.cfg
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
-        data = prepare(df, cfg)
+        data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self.console.print(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), "
                            f"prepared in {time.time() - t:.1f}s", highlight=False)
@@ -308,6 +314,8 @@ class Sweep:
         tags = {"sweep_file": str(self.loaded.path), "sweep_file_sha256": hashlib.sha256(self.loaded.text.encode()).hexdigest(),
                 "host": platform.node(), "output_dir": str(paths.root.resolve()), "run_kind": "sweep",
                 **{f"version.{k}": v for k, v in _versions().items()}}
+        if cfg.hyperopt.multi_objective:  # what `hpo report` needs to redraw the Pareto set
+            tags["objectives"] = objectives_tag(cfg.objectives)
         commit = _git_commit(Path.cwd())
         if commit:
             tags["git_commit"] = commit
@@ -393,7 +401,7 @@ class Sweep:
         """The Pareto set of a multi-objective search (empty for one metric), printed."""
         if not self.cfg.hyperopt.multi_objective:
             return ()
-        from ludwig_hpo.search.algorithms import pareto_trial_ids
+        from ludwig_hpo.search.pareto import pareto_trial_ids
 
         ids = pareto_trial_ids(records, self.cfg.objectives)
         self.console.print(f"pareto set ({len(ids)} trial(s) not dominated on "
@@ -479,7 +487,7 @@ class Sweep:
         self.console.print(f"search: {trial_count_text(hp)}, {hp.search_alg.effective_sampler.upper()} "
                            f"(seed {hp.search_alg.seed}), "
                            f"scheduler {hp.scheduler.type}, {self.cfg.trainer.epochs} epochs max, "
-                           f"optimizing {self.metric} ({hp.goal}); time budget: "
+                           f"optimizing {', '.join(f'{k} ({g})' for k, g in self.cfg.objectives)}; time budget: "
                            f"{f'{budget:g}s' if budget else 'none'}", highlight=False)
         rungs = ()
         if hp.scheduler.type in ("async_hyperband", "asha"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
 from ludwig_hpo.config.spaces import LISTED_SPACES, GridSearchSpace, ParamSpace, grid_size
@@ -214,6 +214,16 @@ class Objective(_Base):
     output_feature: str | None = None
 
 
+_OBJECTIVE_JSON = {"type": "object", "additionalProperties": False, "required": [],
+                   "properties": {"metric": {"type": "string"}, "name": {"type": "string"},
+                                  "goal": {"enum": ["minimize", "maximize"]}, "output_feature": {"type": "string"}}}
+#: What the sweep file may write under ``hyperopt.metric``: one metric, or a list of metrics
+#: (names or ``{metric | name, goal, output_feature}``) for a multi-objective search.
+METRIC_JSON_SCHEMA = {"anyOf": [{"type": "string"},
+                                {"type": "array", "minItems": 1,
+                                 "items": {"anyOf": [{"type": "string"}, _OBJECTIVE_JSON]}}],
+                      "default": "loss", "title": "Metric"}
+
 #: Samplers that optimize several objectives at once (Pareto front).
 MULTI_OBJECTIVE_SAMPLERS = ("tpe", "nsga2", "random", "grid")
 
@@ -230,7 +240,7 @@ class HyperoptConfig(_Base):
     """The search: optimize ``<split>/<output_feature>/<metric>`` toward ``goal``."""
 
     goal: Literal["minimize", "maximize"] = "minimize"
-    metric: str = "loss"
+    metric: Annotated[str, WithJsonSchema(METRIC_JSON_SCHEMA)] = "loss"
     split: Literal["train", "validation"] = "validation"
     output_feature: str = "combined"
     parameters: dict[str, ParamSpace] = Field(min_length=1)

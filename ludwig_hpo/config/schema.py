@@ -122,10 +122,31 @@ class NumberPreprocessing(_Base):
 
 
 class ImagePreprocessing(_Base):
-    """Pixels are divided by the training split's maximum pixel value (``scale: auto``)
-    or by a given number."""
+    """How image cells become (height, width) arrays, with Ludwig's key names.
+
+    Pixels are divided by the training split's maximum pixel value (``scale: auto``) or by
+    a given number. ``height`` and ``width`` (set both or neither) resize every image, by
+    ``resize_method``: ``interpolate`` (bilinear) or ``crop_or_pad`` (centred); unset, every
+    image must have the first image's size. Image files are converted to grayscale, so
+    ``num_channels`` may only be 1.
+    """
 
     scale: Union[Literal["auto"], float] = "auto"
+    height: int | None = Field(None, ge=1, le=4096)
+    width: int | None = Field(None, ge=1, le=4096)
+    num_channels: int | None = None
+    resize_method: Literal["interpolate", "crop_or_pad"] = "interpolate"
+
+    @model_validator(mode="after")
+    def _size_and_channels(self) -> ImagePreprocessing:
+        if (self.height is None) != (self.width is None):
+            given, other = ("height", "width") if self.height is not None else ("width", "height")
+            raise RuleError(f"{given} is set but {other} is not", fix=f"set {other} too (or remove {given})")
+        if self.num_channels is not None and self.num_channels != 1:
+            raise RuleError(f"num_channels {self.num_channels} is not supported: image features are one-channel "
+                            "(height, width) arrays and image files are converted to grayscale",
+                            fix="set num_channels: 1 or remove it")
+        return self
 
 
 class _Feature(_Base):

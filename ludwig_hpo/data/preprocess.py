@@ -7,12 +7,14 @@ goes to the Ray object store once and every trial (and every DDP rank) reads it 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data.images import load_images
 from ludwig_hpo.data.split import fixed_split_indices, kfold_indices, split_indices
 from ludwig_hpo.errors import DataError
 
@@ -110,16 +112,12 @@ def _number(s: pd.Series, key: str, train: np.ndarray) -> tuple[np.ndarray, dict
     return np.where(np.isnan(x), stats["mean"], x), stats
 
 
-def _image(s: pd.Series, key: str, train: np.ndarray, scale: Any) -> tuple[np.ndarray, dict[str, float]]:
-    try:
-        arr = np.stack([np.asarray(v, dtype=np.float32) for v in s])
-    except (ValueError, TypeError):
-        raise DataError("image cells must be 2-D arrays of one shape (e.g. a Parquet list column)", key=key,
-                        fix="store each image as an (H, W) array") from None
-    if arr.ndim != 3:
-        raise DataError(f"image cells must be 2-D (H, W) arrays, got shape {arr.shape[1:]}", key=key,
-                        fix="store grayscale images as (H, W) arrays")
-    s_val = float(arr[train].max()) if scale == "auto" else float(scale)
+def _image(s: pd.Series, key: str, train: np.ndarray, feat: Any,
+           data_dir: Path | None) -> tuple[np.ndarray, dict[str, float]]:
+    prep = feat.preprocessing
+    arr = load_images(s, key=key, column=feat.source_column, height=prep.height, width=prep.width,
+                      resize_method=prep.resize_method, data_dir=data_dir)
+    s_val = float(arr[train].max()) if prep.scale == "auto" else float(prep.scale)
     return arr / (s_val or 1.0), {"scale": s_val}
 
 
@@ -167,15 +165,17 @@ def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None) -> dict
     return split_indices(len(df), tuple(lsp.probabilities), sp.seed, strat)
 
 
-def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
+def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) -> PreparedData:
     """Encode every feature of ``df`` with preprocessing fitted on the training split.
 
     Runs in the driver, once per sweep. The split is stratified on the first output feature
-    when it is a category or binary.
+    when it is a category or binary. ``data_dir``: where relative image file paths start (the
+    dataset file's folder, :func:`ludwig_hpo.data.sources.dataset_folder`); None: the current folder.
 
     Raises:
         DataError: missing columns, non-numeric numbers, a target with one class or missing
-            values, too few rows for the split or the folds.
+            values, too few rows for the split or the folds, missing or unreadable image
+            files, images of different sizes without ``preprocessing.height``/``width``.
     """
     first_out = cfg.output_features[0]
     strat = None
@@ -220,7 +220,7 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig) -> PreparedData:
             inputs[feat.name] = values.map(lookup).fillna(0).to_numpy(np.int64)  # unseen -> 0
             meta[feat.name] = FeatureMeta(feat.name, "category", vocab=vocab)
         else:  # image
-            x, stats = _image(s, key, train, feat.preprocessing.scale)
+            x, stats = _image(s, key, train, feat, data_dir)
             inputs[feat.name] = x
             meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
 

@@ -39,6 +39,21 @@ def _bundled(name: str) -> pd.DataFrame:
                     fix=f"use one of {', '.join('sklearn:' + b for b in BUNDLED)} or a CSV/Parquet path")
 
 
+def dataset_path(source: str, base_dir: Path | None) -> Path:
+    """The dataset file ``source`` names: absolute, or relative to ``base_dir`` (the sweep
+    file's folder; None: the current folder). Pure."""
+    path = Path(source)
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    return path
+
+
+def dataset_folder(source: str, base_dir: Path | None) -> Path | None:
+    """The folder of the dataset file, where relative paths inside it (image files) start;
+    None for a bundled ``sklearn:`` dataset. Pure."""
+    return None if source.startswith("sklearn:") else dataset_path(source, base_dir).parent
+
+
 def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
     """Read the whole dataset into memory, one row per sample.
 
@@ -55,9 +70,7 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
     """
     if source.startswith("sklearn:"):
         return _bundled(source.split(":", 1)[1])
-    path = Path(source)
-    if not path.is_absolute():
-        path = base_dir / path
+    path = dataset_path(source, base_dir)
     if not path.is_file():
         raise DataError("dataset file not found", source=str(path), key="dataset.source",
                         fix="check the path (relative paths start at the sweep file's folder)")

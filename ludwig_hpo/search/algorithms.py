@@ -107,6 +107,7 @@ def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None =
     return _Search(space=space, metric=metric, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp))
 
 
+<<<<<<< HEAD
 def pareto_trial_ids(records, objectives: list[tuple[str, str]]) -> tuple[str, ...]:
     """Trials not dominated on ``objectives`` (``[(reported key, goal)]``), by the metrics of
     each trial's last reported epoch; failed trials and trials missing a metric are left out.
@@ -123,3 +124,25 @@ def pareto_trial_ids(records, objectives: list[tuple[str, str]]) -> tuple[str, .
         return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
 
     return tuple(tid for tid, p in points if not any(dominates(q, p) for _, q in points))
+=======
+def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
+    """The Tune scheduler of ``hyperopt.scheduler``; ``max_t`` defaults to ``epochs`` when
+    progress counts epochs. Option names are Ray Tune's (and Ludwig's)."""
+    mode = "min" if hp.goal == "minimize" else "max"
+    sch = hp.scheduler
+    if sch.type == "fifo":
+        return FIFOScheduler()
+    common = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
+    max_t = getattr(sch, "max_t", None) or epochs
+    if sch.type in ("async_hyperband", "asha"):
+        return AsyncHyperBandScheduler(max_t=max_t, grace_period=sch.grace_period,
+                                       reduction_factor=sch.reduction_factor, brackets=sch.brackets,
+                                       stop_last_trials=sch.stop_last_trials, **common)
+    if sch.type == "hyperband":
+        return HyperBandScheduler(max_t=max_t, reduction_factor=sch.reduction_factor,
+                                  stop_last_trials=sch.stop_last_trials, **common)
+    if sch.type == "median_stopping_rule":
+        return MedianStoppingRule(grace_period=sch.grace_period, min_samples_required=sch.min_samples_required,
+                                  min_time_slice=sch.min_time_slice, hard_stop=sch.hard_stop, **common)
+    raise ValueError(f"unknown scheduler {sch.type!r}")  # the schema admits no other
+>>>>>>> issue3b

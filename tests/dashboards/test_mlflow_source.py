@@ -112,6 +112,33 @@ def test_pure_conversion_without_search_space_and_running_parent():
     assert result.parameters == (ParamInfo("a.b", "unknown"),)
 
 
+LOSS, AUC = "validation/y/loss", "validation/y/roc_auc"
+
+
+def _mo_trial(tid: str, loss: float, auc: float, status: str = "FINISHED") -> RunSnapshot:
+    return RunSnapshot(tid, f"trial_{tid}", status, 110.0, 120.0, {"trial_id": tid, "status": status},
+                       {"a.b": "0.5"}, {LOSS: [(1, 9.0), (2, loss)], AUC: [(1, 0.1), (2, auc)]})
+
+
+def test_a_multi_objective_sweep_keeps_its_objectives_and_pareto_set():
+    """The parent's ``objectives`` tag (what the sweep logs) gives the objectives; the Pareto
+    set is recomputed from each trial's last epoch, as the sweep does."""
+    from ludwig_hpo.sweep import objectives_tag
+
+    tag = objectives_tag([(LOSS, "minimize"), (AUC, "maximize")])
+    parent = RunSnapshot("p", "mo-20260101-000000", "FINISHED", 100.0, 200.0, {"objectives": tag},
+                         {"metric": LOSS, "goal": "minimize"}, {})
+    children = [_mo_trial("a", 0.3, 0.90), _mo_trial("b", 0.2, 0.80), _mo_trial("c", 0.4, 0.85),
+                _mo_trial("d", 0.25, 0.95, status="KILLED")]
+    result = sweep_from_runs(parent, children, None)
+    assert result.objectives == (LOSS, AUC)
+    assert result.pareto_trial_ids == ("b", "d")  # a and c are beaten by d on both
+    single = RunSnapshot("p", "s", "FINISHED", 100.0, 200.0, {}, {"metric": LOSS, "goal": "minimize"}, {})
+    assert sweep_from_runs(single, children, None).objectives == ()
+    broken = RunSnapshot("p", "s", "FINISHED", 100.0, 200.0, {"objectives": "[{"}, {"metric": LOSS, "goal": "minimize"}, {})
+    assert sweep_from_runs(broken, children, None).pareto_trial_ids == ()
+
+
 def test_a_run_that_is_not_a_sweep_is_refused():
     parent = RunSnapshot("p", "x", "FINISHED", 1.0, 2.0, {}, {}, {})
     with pytest.raises(TrackingError, match="not the parent run of a sweep"):

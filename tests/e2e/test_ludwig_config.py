@@ -55,3 +55,43 @@ def test_block_parameter_is_readable_in_mlflow(ludwig_sweep):
     assert len(runs) == 2
     for r in runs:
         assert json.loads(r.data.params["root_block"])["trainer"]["learning_rate"] in (0.01, 0.003)
+
+
+@pytest.fixture(scope="module")
+def image_sweep(tmp_path_factory):
+    """The Ludwig image fixture (PNG paths in a CSV, fixed split column) run from another
+    folder with one-worker trials."""
+    cwd = tmp_path_factory.mktemp("ludwig-images")
+    proc = run_cli("sweep", str(FIXTURES / "image_digits.yaml"), "--dataset", str(FIXTURES / "image_digits.csv"),
+                   "--num-workers", "1", "--output", "results", cwd=cwd)
+    assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc, cwd / "results" / "image_digits"
+
+
+def test_image_files_train_with_the_fixed_split(image_sweep):
+    proc, out = image_sweep
+    assert "150 rows (train 100, validation 25, test 25)" in proc.stdout
+    result = json.loads((out / "results.json").read_text())
+    assert [t["status"] for t in result["trials"]] == ["FINISHED", "FINISHED"]
+    for t in result["trials"]:
+        assert [h["epoch"] for h in t["history"]] == [1, 2]
+        assert t["history"][-1]["metrics"]["validation/digit/loss"] > 0
+    meta = json.loads((out / "best_model" / "preprocessing.json").read_text())
+    assert meta["image_path"]["type"] == "image" and meta["image_path"]["shape"] == [8, 8]
+    assert meta["image_path"]["stats"]["scale"] == 255.0  # 8-bit PNGs
+    assert meta["digit"]["vocab"] == list(range(10))
+    assert (out / "best_model" / "model.pt").is_file() and (out / "report.html").is_file()
+
+
+def test_image_sweep_trials_are_mlflow_child_runs(image_sweep):
+    from mlflow.tracking import MlflowClient
+
+    _, out = image_sweep
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
+    exp = client.get_experiment_by_name("image_digits")
+    runs = client.search_runs([exp.experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("run_kind") == "sweep")
+    trials = [r for r in runs if r.data.tags.get("run_kind") == "trial"]
+    assert len(trials) == 2 and {r.data.tags["world_size"] for r in trials} == {"1"}
+    assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in trials)
+    assert set(trials[0].data.params) == {"trainer.learning_rate", "image_path.encoder.dropout"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ dataset: {{source: {source}}}
 input_features:
   - {{name: a, type: number}}
   - {{name: c, type: category}}
-output_features:
+{inputs}output_features:
   - {{name: y, type: {target_type}}}
 trainer: {{epochs: 1{trainer}}}
 hyperopt:
@@ -73,7 +73,8 @@ def _set_rows(index, value):
 class Case:
     """One bad input. ``data``: a frame edit, raw CSV bytes, or None (a sweep-file case);
     ``sweep``: raw sweep-file bytes replacing the template; ``message``: the exact stderr
-    line (``{dir}`` is the case's folder)."""
+    line (``{dir}`` is the case's folder); ``inputs``: more input features (YAML lines);
+    ``files``: more files written into the case's folder (e.g. images the data refers to)."""
 
     data: Callable[[pd.DataFrame], pd.DataFrame] | bytes | None
     message: str
@@ -83,6 +84,33 @@ class Case:
     trainer: str = ""
     extra: str = ""
     sweep_name: str = "sweep.yaml"
+    inputs: str = ""
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+def _png(size: tuple[int, int] = (4, 4)) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full(size, 9, np.uint8), mode="L").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+#: An image feature ``img`` whose column holds paths to PNGs under ``img/`` (relative to data.csv).
+IMG = "  - {name: img, type: image}\n"
+IMAGES = {"img/ok.png": _png()}
+
+
+def _image_paths(bad_row: int | None = None, bad: object = "img/ok.png"):
+    def apply(df: pd.DataFrame) -> pd.DataFrame:
+        df["img"] = ["img/ok.png"] * len(df)
+        if bad_row is not None:
+            df["img"] = df["img"].astype(object)
+            df.loc[bad_row, "img"] = bad
+        return df
+    return apply
 
 
 FIX_FORMAT = "fix: check the file's format"
@@ -182,6 +210,22 @@ CASES = {
                                               "x batch_size 512 needs 1024 rows, but the train split has 84; fix: "
                                               "lower trainer.batch_size (it is per worker) or use batch_size: auto",
                                               trainer=", batch_size: 512"),
+    # -------------------------------------------------------------- image files
+    "image file missing": Case(_image_paths(7, "img/gone.png"), "error: {dir}/img/gone.png: input_features[img]: "
+                               "image file not found (row 7 of column 'img'; 1 of 120 files missing); fix: check the "
+                               "paths in column 'img' (relative paths start at the dataset file's folder)",
+                               inputs=IMG, files=IMAGES),
+    "image file is not an image": Case(_image_paths(3, "img/notes.png"), "error: {dir}/img/notes.png: "
+                                       "input_features[img]: cannot read the image (row 3 of column 'img'): cannot "
+                                       "identify image file '{dir}/img/notes.png'; fix: replace the file with a PNG, "
+                                       "JPEG, BMP or TIFF image, or drop the row",
+                                       inputs=IMG, files={**IMAGES, "img/notes.png": b"text"}),
+    "images of different sizes": Case(_image_paths(5, "img/big.png"), "error: {dir}/img/big.png: input_features[img]: "
+                                      "image is 6x7 pixels (row 5 of column 'img') but the first image (ok.png) is 4x4 "
+                                      "(height x width); fix: set preprocessing: {{height: 4, width: 4}} on the feature "
+                                      "to resize every image", inputs=IMG, files={**IMAGES, "img/big.png": _png((6, 7))}),
+    "image path missing": Case(_image_paths(2, None), "error: input_features[img]: 1 rows have no image path in column "
+                               "'img' (e.g. row 2); fix: fill or drop those rows", inputs=IMG, files=IMAGES),
 }
 
 
@@ -190,12 +234,16 @@ def _materialize(case: Case, folder: Path) -> Path:
         case.data(frame()).to_csv(folder / "data.csv", index=False)
     elif isinstance(case.data, bytes):
         (folder / "data.csv").write_bytes(case.data)
+    for name, content in case.files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(content)
     if case.source == "data.parquet":
         (folder / "data.parquet").write_text("not parquet")
     if case.source == "data.xlsx":
         (folder / "data.xlsx").write_bytes(b"PK\x03\x04")
     text = case.sweep if case.sweep is not None else SWEEP.format(
-        source=case.source, target_type=case.target_type, trainer=case.trainer, extra=case.extra).encode()
+        source=case.source, target_type=case.target_type, trainer=case.trainer, extra=case.extra,
+        inputs=case.inputs).encode()
     if case.sweep_name != "nope.yaml":
         (folder / case.sweep_name).write_bytes(text)
     return folder / case.sweep_name
@@ -239,7 +287,7 @@ def test_unseen_categories_at_test_time_are_mapped_to_unknown_not_an_error(tmp_p
     df["c"] = [f"only-{i}" if i % 10 == 0 else v for i, v in enumerate(df["c"])]  # 12 values seen at most once
     df.to_csv(tmp_path / "data.csv", index=False)
     (tmp_path / "sweep.yaml").write_text(SWEEP.format(source="data.csv", target_type="category", trainer="",
-                                                      extra=""))
+                                                      extra="", inputs=""))
     code, err = _invoke(["validate", "sweep.yaml"], tmp_path)
     assert code == 0, err
 
@@ -259,7 +307,7 @@ def test_an_unreadable_dataset_is_one_line(tmp_path):
     frame().to_csv(tmp_path / "data.csv", index=False)
     (tmp_path / "data.csv").chmod(0)
     (tmp_path / "sweep.yaml").write_text(SWEEP.format(source="data.csv", target_type="category", trainer="",
-                                                      extra=""))
+                                                      extra="", inputs=""))
     code, err = _invoke(["validate", "sweep.yaml"], tmp_path)
     assert code == 2
     assert err.strip() == f"error: {tmp_path}/data.csv: dataset.source: permission denied; fix: make the file readable"

@@ -158,7 +158,7 @@ def test_multi_objective_search_tells_every_metric_and_the_worst_of_each_on_fail
 
 def test_pareto_set_from_last_epochs():
     from ludwig_hpo.results import EpochRecord, TrialRecord
-    from ludwig_hpo.search.algorithms import pareto_trial_ids
+    from ludwig_hpo.search.pareto import pareto_trial_ids
 
     def rec(tid, loss, acc, status="FINISHED"):
         m = {"validation/y/loss": loss, "validation/y/accuracy": acc}

@@ -18,8 +18,10 @@ FILES = sorted([*ROOT.glob("sweeps/*.yaml"), *ROOT.glob("tests/fixtures/**/*.yam
 
 
 def _args(path: Path) -> list[str]:
+    """A Ludwig config (no ``dataset``) runs on ``<its stem>.csv`` beside it, else ``data.csv``."""
     raw = yaml.safe_load(path.read_text())
-    return [str(path)] + ([] if "dataset" in raw else ["--dataset", str(path.parent / "data.csv")])
+    own = path.with_suffix(".csv")
+    return [str(path)] + ([] if "dataset" in raw else ["--dataset", str(own if own.is_file() else path.parent / "data.csv")])
 
 
 def test_there_are_ludwig_fixtures():

@@ -286,6 +286,15 @@ CASES = [
     ("defaults-bad-encoder-field", edit(("trainer: {epochs: 4}\n", "trainer: {epochs: 4}\n"
                                          "defaults: {image: {encoder: {num_layerz: 2}}}\n")),
      "sweep.yaml:8:30: defaults.image.encoder.num_layerz: unknown key 'num_layerz'; fix: did you mean 'num_layers'?"),
+    ("image-height-without-width", edit(("  - {name: image, type: image}\n",
+                                         "  - {name: image, type: image, preprocessing: {height: 8}}\n")),
+     "sweep.yaml:4:32: input_features[image].preprocessing: height is set but width is not; fix: set width too "
+     "(or remove height)"),
+    ("image-colour-channels", edit(("  - {name: image, type: image}\n",
+                                    "  - {name: image, type: image, preprocessing: {num_channels: 3}}\n")),
+     "sweep.yaml:4:32: input_features[image].preprocessing: num_channels 3 is not supported: image features are "
+     "one-channel (height, width) arrays and image files are converted to grayscale; fix: set num_channels: 1 or "
+     "remove it"),
     ("duplicate-parameter", param("trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-2}",
                                   "trainer.learning_rate: {space: uniform, lower: 0.001, upper: 0.01}"),
      "sweep.yaml:17:5: duplicate key 'trainer.learning_rate' (first at line 16); fix: keep only one of them"),
