@@ -29,10 +29,12 @@ class JournalSink:
 
     Args:
         path: the journal file (appended to; created on the first ended trial).
+        experiment: the Tune experiment the trials belong to (``search`` or ``kfold``).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, experiment: str = "search") -> None:
         self.path = path
+        self.experiment = experiment
 
     def trials_restored(self, trials) -> None:
         pass
@@ -58,7 +60,9 @@ class JournalSink:
             if t.checkpoint and best is not None and h.epoch == best:
                 r["checkpoint_path"] = t.checkpoint
             results.append(r)
-        line = json.dumps({"trial_id": t.trial_id, "status": t.status, "stopped_by": t.stopped_by,
+        line = json.dumps({"trial_id": t.trial_id, "experiment": self.experiment,
+                           "config": {k: v for k, v in t.config.items() if _scalar(v) or v is None},
+                           "status": t.status, "stopped_by": t.stopped_by,
                            "checkpoint": t.checkpoint, "checkpoint_epoch": t.checkpoint_epoch, "results": results})
         with self.path.open("a") as f:
             f.write(line + "\n")
@@ -67,8 +71,8 @@ class JournalSink:
 
 
 def read_journal(path: Path) -> dict[str, dict]:
-    """``{trial id: entry}`` of the trials the journal holds; an entry has ``status``
-    (FINISHED / KILLED), ``stopped_by``, ``checkpoint``, ``checkpoint_epoch`` and ``results``
+    """``{trial id: entry}`` of the trials the journal holds; an entry has ``experiment``,
+    ``config`` (the searcher's encoded values), ``status`` (FINISHED / KILLED), ``stopped_by``, ``checkpoint``, ``checkpoint_epoch`` and ``results``
     (what the trial reported, in order). A torn last line, from a crash mid-write, is ignored."""
     out: dict[str, dict] = {}
     try:
@@ -95,3 +99,27 @@ def restore_trial(t, entry: dict) -> None:
     t.status, t.stopped_by = entry["status"], entry.get("stopped_by")
     t.checkpoint, t.checkpoint_epoch = entry.get("checkpoint"), entry.get("checkpoint_epoch")
     t.replayed = True
+
+
+def saved_trial_ids(experiment_dir: Path) -> set[str] | None:
+    """Ids of the trials in Tune's last saved experiment state under ``experiment_dir``
+    (None when there is none). Driver only."""
+    states = sorted(experiment_dir.glob("experiment_state-*.json"))
+    if not states:
+        return None
+    try:
+        data = json.loads(states[-1].read_text())
+        return {json.loads(t[0])["trial_id"] for t in data["trial_data"]}
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def ended_outside_state(journal: dict[str, dict], experiment: str, experiment_dir: Path) -> dict[str, dict]:
+    """The journal's search trials of ``experiment`` that Tune's saved state does not hold:
+    they started and ended after its last save (Tune saves at intervals in large sweeps).
+    A resumed sweep counts them as ended instead of running new trials in their place."""
+    saved = saved_trial_ids(experiment_dir)
+    if saved is None:
+        return {}
+    return {tid: e for tid, e in journal.items()
+            if e.get("experiment") == experiment and "config" in e and tid not in saved}

@@ -48,6 +48,8 @@ class LiveTrial:
     retries: int = 0  # times the trial was run again after failing (executor.max_failures)
     #: the trial's parameters now: differs from ``params`` (the sampled ones) after a PBT mutation
     current: dict[str, Any] = field(default_factory=dict)
+    #: the config Tune gave the trial (the searcher's encoded values), as sampled
+    config: dict[str, Any] = field(default_factory=dict)
 
     def best(self, sign: float) -> float | None:
         vals = [h.objective for h in self.history if math.isfinite(h.objective)]
@@ -113,6 +115,9 @@ class SweepMonitor(Callback):
         self.sinks = sinks
         self.trials: dict[str, LiveTrial] = {}
         self._interrupted: set[str] = set()
+        #: journal entries of trials that ended after Tune last saved its state (a resumed
+        #: sweep of more trials than Tune saves at every step); adopted on restore
+        self.ended_outside_state: dict[str, dict] = {}
         #: a resumed sweep's journal entries (:func:`ludwig_hpo.journal.read_journal`): trials
         #: that replay their recorded results end as recorded
         self.replayed: dict[str, dict] = {}
@@ -129,9 +134,25 @@ class SweepMonitor(Callback):
 
     def set_state(self, state: dict) -> None:
         self.trials = dict(state.get("trials", {}))
+        self._adopt(self.ended_outside_state)
         # trials the interruption cut off: their next start begins again (and reopens the run)
         self._interrupted = {tid for tid, t in self.trials.items() if t.status == "RUNNING"}
         self._emit("trials_restored", list(self.trials.values()))
+
+    def _adopt(self, entries: dict[str, dict]) -> None:
+        """Add the trials that ended after Tune last saved its state (journal entries with
+        their config), as they ended: Tune's restored state does not hold them, but they
+        count toward the sweep's trials, and their MLflow runs exist."""
+        from ludwig_hpo.journal import restore_trial
+
+        for tid, entry in entries.items():
+            if tid in self.trials:
+                continue
+            d = self.describe(tid, entry["config"])
+            t = LiveTrial(tid, d.params, d.tags, d.name, current=dict(d.params), config=dict(entry["config"]))
+            restore_trial(t, entry)
+            t.ended = t.started
+            self.trials[tid] = t
 
     def handle(self, key: str) -> MonitorHandle:
         """The callback to give Tune: a picklable stand-in that forwards to this monitor
@@ -146,7 +167,8 @@ class SweepMonitor(Callback):
     def _start(self, trial) -> LiveTrial:
         d = self.describe(trial.trial_id, trial.config)
         before = self.trials.get(trial.trial_id)
-        t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name, current=dict(d.params))
+        t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name, current=dict(d.params),
+                                                    config=dict(trial.config))
         if before is not None:  # run again after a failure: it continues from its checkpoint
             t.retries, t.history = before.retries, list(before.history)
         self._emit("trial_started", t)

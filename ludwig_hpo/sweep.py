@@ -26,7 +26,7 @@ from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan, scope
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, dataset_folder, load_dataframe, prepare
 from ludwig_hpo.errors import DataError
-from ludwig_hpo.journal import JOURNAL_FILE, JournalSink, read_journal
+from ludwig_hpo.journal import JOURNAL_FILE, JournalSink, ended_outside_state, read_journal
 from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
@@ -299,6 +299,14 @@ class Sweep:
         try:
             result = self._run_ray(data, plan, store, parent, paths, t0)
             status = "FINISHED"
+            if self.resume is not None:
+                lost = store.close_running_children(parent, {"status": "KILLED", "stopped_by": "interrupted",
+                                                             "note": "lost with the interrupted sweep; ran again "
+                                                                     "under a new trial id"})
+                if lost:
+                    self.console.print(f"note: {len(lost)} run(s) of trials that started after the sweep's last "
+                                       f"saved state were lost and ran again: {', '.join(lost)} (marked KILLED)",
+                                       highlight=False)
             return result
         except (KeyboardInterrupt, SystemExit):
             status = "KILLED"
@@ -421,11 +429,15 @@ class Sweep:
         saved = paths.ray.resolve() / name
         callback = monitor.handle(name)
         monitor.replayed = getattr(self, "journal", {})
+        ended: dict[str, dict] = {}
         if self.resume is not None and (saved / "tuner.pkl").is_file():
             # Tune restores the searcher, the scheduler, its trials and the monitor's book;
-            # finished and failed trials stay as they ended, unfinished ones run again.
+            # finished and failed trials stay as they ended, unfinished ones continue.
             tuner = tune.Tuner.restore(str(saved), trainable, resume_unfinished=True, resume_errored=False,
                                        restart_errored=False, param_space=param_space)
+            # Trials that started and ended after Tune's last save count as ended (journal).
+            ended = ended_outside_state(getattr(self, "journal", {}), name, saved)
+            monitor.ended_outside_state = ended
         else:
             tuner = self._new_tuner(trainable, name, plan, pooled, callback, tune_config_kw, param_space, paths)
         # How often Tune saves its experiment state (what a resume restores). Every step of its
@@ -433,12 +445,17 @@ class Sweep:
         # (>= 10 s, about 5 % of the driver's time) for large ones, whose saved state grows with
         # the trials (~18 kB each) and would cost more than it saves. A user's setting wins.
         period = "0" if self.cfg.hyperopt.num_trials <= SAVE_EVERY_STEP_MAX_TRIALS else "auto"
+        from ludwig_hpo.search import algorithms
+
+        algorithms.ENDED_OUTSIDE_STATE.update(ended)
         try:
             with scoped_env({"TUNE_GLOBAL_CHECKPOINT_S": os.environ.get("TUNE_GLOBAL_CHECKPOINT_S", period)}):
                 return tuner.fit()
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM through Ray's handler
             monitor.close_running("interrupted")
             raise
+        finally:
+            algorithms.ENDED_OUTSIDE_STATE.clear()
 
     def _new_tuner(self, trainable, name: str, plan: ResourcePlan, pooled: bool, callback, tune_config_kw: dict,
                    param_space: dict | None, paths: SweepPaths):
@@ -604,7 +621,7 @@ class Sweep:
             epochs=self.cfg.trainer.epochs, goal_sign=self.sign,
             describe=lambda tid, config: TrialDescription(dict(config["job"]["params"]), job_tags(config["job"]),
                                                           job_name(config["job"])),
-            sinks=[JournalSink(paths.root / JOURNAL_FILE),
+            sinks=[JournalSink(paths.root / JOURNAL_FILE, "kfold"),
                    MlflowSink(store, parent, config_text=self._trial_config_text, resume=self.resume is not None),
                    ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False)],
             early_stopping=False)

@@ -65,13 +65,22 @@ def enqueued_points(hp: HyperoptConfig) -> list[dict[str, Any]]:
     return points
 
 
+#: Journal entries of trials that ended after Tune last saved its state (set by the driver
+#: while a resumed search runs, see :func:`ludwig_hpo.journal.ended_outside_state`): the
+#: restored searcher tells Optuna their results and counts them toward the sweep's trials.
+ENDED_OUTSIDE_STATE: dict[str, dict] = {}
+
+
 class _Search(OptunaSearch):
     """``OptunaSearch`` that enqueues :func:`enqueued_points` and tells Optuna a failed trial
     as the worst value seen so far (so the sampler moves away from it instead of ignoring it);
     with several objectives, the worst value of each."""
 
-    def __init__(self, *args, enqueue: list[dict[str, Any]], mode: str | list[str], **kwargs) -> None:
+    def __init__(self, *args, enqueue: list[dict[str, Any]], mode: str | list[str], limit: int | None = None,
+                 **kwargs) -> None:
         self._enqueue = enqueue
+        self._limit = limit
+        self._adopted: set[str] = set()
         modes = mode if isinstance(mode, list) else [mode]
         self._signs = [1.0 if m == "min" else -1.0 for m in modes]
         super().__init__(*args, mode=mode, **kwargs)
@@ -80,6 +89,34 @@ class _Search(OptunaSearch):
         super()._setup_study(mode)
         for point in self._enqueue:
             self._ot_study.enqueue_trial(point)
+
+    def suggest(self, trial_id: str):
+        """Optuna's next configuration, or ``FINISHED`` once the sweep has ``limit`` trials
+        (counting those that ended after Tune last saved its state)."""
+        from ray.tune.search import Searcher
+
+        self._adopt_ended()
+        if self._limit is not None and self._ot_study is not None:
+            started = sum(t.state != optuna.trial.TrialState.WAITING for t in self._ot_study.get_trials(deepcopy=False))
+            if started >= self._limit:
+                return Searcher.FINISHED
+        return super().suggest(trial_id)
+
+    def _adopt_ended(self) -> None:
+        if self._ot_study is None:
+            return
+        adopted = getattr(self, "_adopted", set())
+        keys = self.metric if isinstance(self.metric, list) else [self.metric]
+        for tid, entry in ENDED_OUTSIDE_STATE.items():
+            last = entry["results"][-1] if entry.get("results") else {}
+            if tid in adopted or not all(isinstance(last.get(k), (int, float)) for k in keys):
+                continue
+            values = [float(last[k]) for k in keys]
+            self._ot_study.add_trial(optuna.trial.create_trial(
+                params=entry["config"], distributions={p: self._space[p] for p in entry["config"] if p in self._space},
+                values=values))
+            adopted.add(tid)
+        self._adopted = adopted
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         keys = self.metric if isinstance(self.metric, list) else [self.metric]
@@ -104,4 +141,5 @@ def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None =
         mode: str | list[str] = ["min" if g == "minimize" else "max" for _, g in objectives]
     else:
         metric, mode = OBJECTIVE, "min" if hp.goal == "minimize" else "max"
-    return _Search(space=space, metric=metric, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp))
+    return _Search(space=space, metric=metric, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp),
+                   limit=hp.num_trials)

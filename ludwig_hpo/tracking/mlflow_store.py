@@ -165,6 +165,18 @@ class MlflowStore:
             if not token:
                 return found
 
+    def close_running_children(self, parent_id: str, tags: dict[str, Any]) -> list[str]:
+        """End every child run of ``parent_id`` still RUNNING as KILLED with ``tags``; returns
+        their names. Driver only (a resumed sweep, at its end: runs of trials that started
+        after Tune last saved its state and were lost with the interrupted driver)."""
+        names = []
+        for run in self.client.search_runs([self.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}' "
+                                           "and attributes.status = 'RUNNING'", max_results=1000):
+            self.set_tags(run.info.run_id, tags)
+            self.end_run(run.info.run_id, "KILLED")
+            names.append(run.info.run_name)
+        return names
+
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         """Log parameters (values via :func:`param_value`), at most 100 per request."""
         from mlflow.entities import Param

@@ -162,3 +162,49 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
 def result_history(result: dict, run) -> list:
     """The epochs results.json holds for the trial of MLflow run ``run``."""
     return next(t["history"] for t in result["trials"] if t["trial_id"] == run.data.tags["trial_id"])
+
+
+def test_trials_that_ended_after_tunes_last_save_are_not_run_again(tmp_path):
+    # Tune saves its state rarely in large sweeps; a long period here does the same to a small
+    # one: the trials that end before the kill are in the journal only.
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
+    env["TUNE_GLOBAL_CHECKPOINT_S"] = "100000"
+    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "sweep", str(SWEEPS / "breast_cancer_tiny.yaml"),
+                             "--output", "r"], cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    seen, ended = [], 0
+    try:
+        deadline = time.time() + SWEEP_TIMEOUT_S
+        while ended < 2 and time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            ended += bool(TRIAL_END.search(line))
+    finally:
+        _kill_session(proc.pid)
+        proc.wait()
+    assert ended >= 2, "".join(seen)
+    out = tmp_path / "r" / "breast-cancer-tiny"
+    journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    before = {r.data.tags["trial_id"]: r for r in _runs(out)
+              if r.data.tags.get("phase") == "search" and r.info.status in ("FINISHED", "KILLED")}
+    assert {e["trial_id"] for e in journal} == set(before) and len(before) >= 2
+
+    again = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "r", cwd=tmp_path,
+                    env_extra={"TUNE_GLOBAL_CHECKPOINT_S": "100000"})
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    runs = _runs(out)
+    assert not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
+    lost = [r for r in runs if r.data.tags.get("phase") == "search" and "note" in r.data.tags]
+    assert all(r.info.status == "KILLED" and r.data.tags["stopped_by"] == "interrupted" for r in lost)
+    lost_ids = {r.info.run_id for r in lost}
+    kept = {r.data.tags["trial_id"]: r for r in runs
+            if r.data.tags.get("phase") == "search" and r.info.run_id not in lost_ids}
+    assert len(kept) == 4  # num_samples: the journal's trials count, none ran twice
+    for tid, r in before.items():
+        assert kept[tid].data.metrics == r.data.metrics
+    result = json.loads((out / "results.json").read_text())
+    assert sorted(t["trial_id"] for t in result["trials"]) == sorted(kept)
+    print(f"\nended after the last saved state: {len(before)} trial(s) kept from the journal; "
+          f"{len(kept) - len(before)} ran after the resume; {len(lost)} lost run(s) marked KILLED")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ludwig_hpo.journal import JournalSink, read_journal
+from ludwig_hpo.journal import JournalSink, ended_outside_state, read_journal
 from ludwig_hpo.monitor import LiveTrial
 from ludwig_hpo.results import EpochRecord
 
@@ -52,3 +52,64 @@ def test_a_replay_cut_short_by_the_resumed_scheduler_ends_as_recorded(tmp_path):
     restore_trial(replayed, entry)
     assert replayed.status == "FINISHED" and [h.epoch for h in replayed.history] == [1, 2]
     assert replayed.history[1].metrics == {"validation/y/loss": 0.25} and replayed.checkpoint == "/ckpt/2"
+
+
+def _state(folder, trial_ids):
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"trial_data": [[json.dumps({"trial_id": t}), "{}"] for t in trial_ids], "runner_data": {}, "stats": {}}
+    (folder / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(data))
+
+
+def test_trials_that_ended_after_tunes_last_save_are_found(tmp_path):
+    path = tmp_path / "journal.jsonl"
+    for tid in ("a", "b", "c"):
+        t = _trial(tid)
+        t.config = {"trainer.learning_rate": 0.1}
+        JournalSink(path).trial_ended(t)
+    k = _trial("k")
+    k.config = {"job": "fold"}
+    JournalSink(path, "kfold").trial_ended(k)
+    journal = read_journal(path)
+    assert journal["a"]["experiment"] == "search" and journal["a"]["config"] == {"trainer.learning_rate": 0.1}
+    _state(tmp_path / "search", ["a", "x"])
+    assert sorted(ended_outside_state(journal, "search", tmp_path / "search")) == ["b", "c"]
+    assert ended_outside_state(journal, "search", tmp_path / "nothing-saved") == {}
+
+
+def test_a_restored_monitor_adopts_them_as_ended(tmp_path):
+    from ludwig_hpo.monitor import SweepMonitor, TrialDescription
+
+    path = tmp_path / "journal.jsonl"
+    t = _trial("b", status="KILLED")
+    t.config = {"trainer.learning_rate": 0.1}
+    JournalSink(path).trial_ended(t)
+    mon = SweepMonitor(epochs=4, goal_sign=1.0, sinks=[],
+                       describe=lambda tid, c: TrialDescription(dict(c), {"phase": "search"}, f"trial_{tid}"))
+    mon.ended_outside_state = read_journal(path)
+    mon.set_state({"trials": {}})
+    rec = mon.trials["b"]
+    assert (rec.status, rec.params, [h.epoch for h in rec.history]) == ("KILLED", {"trainer.learning_rate": 0.1}, [1, 2])
+    assert rec.replayed
+
+
+def test_a_resumed_searcher_counts_them_and_stops_at_num_samples():
+    from ray.tune.search import Searcher
+
+    from ludwig_hpo.config.schema import HyperoptConfig
+    from ludwig_hpo.search import algorithms
+
+    hp = HyperoptConfig.model_validate({"parameters": {"trainer.learning_rate": {
+        "space": "loguniform", "lower": 1e-4, "upper": 1e-1}}, "executor": {"num_samples": 3}})
+    s = algorithms.make_searcher(hp)
+    s.suggest("t0")
+    algorithms.ENDED_OUTSIDE_STATE.update({"b": {"config": {"trainer.learning_rate": 0.01},
+                                                 "results": [{"objective": 0.3, "epoch": 1}]}})
+    try:
+        assert isinstance(s.suggest("t1"), dict)  # t0, the adopted b, t1: 3 trials
+        assert s.suggest("t2") == Searcher.FINISHED
+    finally:
+        algorithms.ENDED_OUTSIDE_STATE.clear()
+    done = [t for t in s._ot_study.trials if t.state.name == "COMPLETE"]
+    assert [(t.params, t.value) for t in done] == [({"trainer.learning_rate": 0.01}, 0.3)]

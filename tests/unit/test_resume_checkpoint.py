@@ -99,3 +99,29 @@ def test_a_checkpoint_of_another_model_is_a_checkpoint_error(setup, tmp_path):
     (saved[2] / STATE_FILE).unlink()
     with pytest.raises(CheckpointError):
         _run(cfg, data, Job(resume_from=str(saved[2])))
+
+
+def _poisoned(data):
+    """``data`` with one training row's first input made NaN: every batch holding it has a NaN loss."""
+    name = next(iter(data.inputs))
+    x = data.inputs[name].copy()
+    x[data.splits["train"][5]] = float("nan")
+    return dataclasses.replace(data, inputs={**data.inputs, name: x})
+
+
+def test_a_nan_loss_fails_the_trial_by_default(setup):
+    cfg, data = setup
+    with pytest.raises(FloatingPointError, match="training loss is nan at epoch 1"):
+        _run(cfg, _poisoned(data), Job())
+
+
+def test_skip_batch_skips_the_steps_of_non_finite_batches(setup):
+    cfg, data = setup
+    skip = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"nan_policy": "skip_batch"})})
+    reports, _, model = _run(skip, _poisoned(data), Job())
+    assert [r["epoch"] for r in reports] == list(range(1, EPOCHS + 1))
+    # one batch per epoch holds the row (batch size 16, 96 rows, drop_last): 6 steps, 5 taken
+    assert [r["nonfinite_batches"] for r in reports] == list(range(1, EPOCHS + 1))
+    assert reports[-1]["optimizer_steps"] == EPOCHS * 5
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert all(r["objective"] == r["objective"] for r in reports)  # finite, not NaN
