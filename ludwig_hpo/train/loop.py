@@ -242,7 +242,8 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     ``batch_size_tuning_s``,
     ``samples_per_s``, ``seed`` (``trainer.seed`` + ``Job.seed_offset``), and
     ``checkpoint_improved`` (1/0) at epochs that pass a checkpoint, ``resumed_from_epoch`` at the
-    first epoch after a resume; on the first epoch also ``batch_size_cache_hit`` (1/0) and
+    first epoch after a resume, ``nonfinite_batches`` (cumulative, all ranks) under
+    ``nan_policy: skip_batch``; on the first epoch also ``batch_size_cache_hit`` (1/0) and
     ``batch_size_tried`` (e.g. ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
 
     Args:
@@ -254,7 +255,8 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         The trained model, unwrapped (for FSDP: a whole, unsharded copy), on ``device``.
 
     Raises:
-        FloatingPointError: the training loss became NaN or infinite.
+        FloatingPointError: the training loss became NaN or infinite (``nan_policy: fail``),
+            or was so in every batch of an epoch (``skip_batch``).
         BatchSizeError: ``batch_size: auto`` found no size that fits in memory.
     """
     t_setup = time.perf_counter()
@@ -296,17 +298,21 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     optimizer_steps = 0
     best_objective: float | None = None
     first_epoch = 1
+    skip_nonfinite = tr.nan_policy == "skip_batch"
+    nonfinite_batches = 0
     if job.resume_from:
         resumed = _resume(job.resume_from, model, optimizer, scaler, lr, cfg, device)
         first_epoch = resumed["epoch"] + 1
         best_objective = resumed["best_objective"]
         optimizer_steps = resumed["optimizer_steps"]
         train_time, eval_time = resumed["train_time_s"], resumed["eval_time_s"]
+        nonfinite_batches = resumed.get("nonfinite_batches", 0)
     for epoch in range(first_epoch, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
         rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world)
         loss_sum = torch.zeros((), device=device)
-        steps = 0
+        steps = skipped = 0
+        group_bad = False
         epoch_batches = list(batches(rows, batch_size, device, drop_last=True))
         optimizer.zero_grad(set_to_none=True)
         for i, idx in enumerate(epoch_batches):
@@ -319,19 +325,35 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
                     loss = _combined_loss(cfg, model(x), y)
                 # the mean over the group's batches, as one batch of all of them would give
                 scaler.scale(loss / group_len).backward()
+            finite = True
+            if skip_nonfinite:  # one host sync per batch, with this policy only
+                finite = bool(torch.isfinite(loss))
+                group_bad, skipped = group_bad or not finite, skipped + (not finite)
             if sync:
-                scaler.step(optimizer)
-                scaler.update()
+                if skip_nonfinite and world > 1:  # all-reduced gradients: the ranks decide together
+                    flag = torch.tensor([float(group_bad)], device=device)
+                    group_bad = bool(_all_reduce(flag, op=dist.ReduceOp.MAX).item())
+                if group_bad:  # a non-finite batch in the group: no step
+                    group_bad = False
+                else:
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer_steps += 1
                 optimizer.zero_grad(set_to_none=True)
-                optimizer_steps += 1
-            loss_sum += loss.detach().float()
-            steps += 1
+            if finite:
+                loss_sum += loss.detach().float()
+                steps += 1
         # on the device: NCCL reduces only CUDA tensors
-        stats = _all_reduce(torch.stack([loss_sum.double(), torch.tensor(float(steps), dtype=torch.float64, device=device)]))
-        train_loss = (stats[0] / stats[1]).item()
+        counts = torch.tensor([float(steps), float(skipped)], dtype=torch.float64, device=device)
+        stats = _all_reduce(torch.cat([loss_sum.double().reshape(1), counts]))
+        total_steps = stats[1].item()
+        nonfinite_batches += int(stats[2].item())
+        train_loss = (stats[0] / stats[1]).item() if total_steps else math.nan
         if not math.isfinite(train_loss):
-            raise FloatingPointError(f"training loss is {train_loss} at epoch {epoch}; "
-                                     f"lower trainer.learning_rate or check the data")
+            every = " in every batch" if skip_nonfinite else ""
+            raise FloatingPointError(f"training loss is {train_loss}{every} at epoch {epoch}; "
+                                     f"lower trainer.learning_rate or check the data"
+                                     + ("" if skip_nonfinite else " (trainer.nan_policy: skip_batch skips such batches)"))
         # DDP: evaluate the unwrapped module (ranks score shards of different sizes, and a
         # DDP forward would try to synchronize buffers across them). FSDP: the sharded module,
         # every rank running the same number of forward passes.
@@ -360,6 +382,8 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             "eval_time_s": eval_time,
             "seed": seed,
         })
+        if skip_nonfinite:
+            metrics["nonfinite_batches"] = nonfinite_batches
         if epoch == first_epoch > 1:
             metrics["resumed_from_epoch"] = first_epoch - 1
         if epoch == 1 and tr.batch_size == "auto":
@@ -378,7 +402,8 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             metrics["checkpoint_improved"] = int(improved)
             ckpt_dir = _save_checkpoint(model, inner, optimizer, scaler, fsdp=fsdp, rank=rank, device=device, state={
                 "epoch": epoch, "best_objective": best_objective, "optimizer_steps": optimizer_steps,
-                "train_time_s": train_time, "eval_time_s": eval_time, "seed": seed})
+                "train_time_s": train_time, "eval_time_s": eval_time, "seed": seed,
+                "nonfinite_batches": nonfinite_batches})
         report(metrics, ckpt_dir)
         if ckpt_dir is not None:  # the reporter has persisted it
             shutil.rmtree(ckpt_dir, ignore_errors=True)

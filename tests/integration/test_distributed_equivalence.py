@@ -77,6 +77,18 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
             model = train_loop(cfg, _data(cfg, loaded), Job(), lambda m, c, out=reports: out.append(m))
             results[name] = {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                              "reports": reports}
+        # a NaN in one training row: only the rank whose batch holds it sees a NaN loss, yet
+        # both skip that step (its gradients were all-reduced) and stay identical
+        cfg, loaded = _config({"batch_size": 16, "nan_policy": "skip_batch"})
+        data = _data(cfg, loaded)
+        name = next(iter(data.inputs))
+        poisoned = data.inputs[name].copy()
+        poisoned[data.splits["train"][3]] = float("nan")
+        data = dataclasses.replace(data, inputs={**data.inputs, name: poisoned})
+        reports = []
+        model = train_loop(cfg, data, Job(), lambda m, c, out=reports: out.append(m))
+        results["skip_nan"] = {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                               "reports": reports}
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -142,3 +154,14 @@ def test_validation_metrics_count_each_row_once_on_an_odd_sized_split(runs, name
     for key, value in alone.items():
         assert reported[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key  # float32 batch sums; a duplicated row would move it ~1/41
         assert r1[name]["reports"][-1][key] == reported[key]
+
+
+@pytest.mark.timeout(300)
+def test_a_nan_batch_on_one_rank_is_skipped_on_both(runs):
+    r0, r1, _ = runs
+    assert _max_abs_diff(r0["skip_nan"]["state"], r1["skip_nan"]["state"]) == 0.0
+    assert all(torch.isfinite(v).all() for v in r0["skip_nan"]["state"].values())
+    reports = r0["skip_nan"]["reports"]
+    # one step per epoch (32 rows, global batch 32) and it always holds the NaN row: no step taken
+    assert [r["optimizer_steps"] for r in reports] == [0] * EPOCHS
+    assert [r["nonfinite_batches"] for r in reports] == list(range(1, EPOCHS + 1))
