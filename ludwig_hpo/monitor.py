@@ -382,6 +382,8 @@ class MlflowSink:
         run_id = self.run_ids.get(t.trial_id)
         if run_id is not None:
             self.store.set_tags(run_id, {"retries": t.retries, f"retry_{t.retries}_error": t.error})
+            # it continues from its last checkpoint: epochs it logs again are not logged twice
+            self._skip_to[t.trial_id] = self.store.last_step(run_id)
 
     def trial_started(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run

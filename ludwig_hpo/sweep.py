@@ -348,7 +348,7 @@ class Sweep:
         import ray
 
         from ludwig_hpo.cluster import local_cluster
-        from ludwig_hpo.search.schedulers import pbt_checkpoint_every
+        from ludwig_hpo.search.schedulers import pbt_checkpoints
         from ludwig_hpo.train.cache import start_cache_actor
         from ludwig_hpo.train.pool import start_pools
         from ludwig_hpo.train.trial import TrialContext
@@ -370,7 +370,7 @@ class Sweep:
                                cpus_per_worker=plan.cpus_per_worker, gpus_per_worker=plan.gpus_per_worker,
                                choices=choices, mode=self.mode, batch_cache=start_cache_actor(), pools=pools,
                                replay={tid: e["results"] for tid, e in self.journal.items()},
-                               checkpoint_every=pbt_checkpoint_every(self.cfg.hyperopt))
+                               checkpoints=pbt_checkpoints(self.cfg.hyperopt))
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
@@ -431,13 +431,15 @@ class Sweep:
         monitor.replayed = getattr(self, "journal", {})
         ended: dict[str, dict] = {}
         if self.resume is not None and (saved / "tuner.pkl").is_file():
-            # Tune restores the searcher, the scheduler, its trials and the monitor's book;
-            # finished and failed trials stay as they ended, unfinished ones continue.
+            # Tune restores the searcher's state, its trials and the monitor's book (the
+            # scheduler starts afresh with the restored trials); finished and failed trials
+            # stay as they ended, unfinished ones continue from their checkpoints.
             tuner = tune.Tuner.restore(str(saved), trainable, resume_unfinished=True, resume_errored=False,
                                        restart_errored=False, param_space=param_space)
             # Trials that started and ended after Tune's last save count as ended (journal).
-            ended = ended_outside_state(getattr(self, "journal", {}), name, saved)
-            monitor.ended_outside_state = ended
+            if name == "search":  # k-fold jobs that ended after the last save just run again
+                ended = ended_outside_state(getattr(self, "journal", {}), name, saved)
+                monitor.ended_outside_state = ended
         else:
             tuner = self._new_tuner(trainable, name, plan, pooled, callback, tune_config_kw, param_space, paths)
         # How often Tune saves its experiment state (what a resume restores). Every step of its

@@ -525,6 +525,11 @@ class SweepConfig(_Base):
                                       f"trainer.epochs ({self.trainer.epochs}), or no trial is ever perturbed",
                                       ("hyperopt", "scheduler", "perturbation_interval"),
                                       fix="use a smaller interval or more epochs")
+            if in_epochs and sch.burn_in_period >= self.trainer.epochs:
+                raise KeyedValueError(f"burn_in_period ({sch.burn_in_period:g}) must be below trainer.epochs "
+                                      f"({self.trainer.epochs}), or no trial is ever perturbed",
+                                      ("hyperopt", "scheduler", "burn_in_period"),
+                                      fix="use a shorter burn-in or more epochs")
             if self.backend.trial_executor == "fresh" and self.backend.num_workers > 1:
                 raise KeyedValueError("pbt needs the checkpoints of multi-worker trials in Tune, which only pooled "
                                       "worker groups hand over", ("backend", "trial_executor"),

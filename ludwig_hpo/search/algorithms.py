@@ -96,9 +96,10 @@ class _Search(OptunaSearch):
         from ray.tune.search import Searcher
 
         self._adopt_ended()
-        if self._limit is not None and self._ot_study is not None:
+        limit = getattr(self, "_limit", None)  # None in a searcher pickled by an earlier version
+        if limit is not None and self._ot_study is not None:
             started = sum(t.state != optuna.trial.TrialState.WAITING for t in self._ot_study.get_trials(deepcopy=False))
-            if started >= self._limit:
+            if started >= limit:
                 return Searcher.FINISHED
         return super().suggest(trial_id)
 

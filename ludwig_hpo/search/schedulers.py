@@ -14,8 +14,10 @@ module level.
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
+import optuna
 from ray.tune.schedulers import (
     AsyncHyperBandScheduler,
     FIFOScheduler,
@@ -49,6 +51,11 @@ class _WorstValueOnError:
         return super().on_trial_result(tune_controller, trial, result)
 
     def on_trial_error(self, tune_controller, trial) -> None:
+        from ray.tune.experiment import Trial
+
+        if trial.status == Trial.ERROR:  # Tune will run it again (executor.max_failures): not over yet
+            super().on_trial_error(tune_controller, trial)
+            return
         last = trial.last_result or {}
         if self._worst_seen is not None and self._trial_known(trial):
             t = last.get(self._time_attr)
@@ -84,7 +91,13 @@ class PbtExplore:
         self.dists = dists
 
     def __call__(self, config: dict) -> dict:
-        return {k: clip_encoded(self.dists[k], v) if k in self.dists else v for k, v in config.items()}
+        out = {}
+        for k, v in config.items():
+            d = self.dists.get(k)
+            if isinstance(d, optuna.distributions.CategoricalDistribution) and v not in d.choices:
+                v = random.choice(d.choices)  # not a category (a list mutation outside the space)
+            out[k] = clip_encoded(d, v) if d is not None else v
+        return out
 
 
 def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
@@ -103,7 +116,10 @@ def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for path, values in given.items():
         if values is None:
-            out[path] = tune_domain(to_optuna(spaces[path]))
+            dist = to_optuna(spaces[path])
+            # categories shift to a neighbour or are resampled; a Tune domain would be multiplied
+            out[path] = (list(dist.choices) if isinstance(dist, optuna.distributions.CategoricalDistribution)
+                         else tune_domain(dist))
         elif isinstance(values, dict):
             out[path] = tune_domain(to_optuna(TypeAdapter(ParamSpace).validate_python(values)))
         else:
@@ -111,13 +127,19 @@ def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
     return out
 
 
-def pbt_checkpoint_every(hp: HyperoptConfig) -> int:
-    """Epochs between the resumable checkpoints a PBT trial must report (PBT clones the last
-    one): the perturbation interval in epochs, every epoch when it counts seconds; 0 without PBT."""
+def pbt_checkpoints(hp: HyperoptConfig) -> tuple[int, int]:
+    """``(first, every)``: the epochs at which a PBT trial must report a resumable checkpoint
+    (PBT clones the checkpoint of the result it perturbs at): ``first``, ``first + every``, ...
+    PBT perturbs first at ``max(perturbation_interval, burn_in_period)``, then every interval;
+    a fractional interval, or one counted in seconds, checkpoints every epoch. ``(0, 0)``
+    without PBT."""
     sch = hp.scheduler
     if sch.type != "pbt":
-        return 0
-    return max(1, int(sch.perturbation_interval)) if sch.in_epochs else 1
+        return 0, 0
+    interval = sch.perturbation_interval
+    if not sch.in_epochs or interval != int(interval):
+        return 1, 1
+    return math.ceil(max(interval, sch.burn_in_period)), int(interval)
 
 
 def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:

@@ -46,7 +46,7 @@ from ludwig_hpo.train.strategy import world as _world
 #: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` (the weights) and
 #: ``trainer_state.pt`` (what a resume needs) on rank 0 of a search trial at an epoch at least
 #: as good as every earlier one (``metrics["checkpoint_improved"]`` is 1) or at every
-#: ``Job.checkpoint_every``-th epoch; None elsewhere. The folder is removed when it returns.
+#: epoch of ``Job``'s checkpoint schedule; None elsewhere. The folder is removed when it returns.
 Reporter = Callable[[dict, "str | None"], None]
 #: The files of a resumable checkpoint folder.
 MODEL_FILE, STATE_FILE = "model.pt", "trainer_state.pt"
@@ -65,8 +65,9 @@ class Job:
     and ``trainer_state.pt``): training continues after its epoch, with its weights,
     optimizer state, counters and random state (a restored, retried or PBT-exploited trial).
     ``seed_offset`` is added to ``trainer.seed`` (a retried trial runs with a fresh seed).
-    ``checkpoint_every``: also save a resumable checkpoint every that many epochs (PBT's
-    perturbation interval); 0: only at epochs that improve the objective.
+    ``checkpoint_every``: also save a resumable checkpoint every that many epochs from epoch
+    ``checkpoint_first`` on (default: ``checkpoint_every``; PBT's perturbation epochs); 0: only
+    at epochs that improve the objective.
     """
 
     kind: Literal["search", "fold", "test"] = "search"
@@ -75,6 +76,7 @@ class Job:
     resume_from: str | None = None
     seed_offset: int = 0
     checkpoint_every: int = 0
+    checkpoint_first: int = 0
 
     def rows(self, data: PreparedData) -> tuple[np.ndarray, str, np.ndarray]:
         """(training rows, name of the scored split, scored rows)."""
@@ -307,7 +309,22 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         optimizer_steps = resumed["optimizer_steps"]
         train_time, eval_time = resumed["train_time_s"], resumed["eval_time_s"]
         nonfinite_batches = resumed.get("nonfinite_batches", 0)
-    for epoch in range(first_epoch, (job.epochs or tr.epochs) + 1):
+    last_epoch = job.epochs or tr.epochs
+    if first_epoch > last_epoch:
+        # It continues from a checkpoint of its final epoch (PBT cloned a trial that had just
+        # ended): nothing is left to train; score it once, so the trial ends on a result of its own.
+        t_eval = time.perf_counter()
+        metrics = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size, lockstep=fsdp)
+        if hp.split == "train" and job.kind == "search":
+            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
+        metrics.update({"epoch": last_epoch, "objective": metrics[objective_key], "batch_size": batch_size,
+                        "global_batch_size": batch_size * world * accumulate, "eval_batch_size": eval_batch_size,
+                        "world_size": world, "optimizer_steps": optimizer_steps, "train_time_s": train_time,
+                        "eval_time_s": eval_time + time.perf_counter() - t_eval, "setup_time_s": setup_s,
+                        "batch_size_tuning_s": tuning_s, "effective_learning_rate": optimizer.param_groups[0]["lr"],
+                        "seed": seed, "resumed_from_epoch": first_epoch - 1})
+        report(metrics, None)
+    for epoch in range(first_epoch, last_epoch + 1):
         t_epoch = time.perf_counter()
         rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world)
         loss_sum = torch.zeros((), device=device)
@@ -397,7 +414,8 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         improved = best_objective is None or cfg.goal_sign * metrics["objective"] <= cfg.goal_sign * best_objective
         if improved:
             best_objective = metrics["objective"]
-        periodic = job.checkpoint_every > 0 and epoch % job.checkpoint_every == 0
+        first = job.checkpoint_first or job.checkpoint_every
+        periodic = job.checkpoint_every > 0 and epoch >= first and (epoch - first) % job.checkpoint_every == 0
         if job.kind == "search" and (improved or periodic):
             metrics["checkpoint_improved"] = int(improved)
             ckpt_dir = _save_checkpoint(model, inner, optimizer, scaler, fsdp=fsdp, rank=rank, device=device, state={

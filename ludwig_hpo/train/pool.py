@@ -122,8 +122,9 @@ class PoolWorker:
         cfg = resolve_trial_config(spec["raw"], spec["params"])
         # A fresh process starts from unseeded global RNGs; a warm one must not carry the
         # previous trial's state (train_loop seeds torch itself).
-        random.seed(cfg.trainer.seed)
-        np.random.seed(cfg.trainer.seed % 2**32)
+        seed = cfg.trainer.seed + spec["job"].get("seed_offset", 0)
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
         report = _Reporter(spec, self.rank, self.world, self.device)
         try:
             train_loop(cfg, self.data, Job(**spec["job"]), report, device=self.device,
@@ -141,7 +142,8 @@ class _Reporter:
     """The loop's per-epoch reporter on a pooled rank (a :data:`~ludwig_hpo.train.loop.Reporter`).
 
     Rank 0 moves each checkpoint folder under ``<storage_path>/<trial_id>/`` (the trial actor
-    hands it to Tune, which keeps it, and removes it), sends the metrics to the pools actor
+    hands it to Tune, which copies it, and then removes it; folders of metrics no trial
+    collects are removed by the pools actor), sends the metrics to the pools actor
     and learns whether the trial was stopped; rank 0 broadcasts that, so every rank leaves the
     loop at the same epoch boundary.
     """
@@ -172,6 +174,13 @@ class _Reporter:
             stop = int(flag.item())
         if stop:
             raise _Stopped
+
+
+def _drop_checkpoints(messages: list[dict]) -> None:
+    """Remove the checkpoint folders of metrics no trial will hand to Tune."""
+    for m in messages:
+        if CHECKPOINT_DIR_KEY in m:
+            shutil.rmtree(m[CHECKPOINT_DIR_KEY], ignore_errors=True)
 
 
 @dataclass
@@ -334,6 +343,7 @@ class WorkerPools:
                              "status": run.result["status"], "build": g.builds, "epochs": run.epochs})
         run.event.set()
         if run.stop:  # its trial is gone and will not collect the result
+            _drop_checkpoints(run.messages)
             self.runs.pop(run.token, None)
         await self._release(g)
 
@@ -373,10 +383,13 @@ class WorkerPools:
             run.last_beat = time.time()
 
     async def stop(self, token: str) -> None:
-        """Stop the run at its next epoch boundary (the trial was stopped or ended)."""
+        """Stop the run at its next epoch boundary (the trial was stopped or ended); the
+        checkpoint folders of metrics its trial will not collect are removed."""
         run = self.runs.get(token)
         if run is not None:
             run.stop = True
+            _drop_checkpoints(run.messages)
+            run.messages = []
             if run.result is not None:
                 self.runs.pop(token, None)
 
@@ -438,6 +451,8 @@ def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
 
     from ludwig_hpo.errors import TrialError, one_line_error
 
+    for stale in (Path(spec["storage_path"]) / trial_id).glob("pending_*"):  # left by an interrupted run
+        shutil.rmtree(stale, ignore_errors=True)
     token = ray.get(pools.start.remote(trial_id, spec))
     done = threading.Event()
 
@@ -451,14 +466,17 @@ def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
     try:
         while result is None:
             msgs, result = ray.get(pools.poll.remote(token, 2.0))
-            pending += [m[CHECKPOINT_DIR_KEY] for m in msgs if CHECKPOINT_DIR_KEY in m]
+            pending = [m[CHECKPOINT_DIR_KEY] for m in msgs if CHECKPOINT_DIR_KEY in m]
             for m in msgs:
                 folder = m.pop(CHECKPOINT_DIR_KEY, None)
                 # Tune copies the folder into the trial's storage before report returns.
                 tune.report(m, checkpoint=tune.Checkpoint.from_directory(folder) if folder else None)
+                if folder:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    pending.remove(folder)
     finally:
         done.set()
-        for folder in pending:
+        for folder in pending:  # not reported: Tune stopped the trial first
             shutil.rmtree(folder, ignore_errors=True)
         if result is None:  # stopped by Tune, interrupted, or lost contact: free the group
             pools.stop.remote(token)

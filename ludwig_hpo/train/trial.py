@@ -54,11 +54,12 @@ class TrialContext:
     #: a resumed sweep: per trial id, the results of trials that ended before the interruption
     #: (see :mod:`ludwig_hpo.journal`); such a trial reports them again instead of training.
     replay: dict[str, list[dict]] = field(default_factory=dict)
-    #: search trials save a resumable checkpoint every this many epochs (PBT's perturbation
-    #: interval), besides the epochs that improve their objective; 0: only those.
-    checkpoint_every: int = 0
+    #: search trials save a resumable checkpoint at epochs ``first``, ``first + every``, ...
+    #: (PBT's perturbation epochs, see :func:`~ludwig_hpo.search.schedulers.pbt_checkpoints`),
+    #: besides the epochs that improve their objective; ``(0, 0)``: only those.
+    checkpoints: tuple[int, int] = (0, 0)
 
-#: In a trial's own folder: how many times it failed (a retry's seed offset).
+#: Beside a trial's checkpoints: how many times it failed (a retry's seed offset).
 FAILURES_FILE = "failures.txt"
 
 
@@ -85,26 +86,23 @@ def resume_point(storage_path: str, trial_id: str) -> Iterator[str | None]:
     yield str(kept[-1]) if kept else None
 
 
-def _failures_file() -> Path | None:
-    from ray import tune
-
-    folder = tune.get_context().get_trial_dir()
-    return Path(folder) / FAILURES_FILE if folder else None
+def _failures_file(storage_path: str, trial_id: str) -> Path:
+    return Path(storage_path) / trial_id / FAILURES_FILE
 
 
-def _failures() -> int:
-    f = _failures_file()
+def _failures(storage_path: str, trial_id: str) -> int:
+    """How many times the trial failed before (kept beside its checkpoints, so a resumed
+    sweep and a retry on another node see the same count)."""
     try:
-        return int(f.read_text()) if f is not None and f.is_file() else 0
-    except ValueError:
+        return int(_failures_file(storage_path, trial_id).read_text())
+    except (OSError, ValueError):
         return 0
 
 
-def _count_failure() -> None:
-    f = _failures_file()
-    if f is not None:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(str(_failures() + 1))
+def _count_failure(storage_path: str, trial_id: str) -> None:
+    f = _failures_file(storage_path, trial_id)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(str(_failures(storage_path, trial_id) + 1))
 
 
 def trial_resources(plan, executor: str = "fresh") -> dict[str, float]:
@@ -161,12 +159,14 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
     if job.kind != "search":
         _run(params, job, ctx, trial_id)
         return
-    job = replace(job, seed_offset=_failures(), checkpoint_every=ctx.checkpoint_every)
+    first, every = ctx.checkpoints
+    job = replace(job, seed_offset=_failures(ctx.storage_path, trial_id), checkpoint_first=first,
+                  checkpoint_every=every)
     try:
         with resume_point(ctx.storage_path, trial_id) as folder:
             _run(params, replace(job, resume_from=folder), ctx, trial_id)
     except Exception:
-        _count_failure()  # a retry runs with the next seed
+        _count_failure(ctx.storage_path, trial_id)  # a retry runs with the next seed
         raise
 
 

@@ -125,3 +125,11 @@ def test_skip_batch_skips_the_steps_of_non_finite_batches(setup):
     assert reports[-1]["optimizer_steps"] == EPOCHS * 5
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert all(r["objective"] == r["objective"] for r in reports)  # finite, not NaN
+
+
+def test_a_clone_of_a_final_epoch_checkpoint_reports_its_scores_once(setup, tmp_path):
+    cfg, data = setup
+    whole, saved, _ = _run(cfg, data, Job(checkpoint_every=EPOCHS), keep=tmp_path)
+    rest, _, _ = _run(cfg, data, Job(resume_from=str(saved[EPOCHS])))
+    assert len(rest) == 1 and rest[0]["epoch"] == EPOCHS and rest[0]["resumed_from_epoch"] == EPOCHS
+    assert rest[0]["objective"] == pytest.approx(whole[-1]["objective"], rel=1e-6)

@@ -19,7 +19,7 @@ from ludwig_hpo.search.schedulers import (
     MedianStoppingScheduler,
     PbtExplore,
     make_scheduler,
-    pbt_checkpoint_every,
+    pbt_checkpoints,
     pbt_mutations,
 )
 from ludwig_hpo.search.space import clip_encoded, decode, to_optuna, to_tune
@@ -40,6 +40,7 @@ class Controller:  # what the median rule asks of Tune's controller
 class Trial:  # what these schedulers read of a Tune trial
     trial_id: str
     last_result: dict = field(default_factory=dict)
+    status: str = "RUNNING"
 
 
 def hp(**kw) -> HyperoptConfig:
@@ -118,8 +119,47 @@ def test_pbt_mutates_only_what_keeps_checkpoints_loadable():
     assert set(sch._hyperparam_mutations) == {"trainer.learning_rate", "combiner.dropout"}
     assert all(isinstance(d, Domain) for d in sch._hyperparam_mutations.values())
     assert (sch._time_attr, sch._metric, sch._mode, sch._perturbation_interval) == ("epoch", "objective", "min", 2)
-    assert pbt_checkpoint_every(h) == 2
-    assert pbt_checkpoint_every(hp()) == 0
+    assert pbt_checkpoints(h) == (2, 2)
+    assert pbt_checkpoints(hp()) == (0, 0)
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ({"perturbation_interval": 2, "burn_in_period": 3}, (3, 2)),  # PBT perturbs at 3, 5, 7, ...
+    ({"perturbation_interval": 2.5}, (1, 1)),  # at 3, 6 (rounded up): every epoch
+    ({"perturbation_interval": 3, "time_attr": "time_total_s"}, (1, 1)),
+])
+def test_pbt_trials_checkpoint_where_pbt_perturbs(options, expected):
+    assert pbt_checkpoints(hp(scheduler={"type": "pbt", **options})) == expected
+
+
+def test_categories_are_perturbed_as_lists_never_multiplied():
+    h = hp(scheduler={"type": "pbt", "hyperparam_mutations": {"trainer.optimizer.weight_decay": None}},
+           parameters={**SPACE, "trainer.optimizer.weight_decay": {"space": "choice", "categories": [0.0, 0.01]},
+                       "trainer.learning_rate_scaling": {"space": "choice", "categories": ["constant", "linear"]}})
+    assert pbt_mutations(h)["trainer.optimizer.weight_decay"] == [0.0, 0.01]
+    sch = make_scheduler(hp(scheduler={"type": "pbt"}, parameters={
+        **SPACE, "trainer.learning_rate_scaling": {"space": "choice", "categories": ["constant", "linear"]}}), epochs=8)
+    assert sch._hyperparam_mutations["trainer.learning_rate_scaling"] == ["constant", "linear"]
+    from ray.tune.schedulers.pbt import _explore
+
+    random.seed(1)
+    for _ in range(50):  # Ray's own perturbation, then ours: always a category
+        new, _ = _explore({"trainer.learning_rate_scaling": "linear", "trainer.learning_rate": 0.01,
+                           "combiner.dropout": 0.2}, sch._hyperparam_mutations, 0.25, (1.2, 0.8),
+                          sch._custom_explore_fn)
+        assert new["trainer.learning_rate_scaling"] in ("constant", "linear")
+
+
+def test_a_failure_tune_will_retry_is_not_the_worst_value_yet():
+    from ray.tune.experiment import Trial as TuneTrial
+
+    sch = _asha()
+    a, retried = Trial("a"), Trial("retried")
+    retried.status = TuneTrial.ERROR  # Tune's requeue path: stopped with an error, to run again
+    _add(sch, a, retried)
+    sch.on_trial_result(None, a, {"epoch": 1, "objective": 1.0})
+    sch.on_trial_error(None, retried)
+    assert all("retried" not in recorded for _, recorded in sch._trial_info["a"]._rungs)
 
 
 def test_pbt_search_alg_defaults_to_random_sampling():

@@ -259,6 +259,9 @@ CASES = [
      'sweep.yaml:12:49: hyperopt.scheduler.hyperparam_mutations."combiner.dropout": a mutation space needs a numeric parameter with bounds, but \'combiner.dropout\' is choice; fix: list the values to try, or write null (its own space)'),
     ('pbt-interval-beyond-epochs', pbt("{type: pbt, perturbation_interval: 4}"),
      'sweep.yaml:12:26: hyperopt.scheduler.perturbation_interval: perturbation_interval (4) must be below trainer.epochs (4), or no trial is ever perturbed; fix: use a smaller interval or more epochs'),
+    ('pbt-burn-in-beyond-epochs', pbt("{type: pbt, burn_in_period: 4}"),
+     'sweep.yaml:12:26: hyperopt.scheduler.burn_in_period: burn_in_period (4) must be below trainer.epochs (4), '
+     'or no trial is ever perturbed; fix: use a shorter burn-in or more epochs'),
     ('pbt-fresh-multiworker', pbt("{type: pbt}", ("trainer: {epochs: 4}\n", "trainer: {epochs: 4}\nbackend: {num_workers: 2, trial_executor: fresh}\n")),
      'sweep.yaml:8:27: backend.trial_executor: pbt needs the checkpoints of multi-worker trials in Tune, which only pooled worker groups hand over; fix: use trial_executor: pooled (or auto) with pbt'),
     ('pbt-nothing-mutable', pbt("{type: pbt}", (LR, "    combiner.output_size: {space: choice, categories: [16, 32]}\n")),
