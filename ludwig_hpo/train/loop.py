@@ -8,12 +8,9 @@ same under Ray Train, under plain torch processes, and in one process.
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -27,8 +24,10 @@ from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums, roc_auc
 from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
+from ludwig_hpo.train.checkpoint import CheckpointFolder
 from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
 from ludwig_hpo.train.strategy import (
+    AUTOCAST_DTYPES,
     autocast,
     effective_learning_rate,
     full_state_dict,
@@ -86,7 +85,15 @@ def _make_optimizer(cfg: SweepConfig, params, lr: float) -> torch.optim.Optimize
 
 
 def _combined_loss(cfg: SweepConfig, logits: dict, targets: dict) -> torch.Tensor:
-    return sum(f.loss_weight * loss_fn(f.type, logits[f.name], targets[f.name]) for f in cfg.output_features)
+    """The loss-weighted sum of the output losses (a 0-dim tensor). A weight of 1 and a single
+    output add no autograd node (the value is the same: ``1.0 * x + 0`` is ``x`` exactly)."""
+    total = None
+    for f in cfg.output_features:
+        part = loss_fn(f.type, logits[f.name], targets[f.name])
+        if f.loss_weight != 1:
+            part = f.loss_weight * part
+        total = part if total is None else total + part
+    return total
 
 
 @torch.no_grad()
@@ -107,8 +114,11 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
     rank, world = _world()
     model.eval()
     shard = eval_shard(rows, rank=rank, world_size=world)
+    outputs = cfg.output_features
+    amp = AUTOCAST_DTYPES[cfg.trainer.precision] is not None
+    #: per-sample sums of each "<feature>/<metric>", added batch after batch (float64)
     sums: dict[str, torch.Tensor] = {}
-    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in cfg.output_features if f.type == "binary"}
+    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in outputs if f.type == "binary"}
     labels: dict[str, list[torch.Tensor]] = {k: [] for k in scores}
     own = list(batches(shard, batch_size, dd.device, drop_last=False))
     if lockstep:
@@ -119,35 +129,38 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
                 model(dd.batch(filler)[0])
     for idx in own:
         x, y = dd.batch(idx)
-        with autocast(dd.device, cfg.trainer.precision):
+        if amp:
+            with autocast(dd.device, cfg.trainer.precision):
+                out = model(x)
+        else:
             out = model(x)
-        out = {k: v.float() for k, v in out.items()}
-        for f in cfg.output_features:
-            for m, v in metric_sums(f.type, out[f.name], y[f.name]).items():
+        for f in outputs:
+            logits = out[f.name].float()
+            for m, v in metric_sums(f.type, logits, y[f.name]).items():
                 k = f"{f.name}/{m}"
-                sums[k] = sums.get(k, 0) + v
+                sums[k] = sums[k] + v if k in sums else v
             if f.name in scores:
-                scores[f.name].append(out[f.name].float().cpu())
+                scores[f.name].append(logits.cpu())
                 labels[f.name].append(y[f.name].cpu())
-    names = [f"{f.name}/{m}" for f in cfg.output_features for m in SUMMED_METRICS[f.type]]
-    vec = torch.stack([torch.as_tensor(sums.get(k, 0.0), dtype=torch.float64).cpu() for k in names]
-                      + [torch.tensor(float(len(shard)), dtype=torch.float64)])
-    vec = _all_reduce(vec.to(dd.device) if dd.device.type == "cuda" else vec).cpu()
-    n = vec[-1].item()
-    out_metrics = {f"{split}/{k}": vec[i].item() / max(n, 1.0) for i, k in enumerate(names)}
-    if scores:
-        for name in scores:
-            local = (torch.cat(scores[name]) if scores[name] else torch.zeros(0),
-                     torch.cat(labels[name]) if labels[name] else torch.zeros(0))
-            gathered = [local]
-            if world > 1:
-                gathered = [None] * world
-                dist.all_gather_object(gathered, local)
-            s = torch.cat([g[0] for g in gathered]).numpy()
-            y = torch.cat([g[1] for g in gathered]).numpy()
-            out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
+    names = [f"{f.name}/{m}" for f in outputs for m in SUMMED_METRICS[f.type]]
+    count = torch.tensor(float(len(shard)), dtype=torch.float64, device=dd.device)
+    zero = torch.zeros((), dtype=torch.float64, device=dd.device)
+    # one vector, one all-reduce and one copy to the host for every summed metric
+    vec = _all_reduce(torch.stack([sums.get(k, zero) for k in names] + [count])).tolist()
+    n = max(vec[-1], 1.0)
+    out_metrics = {f"{split}/{k}": vec[i] / n for i, k in enumerate(names)}
+    for name in scores:
+        local = (torch.cat(scores[name]) if scores[name] else torch.zeros(0),
+                 torch.cat(labels[name]) if labels[name] else torch.zeros(0))
+        gathered = [local]
+        if world > 1:
+            gathered = [None] * world
+            dist.all_gather_object(gathered, local)
+        s = torch.cat([g[0] for g in gathered]).numpy() if world > 1 else local[0].numpy()
+        y = torch.cat([g[1] for g in gathered]).numpy() if world > 1 else local[1].numpy()
+        out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
     out_metrics[f"{split}/combined/loss"] = sum(
-        f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in cfg.output_features)
+        f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
     model.train()
     return out_metrics
 
@@ -220,10 +233,27 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     batch_size, eval_batch_size = train_bs.batch_size, eval_bs.batch_size
     tuning_s = train_bs.seconds + eval_bs.seconds
 
+    amp, scaled = AUTOCAST_DTYPES[tr.precision] is not None, scaler.is_enabled()
+
+    def step_loss(x: dict, y: dict, group_len: int) -> torch.Tensor:
+        """Forward and backward of one batch; returns its (unscaled) loss. Autocast, loss
+        scaling and the division by the group's length only where they change something
+        (a tiny model's step is a fraction of a millisecond: each no-op costs)."""
+        if amp:
+            with autocast(device, tr.precision):
+                loss = _combined_loss(cfg, model(x), y)
+        else:
+            loss = _combined_loss(cfg, model(x), y)
+        # the mean over the group's batches, as one batch of all of them would give
+        part = loss / group_len if group_len > 1 else loss
+        (scaler.scale(part) if scaled else part).backward()
+        return loss
+
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
     train_time = eval_time = 0.0
     optimizer_steps = 0
     best_objective: float | None = None
+    folder = CheckpointFolder()  # rank 0 of a search trial: one model.pt, rewritten at each saved epoch
     for epoch in range(1, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
         rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
@@ -236,14 +266,17 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             group_len = min(accumulate, len(epoch_batches) - group_start)
             sync = i == group_start + group_len - 1  # the group's last batch steps the optimizer
             x, y = dd.batch(idx)
-            with no_grad_sync(model, sync):
-                with autocast(device, tr.precision):
-                    loss = _combined_loss(cfg, model(x), y)
-                # the mean over the group's batches, as one batch of all of them would give
-                scaler.scale(loss / group_len).backward()
             if sync:
-                scaler.step(optimizer)
-                scaler.update()
+                loss = step_loss(x, y, group_len)
+            else:
+                with no_grad_sync(model, False):
+                    loss = step_loss(x, y, group_len)
+            if sync:
+                if scaled:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:  # what a disabled scaler's step does, without its bookkeeping
+                    optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 optimizer_steps += 1
             loss_sum += loss.detach().float()
@@ -293,12 +326,9 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             best_objective = metrics["objective"]
             state = full_state_dict(model) if fsdp else None  # a collective: every rank gathers
             if rank == 0:
-                ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
-                torch.save({"state_dict": state if fsdp else inner.state_dict(), "epoch": epoch},
-                           Path(ckpt_dir) / "model.pt")
-        report(metrics, ckpt_dir)
-        if ckpt_dir is not None:  # the reporter has persisted it
-            shutil.rmtree(ckpt_dir, ignore_errors=True)
+                ckpt_dir = folder.write({"state_dict": state if fsdp else inner.state_dict(), "epoch": epoch})
+        report(metrics, ckpt_dir)  # the reporter persists the folder; the next write replaces it
+    folder.close()
     if fsdp:
         whole = build_model(cfg, data.meta)
         whole.load_state_dict(full_state_dict(model))

@@ -71,7 +71,7 @@ def test_forward_shapes_and_gradients(frame, make_config, in_id, out_id, num_fc_
     data = prepare(frame, cfg)
     torch.manual_seed(0)
     model = build_model(cfg, data.meta)
-    assert model.encoders[in_feat["name"]].output_size == width
+    assert model.widths[in_feat["name"]] == width
     x, y = _batch(data, data.splits["train"][:BATCH])
     out = model(x)
     assert set(out) == {out_feat["name"]}
