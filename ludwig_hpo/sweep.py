@@ -418,10 +418,15 @@ class Sweep:
         period = "0" if self.cfg.hyperopt.num_trials <= SAVE_EVERY_STEP_MAX_TRIALS else "auto"
         try:
             with scoped_env({"TUNE_GLOBAL_CHECKPOINT_S": os.environ.get("TUNE_GLOBAL_CHECKPOINT_S", period)}):
-                return tuner.fit()
-        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM through Ray's handler
-            monitor.close_running("interrupted")
+                grid = tuner.fit()
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM through Ray's handler
+                monitor.close_running("interrupted")
+            with contextlib.suppress(Exception):  # the interruption or first error is what is shown
+                monitor.flush()
             raise
+        monitor.flush()  # the MLflow sink writes in the background: every run is complete when a phase ends
+        return grid
 
     def _new_tuner(self, trainable, name: str, plan: ResourcePlan, pooled: bool, callback, tune_config_kw: dict,
                    param_space: dict | None, paths: SweepPaths):

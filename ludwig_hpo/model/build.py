@@ -39,6 +39,12 @@ class ECDModel(nn.Module):
         self.combiner = nn.Sequential(*layers)
         self.heads = nn.ModuleDict({f.name: OutputHead(f, meta[f.name], width) for f in cfg.output_features})
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "passthrough" not in self.__dict__:  # pickled by an earlier version: every encoder is a module
+            self.passthrough = frozenset()
+            self.widths = {name: e.output_size for name, e in self.encoders.items()}
+
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         h = torch.cat([inputs[n] if n in self.passthrough else self.encoders[n](inputs[n]) for n in self.input_names],
                       dim=-1)

@@ -53,11 +53,22 @@ class DeviceData:
         return inputs, {k: v.index_select(0, rows) for k, v in self.targets.items()}
 
 
-def train_shard(rows: np.ndarray, *, epoch: int, seed: int, rank: int, world_size: int) -> np.ndarray:
+def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
+    """The generator of an epoch's row order (see :func:`train_shard`)."""
+    return np.random.default_rng((seed, epoch))
+
+
+def train_shard(rows: np.ndarray, *, epoch: int, seed: int, rank: int, world_size: int,
+                rng: np.random.Generator | None = None) -> np.ndarray:
     """This rank's rows for one epoch: a seeded permutation of ``rows`` padded to a multiple
     of ``world_size`` (by repeating its start), then every ``world_size``-th row from ``rank``.
-    All ranks get ``ceil(len(rows) / world_size)`` rows."""
-    perm = np.random.default_rng((seed, epoch)).permutation(rows)
+    All ranks get ``ceil(len(rows) / world_size)`` rows.
+
+    Args:
+        rng: ``epoch_rng(seed, epoch)`` made ahead, unused until now (made between training
+            steps, a generator costs up to ~0.4 ms on a CPU, made before them ~10 us).
+    """
+    perm = (rng or epoch_rng(seed, epoch)).permutation(rows)
     pad = (-len(perm)) % world_size
     if pad:
         perm = np.concatenate([perm, perm[:pad]])

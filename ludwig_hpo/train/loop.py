@@ -25,7 +25,7 @@ from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
 from ludwig_hpo.train.checkpoint import CheckpointFolder
-from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
+from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, eval_shard, train_shard
 from ludwig_hpo.train.strategy import (
     AUTOCAST_DTYPES,
     autocast,
@@ -254,9 +254,10 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     optimizer_steps = 0
     best_objective: float | None = None
     folder = CheckpointFolder()  # rank 0 of a search trial: one model.pt, rewritten at each saved epoch
+    rngs = {e: epoch_rng(tr.seed, e) for e in range(1, (job.epochs or tr.epochs) + 1)}  # each epoch's row order
     for epoch in range(1, (job.epochs or tr.epochs) + 1):
         t_epoch = time.perf_counter()
-        rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world)
+        rows = train_shard(train_rows, epoch=epoch, seed=tr.seed, rank=rank, world_size=world, rng=rngs.pop(epoch))
         loss_sum = torch.zeros((), device=device)
         steps = 0
         epoch_batches = list(batches(rows, batch_size, device, drop_last=True))

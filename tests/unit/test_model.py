@@ -111,6 +111,30 @@ def test_same_seed_same_init(frame, make_config):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_passthrough_features_add_no_module_and_models_pickled_with_them_still_run(frame, make_config):
+    import copy
+    import pickle
+
+    from ludwig_hpo.model.encoders import PassthroughEncoder
+
+    cfg = make_config([INPUTS["number-passthrough"][0], INPUTS["category"][0], INPUTS["binary"][0]],
+                      [OUTPUTS["binary"][0]])
+    data = prepare(frame, cfg)
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta).eval()
+    assert model.passthrough == {"num", "flag"} and set(model.encoders) == {"color"}
+    assert model.widths == {"num": 1, "color": 3, "flag": 1}
+    x, _ = _batch(data, np.arange(BATCH))
+    expected = model(x)["bin"]
+    # as an earlier version pickled it (MLflow's PyTorch flavour): every encoder a submodule
+    old = copy.deepcopy(model)
+    old.encoders.update({"num": PassthroughEncoder(), "flag": PassthroughEncoder()})
+    del old.__dict__["passthrough"], old.__dict__["widths"]
+    restored = pickle.loads(pickle.dumps(old))
+    assert torch.equal(restored(x)["bin"], expected)
+    assert set(restored.state_dict()) == set(model.state_dict())
+
+
 @pytest.mark.parametrize(("kind", "logits", "target", "expect"), [
     ("category", [[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]], [0, 1, 1], {"accuracy": 2.0}),
     ("binary", [3.0, -3.0, 3.0], [1.0, 0.0, 0.0], {"accuracy": 2.0}),
