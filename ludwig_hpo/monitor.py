@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -317,6 +318,15 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+@dataclass
+class _Pending:
+    """A trial's entries not yet written: parameters, tags, ``(name, value, step, ms)`` metrics."""
+
+    params: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, Any] = field(default_factory=dict)
+    metrics: list[tuple[str, Any, int, int]] = field(default_factory=list)
+
+
 class MlflowSink:
     """Logs each trial as a child run of the sweep's parent run (driver only).
 
@@ -335,8 +345,11 @@ class MlflowSink:
 
     The writes run on a background thread, in the order of the events
     (:class:`~ludwig_hpo.tracking.writer.OrderedWriter`), so Tune's event loop does not wait
-    for the store; :meth:`flush` waits until everything is written (the sweep calls it when a
-    phase ends, interrupted or not). A write that fails is raised on the next event.
+    for the store while trials run; a trial's entries that queue up while an earlier write
+    runs are merged into one write. A trial's end is waited for: its run is complete in the
+    store when the event returns. :meth:`flush` waits until everything is written (the sweep
+    calls it when a phase ends, interrupted or not). A write that fails is raised on the next
+    event.
 
     Args:
         store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
@@ -364,6 +377,9 @@ class MlflowSink:
         self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
         self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
         self._writer = OrderedWriter("mlflow-sink")
+        #: per trial: what its events logged since its last write began (merged into one write)
+        self._pending: dict[str, _Pending] = {}
+        self._lock = threading.Lock()
 
     def run_id(self, trial_id: str) -> str | None:
         """The trial's run id (waits for its creation); None if it has no run."""
@@ -383,13 +399,34 @@ class MlflowSink:
         ref = self.run_ids[trial_id]
         self._writer.submit(lambda: fn(ref.result() if isinstance(ref, Future) else ref))
 
+    def _log(self, trial_id: str, *, params: dict[str, Any] | None = None, tags: dict[str, Any] | None = None,
+             metrics: dict[str, Any] | None = None, step: int = 0) -> None:
+        """Log to the trial's run: added to its pending entries, written by one queued write
+        (events that arrive before it runs join it; later tag values win)."""
+        now = int(time.time() * 1000)
+        with self._lock:
+            pending = self._pending.get(trial_id)
+            queued = pending is not None
+            if pending is None:
+                pending = self._pending[trial_id] = _Pending()
+            pending.params.update(params or {})
+            pending.tags.update(tags or {})
+            pending.metrics.extend((k, v, step, now) for k, v in (metrics or {}).items())
+        if not queued:
+            self._write(trial_id, lambda run_id: self._write_pending(trial_id, run_id))
+
+    def _write_pending(self, trial_id: str, run_id: str) -> None:  # on the writer thread
+        with self._lock:
+            pending = self._pending.pop(trial_id, None)
+        if pending is not None:
+            self.store.log_steps(run_id, params=pending.params, tags=pending.tags, metrics=pending.metrics)
+
     def trials_restored(self, trials: list[LiveTrial]) -> None:
         pass  # their runs are in the store already
 
     def trial_retried(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:
-            tags = {"retries": t.retries, f"retry_{t.retries}_error": t.error}
-            self._write(t.trial_id, lambda run_id: self.store.set_tags(run_id, tags))
+            self._log(t.trial_id, tags={"retries": t.retries, f"retry_{t.retries}_error": t.error})
 
     def trial_started(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
@@ -404,12 +441,13 @@ class MlflowSink:
         params, name = dict(t.params), t.name
 
         def create() -> str:
-            run_id = self.store.start_run(name, parent_id=self.parent_id, tags=tags, params=params)
+            run_id = self.store.start_run(name, parent_id=self.parent_id, tags=tags)
             if self.config_text is not None:
                 self.store.log_text(run_id, self.config_text(params), "config.yaml")
             return run_id
 
         self.run_ids[t.trial_id] = self._writer.submit(create)
+        self._log(t.trial_id, params=params)
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         step = int(result[TIME_ATTR])
@@ -424,11 +462,9 @@ class MlflowSink:
                 tags["batch_size_tried"] = result["batch_size_tried"]
             if "batch_size_cache_hit" in result:
                 tags["batch_size_cache"] = "hit" if result["batch_size_cache_hit"] else "miss"
-            # with the first metrics: one write instead of two
-            self._write(t.trial_id, lambda run_id: self.store.log_batch(run_id, params={}, tags=tags,
-                                                                        metrics=metrics, step=step))
+            self._log(t.trial_id, tags=tags, metrics=metrics, step=step)
             return
-        self._write(t.trial_id, lambda run_id: self.store.log_metrics(run_id, metrics, step=step))
+        self._log(t.trial_id, metrics=metrics, step=step)
 
     def _mutations(self, t: LiveTrial, step: int) -> dict[str, float]:
         """PBT: parameters that differ from the logged params, as ``hparam/<path>`` metrics
@@ -441,12 +477,11 @@ class MlflowSink:
             logged = self._mutated[t.trial_id] = {}
             # the values before the first change, so each curve starts where the trial did
             first = {f"hparam/{k}": v for k, v in t.params.items() if _is_number(v)}
-            self._write(t.trial_id, lambda run_id: self.store.log_metrics(run_id, first, step=max(step - 1, 0)))
+            self._log(t.trial_id, metrics=first, step=max(step - 1, 0))
         changed = {k: v for k, v in t.current.items() if logged.get(k, t.params.get(k)) != v}
         if changed:
             logged.update(changed)
-            tags = {f"hparam.{k}": v for k, v in changed.items()}
-            self._write(t.trial_id, lambda run_id: self.store.set_tags(run_id, tags))
+            self._log(t.trial_id, tags={f"hparam.{k}": v for k, v in changed.items()})
         return {f"hparam/{k}": v for k, v in t.current.items() if _is_number(v)}
 
     def trial_ended(self, t: LiveTrial) -> None:
@@ -466,11 +501,14 @@ class MlflowSink:
         times = {} if t.replayed else wall_time_split(t)
         step = t.history[-1].epoch if t.history else 0
         error_text, status = t.error_text, t.status
+        self._log(t.trial_id, tags=tags, metrics=times, step=step)  # written before the run ends
 
         def end(run_id: str) -> None:
-            self.store.log_batch(run_id, params={}, tags=tags, metrics=times, step=step)  # one write
             if error_text:
                 self.store.log_text(run_id, error_text, "error.txt")
             self.store.end_run(run_id, status)
 
-        self._write(t.trial_id, end)
+        # waited for: an ended trial's run is complete in the store, as its journal line is, so a
+        # driver killed right after loses nothing of it (the trial's earlier writes come first)
+        ref = self.run_ids[t.trial_id]
+        self._writer.call(lambda: end(ref.result() if isinstance(ref, Future) else ref))
