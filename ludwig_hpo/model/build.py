@@ -30,6 +30,7 @@ class ECDModel(nn.Module):
         self.passthrough = frozenset(name for name, e in encoders.items() if isinstance(e, PassthroughEncoder))
         #: the encoders with layers, by feature name
         self.encoders = nn.ModuleDict({name: e for name, e in encoders.items() if name not in self.passthrough})
+        self._names = tuple(self.input_names)
         width = sum(self.widths.values())
         c = cfg.combiner
         layers: list[nn.Module] = []
@@ -43,11 +44,16 @@ class ECDModel(nn.Module):
         super().__setstate__(state)
         if "passthrough" not in self.__dict__:  # pickled by an earlier version: every encoder is a module
             self.passthrough = frozenset()
+            self._names = tuple(self.input_names)
             self.widths = {name: e.output_size for name, e in self.encoders.items()}
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        h = torch.cat([inputs[n] if n in self.passthrough else self.encoders[n](inputs[n]) for n in self.input_names],
-                      dim=-1)
+        table = getattr(inputs, "table", None)  # ludwig_hpo.train.data.Columns
+        if table is not None and len(self.passthrough) == len(self.input_names) and inputs.names == self._names:
+            h = table  # the concatenation of its columns, already made
+        else:
+            h = torch.cat([inputs[n] if n in self.passthrough else self.encoders[n](inputs[n])
+                           for n in self.input_names], dim=-1)
         h = self.combiner(h)
         return {name: head(h) for name, head in self.heads.items()}
 

@@ -16,6 +16,16 @@ import torch
 from ludwig_hpo.data.preprocess import PreparedData
 
 
+class Columns(dict):
+    """A batch's inputs, ``{feature: tensor}``, that also carry the side-by-side tensor they
+    are views of: ``table`` (batch, columns), whose columns are the features ``names`` in order
+    (one column each). A model whose inputs are exactly these columns can use ``table`` as is
+    instead of concatenating the views again."""
+
+    table: torch.Tensor
+    names: tuple[str, ...]
+
+
 class DeviceData:
     """All rows of :class:`PreparedData` as tensors on ``device`` (the datasets this platform
     trains per trial fit in device memory; the object store holds one copy per node).
@@ -41,11 +51,19 @@ class DeviceData:
         #: per table: (feature names, column widths), for one ``torch.split`` per batch
         self._splits = [([k for k, _, _ in spans], [b - a for _, a, b in spans]) for _, spans in self._tables]
         self.inputs = {**self._alone, **{k: table[:, a:b] for table, spans in self._tables for k, a, b in spans}}
+        #: the one table's feature names when every input is one column of it (see :class:`Columns`)
+        self._columns = (tuple(self._splits[0][0]) if not self._alone and len(self._tables) == 1
+                         and all(w == 1 for w in self._splits[0][1]) else None)
         self.targets = {k: torch.tensor(v, device=device) for k, v in data.targets.items()}
         self.device = device
 
     def batch(self, rows: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Inputs and targets of ``rows`` ((batch,) int64 on the device)."""
+        if self._columns is not None:  # a table of numbers / binaries: its rows, and views of them
+            picked = self._tables[0][0].index_select(0, rows)
+            inputs = Columns(zip(self._columns, picked.split(1, dim=1), strict=True))
+            inputs.table, inputs.names = picked, self._columns
+            return inputs, {k: v.index_select(0, rows) for k, v in self.targets.items()}
         inputs = {k: v.index_select(0, rows) for k, v in self._alone.items()}
         for (table, _), (names, widths) in zip(self._tables, self._splits, strict=True):
             # the columns as views, in one call (a Python slice per feature costs more)
