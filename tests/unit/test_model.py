@@ -167,3 +167,18 @@ def test_roc_auc_is_nan_for_one_class_or_non_finite_scores():
     assert np.isnan(roc_auc(np.array([0.1, 0.2]), np.array([1.0, 1.0])))
     assert np.isnan(roc_auc(np.array([0.1, np.nan]), np.array([0.0, 1.0])))
     assert roc_auc(np.array([0.1, 0.9]), np.array([0.0, 1.0])) == 1.0
+
+
+def test_a_batch_of_single_columns_gives_the_model_its_gathered_table(frame, make_config):
+    from ludwig_hpo.train.data import Columns, DeviceData
+
+    cfg = make_config([INPUTS["number-passthrough"][0], INPUTS["binary"][0]], [OUTPUTS["category"][0]])
+    data = prepare(frame, cfg)
+    model = build_model(cfg, data.meta).eval()
+    x, _ = DeviceData(data, torch.device("cpu")).batch(torch.arange(BATCH))
+    assert isinstance(x, Columns) and x.names == ("num", "flag")
+    assert torch.equal(x.table, torch.cat([x["num"], x["flag"]], dim=-1))
+    assert torch.equal(model(x)["klass"], model(dict(x))["klass"])  # the same as joining the views
+    mixed = make_config([INPUTS["number-passthrough"][0], INPUTS["category"][0]], [OUTPUTS["category"][0]])
+    x, _ = DeviceData(prepare(frame, mixed), torch.device("cpu")).batch(torch.arange(BATCH))
+    assert not isinstance(x, Columns)  # an id column is not a model input column
