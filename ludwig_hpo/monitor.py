@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -262,6 +264,19 @@ class SweepMonitor(Callback):
                 t.ended, t.status, t.stopped_by = time.time(), "KILLED", reason
                 self._emit("trial_ended", t)
 
+    def flush(self) -> None:
+        """Wait until every sink that writes in the background (``flush()``) has written
+        every event so far (driver only; the sweep calls it when a phase ends, interrupted
+        or not).
+
+        Raises:
+            Exception: a sink's write error.
+        """
+        for s in self.sinks:
+            flush = getattr(s, "flush", None)
+            if flush is not None:
+                flush()
+
     def records(self) -> tuple[TrialRecord, ...]:
         """Snapshots of every trial, in start order."""
         return tuple(t.record(self.sign) for t in self.trials.values())
@@ -336,6 +351,15 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+@dataclass
+class _Pending:
+    """A trial's entries not yet written: parameters, tags, ``(name, value, step, ms)`` metrics."""
+
+    params: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, Any] = field(default_factory=dict)
+    metrics: list[tuple[str, Any, int, int]] = field(default_factory=list)
+
+
 class MlflowSink:
     """Logs each trial as a child run of the sweep's parent run (driver only).
 
@@ -352,6 +376,14 @@ class MlflowSink:
     A trial that starts again (resumed sweep, retry) continues its run from the epoch after
     the last one it logged, so no step is logged twice.
 
+    The writes run on a background thread, in the order of the events
+    (:class:`~ludwig_hpo.tracking.writer.OrderedWriter`), so Tune's event loop does not wait
+    for the store while trials run; a trial's entries that queue up while an earlier write
+    runs are merged into one write. A trial's end is waited for: its run is complete in the
+    store when the event returns. :meth:`flush` waits until everything is written (the sweep
+    calls it when a phase ends, interrupted or not). A write that fails is raised on the next
+    event.
+
     Args:
         store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
         parent_id: run id of the sweep's parent run.
@@ -366,46 +398,101 @@ class MlflowSink:
     def __init__(self, store, parent_id: str, *, run_kind: str = "trial",
                  config_text: Callable[[dict[str, Any]], str] | None = None, rungs: tuple[int, ...] = (),
                  resume: bool = False) -> None:
+        from ludwig_hpo.tracking.writer import OrderedWriter
+
         self.store = store
         self.parent_id = parent_id
         self.run_kind = run_kind
         self.config_text = config_text
         self.rungs = tuple(rungs)
-        self.run_ids: dict[str, str] = store.children_by_tag(parent_id, "trial_id") if resume else {}
+        #: trial id -> its run id, or the future of the run being created
+        self.run_ids: dict[str, str | Future] = store.children_by_tag(parent_id, "trial_id") if resume else {}
         self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
         self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
+        self._writer = OrderedWriter("mlflow-sink")
+        #: per trial: what its events logged since its last write began (merged into one write)
+        self._pending: dict[str, _Pending] = {}
+        self._lock = threading.Lock()
+
+    def run_id(self, trial_id: str) -> str | None:
+        """The trial's run id (waits for its creation); None if it has no run."""
+        ref = self.run_ids.get(trial_id)
+        return ref.result() if isinstance(ref, Future) else ref
+
+    def flush(self) -> None:
+        """Wait until every event so far is written to the store (driver only).
+
+        Raises:
+            Exception: the store's error if a write failed.
+        """
+        self._writer.flush()
+
+    def _write(self, trial_id: str, fn: Callable[[str], None]) -> None:
+        """Queue ``fn(run id)`` for the trial's run (after its creation and earlier writes)."""
+        ref = self.run_ids[trial_id]
+        self._writer.submit(lambda: fn(ref.result() if isinstance(ref, Future) else ref))
+
+    def _log(self, trial_id: str, *, params: dict[str, Any] | None = None, tags: dict[str, Any] | None = None,
+             metrics: dict[str, Any] | None = None, step: int = 0) -> None:
+        """Log to the trial's run: added to its pending entries, written by one queued write
+        (events that arrive before it runs join it; later tag values win)."""
+        now = int(time.time() * 1000)
+        with self._lock:
+            pending = self._pending.get(trial_id)
+            queued = pending is not None
+            if pending is None:
+                pending = self._pending[trial_id] = _Pending()
+            pending.params.update(params or {})
+            pending.tags.update(tags or {})
+            pending.metrics.extend((k, v, step, now) for k, v in (metrics or {}).items())
+        if not queued:
+            self._write(trial_id, lambda run_id: self._write_pending(trial_id, run_id))
+
+    def _write_pending(self, trial_id: str, run_id: str) -> None:  # on the writer thread
+        with self._lock:
+            pending = self._pending.pop(trial_id, None)
+        if pending is not None:
+            self.store.log_steps(run_id, params=pending.params, tags=pending.tags, metrics=pending.metrics)
 
     def trials_restored(self, trials: list[LiveTrial]) -> None:
         pass  # their runs are in the store already
 
     def trial_retried(self, t: LiveTrial) -> None:
-        run_id = self.run_ids.get(t.trial_id)
-        if run_id is not None:
-            self.store.set_tags(run_id, {"retries": t.retries, f"retry_{t.retries}_error": t.error})
+        if t.trial_id in self.run_ids:
+            self._log(t.trial_id, tags={"retries": t.retries, f"retry_{t.retries}_error": t.error})
             # it continues from its last checkpoint: epochs it logs again are not logged twice
-            self._skip_to[t.trial_id] = self.store.last_step(run_id)
+            # (waited for: after the writes queued before it)
+            self._skip_to[t.trial_id] = self._writer.call(lambda: self.store.last_step(self.run_id(t.trial_id)))
 
     def trial_started(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
-            run_id = self.run_ids[t.trial_id]
-            self.store.reopen_run(run_id)
-            self._skip_to[t.trial_id] = self.store.last_step(run_id)
+            def reopen(run_id: str) -> int:
+                self.store.reopen_run(run_id)
+                return self.store.last_step(run_id)
+
+            # waited for: the next results are logged from the step after the last one held
+            self._skip_to[t.trial_id] = self._writer.call(lambda: reopen(self.run_id(t.trial_id)))
             return
         tags = {"trial_id": t.trial_id, "run_kind": self.run_kind, **t.tags}
-        run_id = self.run_ids[t.trial_id] = self.store.start_run(t.name, parent_id=self.parent_id, tags=tags,
-                                                                 params=t.params)
-        if self.config_text is not None:
-            self.store.log_text(run_id, self.config_text(t.params), "config.yaml")
+        params, name = dict(t.params), t.name
+
+        def create() -> str:
+            run_id = self.store.start_run(name, parent_id=self.parent_id, tags=tags)
+            if self.config_text is not None:
+                self.store.log_text(run_id, self.config_text(params), "config.yaml")
+            return run_id
+
+        self.run_ids[t.trial_id] = self._writer.submit(create)
+        self._log(t.trial_id, params=params)
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
-        run_id = self.run_ids[t.trial_id]
         step = int(result[TIME_ATTR])
         if "resumed_from_epoch" in result:  # it continued from a checkpoint (restored, retried, PBT)
-            self.store.set_tags(run_id, {"resumed_from_epoch": result["resumed_from_epoch"]})
+            self._log(t.trial_id, tags={"resumed_from_epoch": result["resumed_from_epoch"]})
         if step <= self._skip_to.get(t.trial_id, 0):
             return
         metrics = {k: v for k, v in result.items() if k not in _NOT_METRICS and _is_number(v)}
-        metrics.update(self._mutations(t, run_id, step))
+        metrics.update(self._mutations(t, step))
         if len(t.history) == 1 or t.trial_id in self._skip_to:  # decided inside the trial, logged once
             self._skip_to.pop(t.trial_id, None)
             tags = {k: result[k] for k in _ONCE_TAGS if k in result}
@@ -413,12 +500,11 @@ class MlflowSink:
                 tags["batch_size_tried"] = result["batch_size_tried"]
             if "batch_size_cache_hit" in result:
                 tags["batch_size_cache"] = "hit" if result["batch_size_cache_hit"] else "miss"
-            # with the first metrics: one SQLite transaction on Tune's event loop instead of two
-            self.store.log_batch(run_id, params={}, tags=tags, metrics=metrics, step=step)
+            self._log(t.trial_id, tags=tags, metrics=metrics, step=step)
             return
-        self.store.log_metrics(run_id, metrics, step=step)
+        self._log(t.trial_id, metrics=metrics, step=step)
 
-    def _mutations(self, t: LiveTrial, run_id: str, step: int) -> dict[str, float]:
+    def _mutations(self, t: LiveTrial, step: int) -> dict[str, float]:
         """PBT: parameters that differ from the logged params, as ``hparam/<path>`` metrics
         (numbers) and ``hparam.<path>`` tags. Once a trial has mutated, its numeric
         parameters are logged at every step."""
@@ -429,16 +515,15 @@ class MlflowSink:
             logged = self._mutated[t.trial_id] = {}
             # the values before the first change, so each curve starts where the trial did
             first = {f"hparam/{k}": v for k, v in t.params.items() if _is_number(v)}
-            self.store.log_metrics(run_id, first, step=max(step - 1, 0))
+            self._log(t.trial_id, metrics=first, step=max(step - 1, 0))
         changed = {k: v for k, v in t.current.items() if logged.get(k, t.params.get(k)) != v}
         if changed:
             logged.update(changed)
-            self.store.set_tags(run_id, {f"hparam.{k}": v for k, v in changed.items()})
+            self._log(t.trial_id, tags={f"hparam.{k}": v for k, v in changed.items()})
         return {f"hparam/{k}": v for k, v in t.current.items() if _is_number(v)}
 
     def trial_ended(self, t: LiveTrial) -> None:
-        run_id = self.run_ids.get(t.trial_id)
-        if run_id is None:
+        if t.trial_id not in self.run_ids:
             return
         tags: dict[str, Any] = {"status": t.status}
         if t.status == "KILLED":
@@ -450,9 +535,18 @@ class MlflowSink:
                     tags["stopped_at_rung"] = self.rungs.index(epoch)
         if t.error:
             tags["error"] = t.error
-        self.store.set_tags(run_id, tags)
-        if not t.replayed:  # a replayed trial keeps the times of the run that trained it
-            self.store.log_metrics(run_id, wall_time_split(t), step=t.history[-1].epoch if t.history else 0)
-        if t.error_text:
-            self.store.log_text(run_id, t.error_text, "error.txt")
-        self.store.end_run(run_id, t.status)
+        # a replayed trial keeps the times of the run that trained it
+        times = {} if t.replayed else wall_time_split(t)
+        step = t.history[-1].epoch if t.history else 0
+        error_text, status = t.error_text, t.status
+        self._log(t.trial_id, tags=tags, metrics=times, step=step)  # written before the run ends
+
+        def end(run_id: str) -> None:
+            if error_text:
+                self.store.log_text(run_id, error_text, "error.txt")
+            self.store.end_run(run_id, status)
+
+        # waited for: an ended trial's run is complete in the store, as its journal line is, so a
+        # driver killed right after loses nothing of it (the trial's earlier writes come first)
+        ref = self.run_ids[t.trial_id]
+        self._writer.call(lambda: end(ref.result() if isinstance(ref, Future) else ref))

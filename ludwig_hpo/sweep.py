@@ -452,12 +452,17 @@ class Sweep:
         algorithms.ENDED_OUTSIDE_STATE.update(ended)
         try:
             with scoped_env({"TUNE_GLOBAL_CHECKPOINT_S": os.environ.get("TUNE_GLOBAL_CHECKPOINT_S", period)}):
-                return tuner.fit()
-        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM through Ray's handler
-            monitor.close_running("interrupted")
+                grid = tuner.fit()
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM through Ray's handler
+                monitor.close_running("interrupted")
+            with contextlib.suppress(Exception):  # the interruption or first error is what is shown
+                monitor.flush()
             raise
         finally:
             algorithms.ENDED_OUTSIDE_STATE.clear()
+        monitor.flush()  # the MLflow sink writes in the background: every run is complete when a phase ends
+        return grid
 
     def _new_tuner(self, trainable, name: str, plan: ResourcePlan, pooled: bool, callback, tune_config_kw: dict,
                    param_space: dict | None, paths: SweepPaths):

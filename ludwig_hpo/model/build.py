@@ -7,7 +7,7 @@ from torch import nn
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import FeatureMeta
-from ludwig_hpo.model.encoders import build_encoder
+from ludwig_hpo.model.encoders import PassthroughEncoder, build_encoder
 from ludwig_hpo.model.outputs import OutputHead
 
 
@@ -21,8 +21,17 @@ class ECDModel(nn.Module):
     def __init__(self, cfg: SweepConfig, meta: dict[str, FeatureMeta]) -> None:
         super().__init__()
         self.input_names = [f.name for f in cfg.input_features]
-        self.encoders = nn.ModuleDict({f.name: build_encoder(f, meta[f.name]) for f in cfg.input_features})
-        width = sum(e.output_size for e in self.encoders.values())
+        encoders = {f.name: build_encoder(f, meta[f.name]) for f in cfg.input_features}
+        #: width of each input feature's encoding, by feature name
+        self.widths = {name: e.output_size for name, e in encoders.items()}
+        #: features that enter the combiner unchanged (passthrough encoders). They are not
+        #: submodules: a table of 30 numbers would otherwise add 30 module calls to every
+        #: forward and 30 modules to every state dict, ``train()`` and ``eval()``.
+        self.passthrough = frozenset(name for name, e in encoders.items() if isinstance(e, PassthroughEncoder))
+        #: the encoders with layers, by feature name
+        self.encoders = nn.ModuleDict({name: e for name, e in encoders.items() if name not in self.passthrough})
+        self._names = tuple(self.input_names)
+        width = sum(self.widths.values())
         c = cfg.combiner
         layers: list[nn.Module] = []
         for _ in range(c.num_fc_layers):
@@ -31,8 +40,20 @@ class ECDModel(nn.Module):
         self.combiner = nn.Sequential(*layers)
         self.heads = nn.ModuleDict({f.name: OutputHead(f, meta[f.name], width) for f in cfg.output_features})
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "passthrough" not in self.__dict__:  # pickled by an earlier version: every encoder is a module
+            self.passthrough = frozenset()
+            self._names = tuple(self.input_names)
+            self.widths = {name: e.output_size for name, e in self.encoders.items()}
+
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        h = torch.cat([self.encoders[n](inputs[n]) for n in self.input_names], dim=-1)
+        table = getattr(inputs, "table", None)  # ludwig_hpo.train.data.Columns
+        if table is not None and len(self.passthrough) == len(self.input_names) and inputs.names == self._names:
+            h = table  # the concatenation of its columns, already made
+        else:
+            h = torch.cat([inputs[n] if n in self.passthrough else self.encoders[n](inputs[n])
+                           for n in self.input_names], dim=-1)
         h = self.combiner(h)
         return {name: head(h) for name, head in self.heads.items()}
 

@@ -224,6 +224,22 @@ class MlflowStore:
         self.set_tags(run_id, tags)
         self.log_metrics(run_id, metrics, step)
 
+    def log_steps(self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any],
+                  metrics: list[tuple[str, Any, int, int]]) -> None:
+        """Parameters, tags and metrics logged at several steps (``(name, value, step,
+        timestamp ms)``; non-finite and non-numeric values skipped) in one request, which
+        MLflow's client splits at its per-request limits: one SQLite transaction for the
+        events of a trial that queued up while the previous write ran."""
+        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+        p = [Param(param_name(k), param_value(v)) for k, v in params.items()]
+        t = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        m = [Metric(metric_name(k), float(v), ms, step) for k, v, step, ms in metrics
+             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        if p or t or m:
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t)
+
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         """Set tags (values as strings, cut to MLflow's tag length)."""
         from mlflow.entities import RunTag

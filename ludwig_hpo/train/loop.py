@@ -8,8 +8,6 @@ same under Ray Train, under plain torch processes, and in one process.
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +25,10 @@ from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums, roc_auc
 from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
-from ludwig_hpo.train.data import DeviceData, batches, eval_shard, train_shard
+from ludwig_hpo.train.checkpoint import CHECKPOINT_FILE, CheckpointFolder
+from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, eval_shard, train_shard
 from ludwig_hpo.train.strategy import (
+    AUTOCAST_DTYPES,
     autocast,
     effective_learning_rate,
     full_state_dict,
@@ -46,10 +46,11 @@ from ludwig_hpo.train.strategy import world as _world
 #: metrics; ``checkpoint_dir`` is a folder holding ``model.pt`` (the weights) and
 #: ``trainer_state.pt`` (what a resume needs) on rank 0 of a search trial at an epoch at least
 #: as good as every earlier one (``metrics["checkpoint_improved"]`` is 1) or at every
-#: epoch of ``Job``'s checkpoint schedule; None elsewhere. The folder is removed when it returns.
+#: epoch of ``Job``'s checkpoint schedule; None elsewhere. The reporter persists (copies or
+#: moves) it before returning: the next saved epoch rewrites its files.
 Reporter = Callable[[dict, "str | None"], None]
 #: The files of a resumable checkpoint folder.
-MODEL_FILE, STATE_FILE = "model.pt", "trainer_state.pt"
+MODEL_FILE, STATE_FILE = CHECKPOINT_FILE, "trainer_state.pt"
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,15 @@ def _make_optimizer(cfg: SweepConfig, params, lr: float) -> torch.optim.Optimize
 
 
 def _combined_loss(cfg: SweepConfig, logits: dict, targets: dict) -> torch.Tensor:
-    return sum(f.loss_weight * loss_fn(f.type, logits[f.name], targets[f.name]) for f in cfg.output_features)
+    """The loss-weighted sum of the output losses (a 0-dim tensor). A weight of 1 and a single
+    output add no autograd node (the value is the same: ``1.0 * x + 0`` is ``x`` exactly)."""
+    total = None
+    for f in cfg.output_features:
+        part = loss_fn(f.type, logits[f.name], targets[f.name])
+        if f.loss_weight != 1:
+            part = f.loss_weight * part
+        total = part if total is None else total + part
+    return total
 
 
 @torch.no_grad()
@@ -125,8 +134,11 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
     rank, world = _world()
     model.eval()
     shard = eval_shard(rows, rank=rank, world_size=world)
+    outputs = cfg.output_features
+    amp = AUTOCAST_DTYPES[cfg.trainer.precision] is not None
+    #: per-sample sums of each "<feature>/<metric>", added batch after batch (float64)
     sums: dict[str, torch.Tensor] = {}
-    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in cfg.output_features if f.type == "binary"}
+    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in outputs if f.type == "binary"}
     labels: dict[str, list[torch.Tensor]] = {k: [] for k in scores}
     own = list(batches(shard, batch_size, dd.device, drop_last=False))
     if lockstep:
@@ -137,57 +149,57 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
                 model(dd.batch(filler)[0])
     for idx in own:
         x, y = dd.batch(idx)
-        with autocast(dd.device, cfg.trainer.precision):
+        if amp:
+            with autocast(dd.device, cfg.trainer.precision):
+                out = model(x)
+        else:
             out = model(x)
-        out = {k: v.float() for k, v in out.items()}
-        for f in cfg.output_features:
-            for m, v in metric_sums(f.type, out[f.name], y[f.name]).items():
+        for f in outputs:
+            logits = out[f.name].float()
+            for m, v in metric_sums(f.type, logits, y[f.name]).items():
                 k = f"{f.name}/{m}"
-                sums[k] = sums.get(k, 0) + v
+                sums[k] = sums[k] + v if k in sums else v
             if f.name in scores:
-                scores[f.name].append(out[f.name].float().cpu())
+                scores[f.name].append(logits.cpu())
                 labels[f.name].append(y[f.name].cpu())
-    names = [f"{f.name}/{m}" for f in cfg.output_features for m in SUMMED_METRICS[f.type]]
-    vec = torch.stack([torch.as_tensor(sums.get(k, 0.0), dtype=torch.float64).cpu() for k in names]
-                      + [torch.tensor(float(len(shard)), dtype=torch.float64)])
-    vec = _all_reduce(vec.to(dd.device) if dd.device.type == "cuda" else vec).cpu()
-    n = vec[-1].item()
-    out_metrics = {f"{split}/{k}": vec[i].item() / max(n, 1.0) for i, k in enumerate(names)}
-    if scores:
-        for name in scores:
-            local = (torch.cat(scores[name]) if scores[name] else torch.zeros(0),
-                     torch.cat(labels[name]) if labels[name] else torch.zeros(0))
-            gathered = [local]
-            if world > 1:
-                gathered = [None] * world
-                dist.all_gather_object(gathered, local)
-            s = torch.cat([g[0] for g in gathered]).numpy()
-            y = torch.cat([g[1] for g in gathered]).numpy()
-            out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
+    names = [f"{f.name}/{m}" for f in outputs for m in SUMMED_METRICS[f.type]]
+    count = torch.tensor(float(len(shard)), dtype=torch.float64, device=dd.device)
+    zero = torch.zeros((), dtype=torch.float64, device=dd.device)
+    # one vector, one all-reduce and one copy to the host for every summed metric
+    vec = _all_reduce(torch.stack([sums.get(k, zero) for k in names] + [count])).tolist()
+    n = max(vec[-1], 1.0)
+    out_metrics = {f"{split}/{k}": vec[i] / n for i, k in enumerate(names)}
+    for name in scores:
+        local = (torch.cat(scores[name]) if scores[name] else torch.zeros(0),
+                 torch.cat(labels[name]) if labels[name] else torch.zeros(0))
+        gathered = [local]
+        if world > 1:
+            gathered = [None] * world
+            dist.all_gather_object(gathered, local)
+        s = torch.cat([g[0] for g in gathered]).numpy() if world > 1 else local[0].numpy()
+        y = torch.cat([g[1] for g in gathered]).numpy() if world > 1 else local[1].numpy()
+        out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
     out_metrics[f"{split}/combined/loss"] = sum(
-        f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in cfg.output_features)
+        f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
     model.train()
     return out_metrics
 
 
-def _save_checkpoint(model: torch.nn.Module, inner: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                     scaler: torch.amp.GradScaler, *, fsdp: bool, rank: int, device: torch.device,
-                     state: dict) -> str | None:
-    """Write a resumable checkpoint into a new temporary folder on rank 0 (returned; None on
-    other ranks): ``model.pt`` (``{"state_dict", "epoch"}``, the whole model on the CPU) and
+def _save_checkpoint(folder: CheckpointFolder, model: torch.nn.Module, inner: torch.nn.Module,
+                     optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, *, fsdp: bool, rank: int,
+                     device: torch.device, state: dict) -> str | None:
+    """Write a resumable checkpoint into ``folder`` on rank 0 (returns its path; None on other
+    ranks): ``model.pt`` (``{"state_dict", "epoch"}``, the whole model on the CPU) and
     ``trainer_state.pt`` (``state`` plus the optimizer, gradient-scaler and random states).
     A collective for FSDP: every rank calls it."""
     weights = full_state_dict(model) if fsdp else None
     optim = optimizer_state(model, optimizer) if fsdp or rank == 0 else None
     if rank != 0:
         return None
-    ckpt_dir = tempfile.mkdtemp(prefix="hpo-ckpt-")
-    torch.save({"state_dict": weights if fsdp else inner.state_dict(), "epoch": state["epoch"]},
-               Path(ckpt_dir) / MODEL_FILE)
-    torch.save({**state, "optimizer": optim, "scaler": scaler.state_dict(), "rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None},
-               Path(ckpt_dir) / STATE_FILE)
-    return ckpt_dir
+    folder.write({"state_dict": weights if fsdp else inner.state_dict(), "epoch": state["epoch"]}, MODEL_FILE)
+    return folder.write({**state, "optimizer": optim, "scaler": scaler.state_dict(), "rng": torch.get_rng_state(),
+                         "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None},
+                        STATE_FILE)
 
 
 def _resume(folder: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
@@ -295,6 +307,22 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     batch_size, eval_batch_size = train_bs.batch_size, eval_bs.batch_size
     tuning_s = train_bs.seconds + eval_bs.seconds
 
+    amp, scaled = AUTOCAST_DTYPES[tr.precision] is not None, scaler.is_enabled()
+
+    def step_loss(x: dict, y: dict, group_len: int) -> torch.Tensor:
+        """Forward and backward of one batch; returns its (unscaled) loss. Autocast, loss
+        scaling and the division by the group's length only where they change something
+        (a tiny model's step is a fraction of a millisecond: each no-op costs)."""
+        if amp:
+            with autocast(device, tr.precision):
+                loss = _combined_loss(cfg, model(x), y)
+        else:
+            loss = _combined_loss(cfg, model(x), y)
+        # the mean over the group's batches, as one batch of all of them would give
+        part = loss / group_len if group_len > 1 else loss
+        (scaler.scale(part) if scaled else part).backward()
+        return loss
+
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
     train_time = eval_time = 0.0
     optimizer_steps = 0
@@ -324,9 +352,11 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
                         "batch_size_tuning_s": tuning_s, "effective_learning_rate": optimizer.param_groups[0]["lr"],
                         "seed": seed, "resumed_from_epoch": first_epoch - 1})
         report(metrics, None)
+    folder = CheckpointFolder()  # rank 0 of a search trial: its files, rewritten at each saved epoch
+    rngs = {e: epoch_rng(seed, e) for e in range(first_epoch, last_epoch + 1)}  # each epoch's row order
     for epoch in range(first_epoch, last_epoch + 1):
         t_epoch = time.perf_counter()
-        rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world)
+        rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world, rng=rngs.pop(epoch))
         loss_sum = torch.zeros((), device=device)
         steps = skipped = 0
         group_bad = False
@@ -337,11 +367,11 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             group_len = min(accumulate, len(epoch_batches) - group_start)
             sync = i == group_start + group_len - 1  # the group's last batch steps the optimizer
             x, y = dd.batch(idx)
-            with no_grad_sync(model, sync):
-                with autocast(device, tr.precision):
-                    loss = _combined_loss(cfg, model(x), y)
-                # the mean over the group's batches, as one batch of all of them would give
-                scaler.scale(loss / group_len).backward()
+            if sync:
+                loss = step_loss(x, y, group_len)
+            else:
+                with no_grad_sync(model, False):
+                    loss = step_loss(x, y, group_len)
             finite = True
             if skip_nonfinite:  # one host sync per batch, with this policy only
                 finite = bool(torch.isfinite(loss))
@@ -352,9 +382,12 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
                     group_bad = bool(_all_reduce(flag, op=dist.ReduceOp.MAX).item())
                 if group_bad:  # a non-finite batch in the group: no step
                     group_bad = False
-                else:
+                elif scaled:
                     scaler.step(optimizer)
                     scaler.update()
+                    optimizer_steps += 1
+                else:  # what a disabled scaler's step does, without its bookkeeping
+                    optimizer.step()
                     optimizer_steps += 1
                 optimizer.zero_grad(set_to_none=True)
             if finite:
@@ -418,13 +451,13 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         periodic = job.checkpoint_every > 0 and epoch >= first and (epoch - first) % job.checkpoint_every == 0
         if job.kind == "search" and (improved or periodic):
             metrics["checkpoint_improved"] = int(improved)
-            ckpt_dir = _save_checkpoint(model, inner, optimizer, scaler, fsdp=fsdp, rank=rank, device=device, state={
-                "epoch": epoch, "best_objective": best_objective, "optimizer_steps": optimizer_steps,
-                "train_time_s": train_time, "eval_time_s": eval_time, "seed": seed,
-                "nonfinite_batches": nonfinite_batches})
-        report(metrics, ckpt_dir)
-        if ckpt_dir is not None:  # the reporter has persisted it
-            shutil.rmtree(ckpt_dir, ignore_errors=True)
+            ckpt_dir = _save_checkpoint(folder, model, inner, optimizer, scaler, fsdp=fsdp, rank=rank, device=device,
+                                        state={"epoch": epoch, "best_objective": best_objective,
+                                               "optimizer_steps": optimizer_steps, "train_time_s": train_time,
+                                               "eval_time_s": eval_time, "seed": seed,
+                                               "nonfinite_batches": nonfinite_batches})
+        report(metrics, ckpt_dir)  # the reporter persists the folder; the next write replaces it
+    folder.close()
     if fsdp:
         whole = build_model(cfg, data.meta)
         whole.load_state_dict(full_state_dict(model))

@@ -46,7 +46,8 @@ def result(epoch, objective, **extra):
 
 
 def run_of(store, sink, tid):
-    return store.client.get_run(sink.run_ids[tid])
+    sink.flush()  # the sink writes in the background
+    return store.client.get_run(sink.run_id(tid))
 
 
 def test_finished_trial_run_holds_declared_params_tags_config_metrics_and_time_split(store):
@@ -122,6 +123,7 @@ def test_pbt_mutations_are_metrics_and_tags_never_a_changed_param(store):
     t.config = {"trainer.learning_rate": 0.005, "trainer.optimizer.type": "sgd"}
     mon.on_trial_result(0, [], t, result(4, 0.7))
     mon.on_trial_complete(0, [], t)
+    mon.flush()
     runs = store.client.search_runs([store.experiment_id], "tags.trial_id = 'p'")
     assert len(runs) == 1  # the restart did not open a second run
     run = runs[0]
@@ -140,12 +142,14 @@ def test_a_resumed_sweep_keeps_one_run_per_trial_and_logs_each_epoch_once(store)
     mon.on_trial_start(0, [], t)
     mon.on_trial_result(0, [], t, result(1, 1.0))
     mon.on_trial_result(0, [], t, result(2, 0.9))
+    mon.flush()
     # the driver dies; a restored sweep replays the trial from its epoch-1 checkpoint
     mon2, sink2 = monitor(store, parent, resume=True)
     mon2.on_trial_start(0, [], t)
     for e in (2, 3):
         mon2.on_trial_result(0, [], t, result(e, 1.0 - e / 10))
     mon2.on_trial_complete(0, [], t)
+    mon2.flush()
     runs = store.client.search_runs([store.experiment_id], "tags.trial_id = 'r'")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     assert [m.step for m in store.client.get_metric_history(runs[0].info.run_id, "objective")] == [1, 2, 3]

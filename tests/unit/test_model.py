@@ -71,7 +71,7 @@ def test_forward_shapes_and_gradients(frame, make_config, in_id, out_id, num_fc_
     data = prepare(frame, cfg)
     torch.manual_seed(0)
     model = build_model(cfg, data.meta)
-    assert model.encoders[in_feat["name"]].output_size == width
+    assert model.widths[in_feat["name"]] == width
     x, y = _batch(data, data.splits["train"][:BATCH])
     out = model(x)
     assert set(out) == {out_feat["name"]}
@@ -111,6 +111,30 @@ def test_same_seed_same_init(frame, make_config):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_passthrough_features_add_no_module_and_models_pickled_with_them_still_run(frame, make_config):
+    import copy
+    import pickle
+
+    from ludwig_hpo.model.encoders import PassthroughEncoder
+
+    cfg = make_config([INPUTS["number-passthrough"][0], INPUTS["category"][0], INPUTS["binary"][0]],
+                      [OUTPUTS["binary"][0]])
+    data = prepare(frame, cfg)
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta).eval()
+    assert model.passthrough == {"num", "flag"} and set(model.encoders) == {"color"}
+    assert model.widths == {"num": 1, "color": 3, "flag": 1}
+    x, _ = _batch(data, np.arange(BATCH))
+    expected = model(x)["bin"]
+    # as an earlier version pickled it (MLflow's PyTorch flavour): every encoder a submodule
+    old = copy.deepcopy(model)
+    old.encoders.update({"num": PassthroughEncoder(), "flag": PassthroughEncoder()})
+    del old.__dict__["passthrough"], old.__dict__["widths"]
+    restored = pickle.loads(pickle.dumps(old))
+    assert torch.equal(restored(x)["bin"], expected)
+    assert set(restored.state_dict()) == set(model.state_dict())
+
+
 @pytest.mark.parametrize(("kind", "logits", "target", "expect"), [
     ("category", [[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]], [0, 1, 1], {"accuracy": 2.0}),
     ("binary", [3.0, -3.0, 3.0], [1.0, 0.0, 0.0], {"accuracy": 2.0}),
@@ -143,3 +167,18 @@ def test_roc_auc_is_nan_for_one_class_or_non_finite_scores():
     assert np.isnan(roc_auc(np.array([0.1, 0.2]), np.array([1.0, 1.0])))
     assert np.isnan(roc_auc(np.array([0.1, np.nan]), np.array([0.0, 1.0])))
     assert roc_auc(np.array([0.1, 0.9]), np.array([0.0, 1.0])) == 1.0
+
+
+def test_a_batch_of_single_columns_gives_the_model_its_gathered_table(frame, make_config):
+    from ludwig_hpo.train.data import Columns, DeviceData
+
+    cfg = make_config([INPUTS["number-passthrough"][0], INPUTS["binary"][0]], [OUTPUTS["category"][0]])
+    data = prepare(frame, cfg)
+    model = build_model(cfg, data.meta).eval()
+    x, _ = DeviceData(data, torch.device("cpu")).batch(torch.arange(BATCH))
+    assert isinstance(x, Columns) and x.names == ("num", "flag")
+    assert torch.equal(x.table, torch.cat([x["num"], x["flag"]], dim=-1))
+    assert torch.equal(model(x)["klass"], model(dict(x))["klass"])  # the same as joining the views
+    mixed = make_config([INPUTS["number-passthrough"][0], INPUTS["category"][0]], [OUTPUTS["category"][0]])
+    x, _ = DeviceData(prepare(frame, mixed), torch.device("cpu")).batch(torch.arange(BATCH))
+    assert not isinstance(x, Columns)  # an id column is not a model input column
