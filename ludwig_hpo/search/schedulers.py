@@ -79,6 +79,24 @@ class MedianStoppingScheduler(_WorstValueOnError, MedianStoppingRule):
     """Tune's median stopping rule; a failed trial's running mean includes the worst value seen."""
 
 
+class Pbt(PopulationBasedTraining):
+    """Tune's PBT that leaves a trial's final epoch alone: a trial at ``max_t`` is about to
+    end, and perturbing it there would only restart it to report its clone's scores.
+
+    Args:
+        max_t: the last epoch of a trial (None when time counts seconds).
+    """
+
+    def __init__(self, *args, max_t: int | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._max_t = max_t
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        if self._max_t is not None and result.get(self._time_attr, 0) >= self._max_t:
+            return TrialScheduler.CONTINUE
+        return super().on_trial_result(tune_controller, trial, result)
+
+
 class PbtExplore:
     """PBT's ``custom_explore_fn``: moves every perturbed parameter back into its space
     (a factor of 1.2 can push a dropout rate past its upper bound). Picklable.
@@ -151,8 +169,8 @@ def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
         return FIFOScheduler()
     common = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
     if sch.type == "pbt":
-        return PopulationBasedTraining(
-            perturbation_interval=sch.perturbation_interval, burn_in_period=sch.burn_in_period,
+        return Pbt(
+            max_t=epochs if sch.in_epochs else None, perturbation_interval=sch.perturbation_interval, burn_in_period=sch.burn_in_period,
             hyperparam_mutations=pbt_mutations(hp), quantile_fraction=sch.quantile_fraction,
             resample_probability=sch.resample_probability, perturbation_factors=tuple(sch.perturbation_factors),
             custom_explore_fn=PbtExplore({p: to_optuna(s) for p, s in hp.parameters.items()}),

@@ -217,3 +217,10 @@ def test_grid_search_stays_a_grid_under_tune():
 def test_clip_rounds_integers_and_steps():
     d = optuna.distributions.IntDistribution(8, 64, step=8)
     assert clip_encoded(d, 29) == 32 and clip_encoded(d, 3) == 8 and isinstance(clip_encoded(d, 29.4), int)
+
+
+def test_pbt_leaves_a_trials_final_epoch_alone():
+    sch = make_scheduler(hp(scheduler={"type": "pbt", "perturbation_interval": 2}), epochs=4)
+    last = Trial("last")
+    # at max_t the trial is about to end: no checkpoint, exploit or pause is asked for
+    assert sch.on_trial_result(None, last, {"epoch": 4, "objective": 9.0}) == TrialScheduler.CONTINUE
