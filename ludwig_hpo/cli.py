@@ -223,15 +223,12 @@ def _describe_search(cfg) -> list[str]:
         lines.append(f"scheduler: {sch.type} on {sch.time_attr} ("
                      + ", ".join(f"{k} {_show(v)}" for k, v in shown.items()) + ")")
         if sch.type == "pbt":
-            from ludwig_hpo.config.hyperopt import pbt_mutable
+            from ludwig_hpo.search.schedulers import pbt_checkpoints
 
-            given = sch.hyperparam_mutations
-            if given is None:
-                given = {p: None for p in hp.parameters if pbt_mutable(p)}
-            every = f"{max(1, int(sch.perturbation_interval))} epoch(s)" if sch.in_epochs else "epoch"
+            first, every = pbt_checkpoints(hp)
             lines.append("pbt perturbs: " + ", ".join(
-                f"{p} ({'its own space' if v is None else _show(v)})" for p, v in given.items())
-                + f"; the rest stays as sampled; trials checkpoint every {every}")
+                f"{p} ({'its own space' if v is None else _show(v)})" for p, v in hp.pbt_mutated.items())
+                + f"; the rest stays as sampled; trials checkpoint at epoch {first} and every {every} after")
     budget = hp.executor.time_budget_s
     lines.append(f"time budget: {f'{budget:g} s (no trial starts after it)' if budget else 'none (all trials run)'}")
     lines.append(f"search space ({len(hp.parameters)} parameter(s)):")

@@ -441,6 +441,13 @@ class HyperoptConfig(_Base):
                                   fix="use uniform, loguniform, randint, ... or a list of values")
 
     @property
+    def pbt_mutated(self) -> dict[str, Any]:
+        """The PBT scheduler's ``hyperparam_mutations``, or, when the file gives none, every
+        searched parameter PBT may change (:func:`pbt_mutable`) with its own space (None)."""
+        given = getattr(self.scheduler, "hyperparam_mutations", None)
+        return dict(given) if given is not None else {p: None for p in self.parameters if pbt_mutable(p)}
+
+    @property
     def metric_key(self) -> str:
         """The reported metric the search optimizes, e.g. ``"validation/label/loss"``."""
         return f"{self.split}/{self.output_feature}/{self.metric}"

@@ -125,14 +125,9 @@ def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
     parameter PBT may change (:func:`~ludwig_hpo.config.hyperopt.pbt_mutable`)."""
     from pydantic import TypeAdapter
 
-    from ludwig_hpo.config.hyperopt import pbt_mutable
-
     spaces = hp.parameters
-    given = hp.scheduler.hyperparam_mutations
-    if given is None:
-        given = {p: None for p in spaces if pbt_mutable(p)}
     out: dict[str, Any] = {}
-    for path, values in given.items():
+    for path, values in hp.pbt_mutated.items():
         if values is None:
             dist = to_optuna(spaces[path])
             # categories shift to a neighbour or are resampled; a Tune domain would be multiplied
