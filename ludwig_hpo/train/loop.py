@@ -338,19 +338,41 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         train_time, eval_time = resumed["train_time_s"], resumed["eval_time_s"]
         nonfinite_batches = resumed.get("nonfinite_batches", 0)
     last_epoch = job.epochs or tr.epochs
+
+    def score() -> dict[str, float]:
+        """The scored split's metrics, and the train split's when the search selects on it."""
+        out = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size, lockstep=fsdp)
+        if hp.split == "train" and job.kind == "search":
+            out.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
+        return out
+
+    def report_keys(epoch: int, metrics: dict) -> dict:
+        """What every report carries besides the scores (the counters as they are now)."""
+        return {
+            "epoch": epoch,
+            "objective": metrics[objective_key],
+            "batch_size": batch_size,
+            "global_batch_size": batch_size * world * accumulate,
+            "eval_batch_size": eval_batch_size,
+            "world_size": world,
+            "optimizer_steps": optimizer_steps,
+            "train_time_s": train_time,
+            "batch_size_tuning_s": tuning_s,
+            # the optimizer's learning rate this epoch (after trainer.learning_rate_scaling),
+            # and where time went
+            "effective_learning_rate": optimizer.param_groups[0]["lr"],
+            "setup_time_s": setup_s,
+            "eval_time_s": eval_time,
+            "seed": seed,
+        }
+
     if first_epoch > last_epoch:
         # It continues from a checkpoint of its final epoch (PBT cloned a trial that had just
         # ended): nothing is left to train; score it once, so the trial ends on a result of its own.
         t_eval = time.perf_counter()
-        metrics = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size, lockstep=fsdp)
-        if hp.split == "train" and job.kind == "search":
-            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
-        metrics.update({"epoch": last_epoch, "objective": metrics[objective_key], "batch_size": batch_size,
-                        "global_batch_size": batch_size * world * accumulate, "eval_batch_size": eval_batch_size,
-                        "world_size": world, "optimizer_steps": optimizer_steps, "train_time_s": train_time,
-                        "eval_time_s": eval_time + time.perf_counter() - t_eval, "setup_time_s": setup_s,
-                        "batch_size_tuning_s": tuning_s, "effective_learning_rate": optimizer.param_groups[0]["lr"],
-                        "seed": seed, "resumed_from_epoch": first_epoch - 1})
+        metrics = score()
+        eval_time += time.perf_counter() - t_eval
+        metrics.update({**report_keys(last_epoch, metrics), "resumed_from_epoch": first_epoch - 1})
         report(metrics, None)
     folder = CheckpointFolder()  # rank 0 of a search trial: its files, rewritten at each saved epoch
     rngs = {e: epoch_rng(seed, e) for e in range(first_epoch, last_epoch + 1)}  # each epoch's row order
@@ -408,29 +430,13 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         # DDP forward would try to synchronize buffers across them). FSDP: the sharded module,
         # every rank running the same number of forward passes.
         t_eval = time.perf_counter()
-        metrics = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size, lockstep=fsdp)
-        if hp.split == "train" and job.kind == "search":
-            metrics.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
+        metrics = score()
         eval_time += time.perf_counter() - t_eval
         train_time += time.perf_counter() - t_epoch
         metrics.update({
-            "epoch": epoch,
-            "objective": metrics[objective_key],
+            **report_keys(epoch, metrics),
             "train/combined/running_loss": train_loss,
-            "batch_size": batch_size,
-            "global_batch_size": batch_size * world * accumulate,
-            "eval_batch_size": eval_batch_size,
-            "world_size": world,
-            "optimizer_steps": optimizer_steps,
-            "train_time_s": train_time,
-            "batch_size_tuning_s": tuning_s,
             "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
-            # the optimizer's learning rate this epoch (after trainer.learning_rate_scaling),
-            # and where time went
-            "effective_learning_rate": optimizer.param_groups[0]["lr"],
-            "setup_time_s": setup_s,
-            "eval_time_s": eval_time,
-            "seed": seed,
         })
         if skip_nonfinite:
             metrics["nonfinite_batches"] = nonfinite_batches
