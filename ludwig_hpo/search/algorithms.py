@@ -97,7 +97,8 @@ class _Search(OptunaSearch):
 
         self._adopt_ended()
         limit = getattr(self, "_limit", None)  # None in a searcher pickled by an earlier version
-        if limit is not None and self._ot_study is not None:
+        # Tune stops at num_samples by itself; only adopted trials make the count differ
+        if limit is not None and getattr(self, "_adopted", None) and self._ot_study is not None:
             started = sum(t.state != optuna.trial.TrialState.WAITING for t in self._ot_study.get_trials(deepcopy=False))
             if started >= limit:
                 return Searcher.FINISHED
