@@ -77,14 +77,15 @@ EPOCHS = 30
 
 
 def _mid_trial(out: Path) -> str | None:
-    """The trial id of a running trial with 2 to EPOCHS - 1 epochs logged, if any."""
+    """The trial id of a running trial with 3 to EPOCHS - 5 epochs logged, if any (far from
+    both ends, so it is mid-way when the kill lands)."""
     try:
         client = _client(out)
         exp = client.get_experiment_by_name("breast-cancer-tiny")
         for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'"):
             if r.data.tags.get("phase") == "search":
                 steps = len(client.get_metric_history(r.info.run_id, "objective"))
-                if 2 <= steps < EPOCHS:
+                if 3 <= steps <= EPOCHS - 5:
                     return r.data.tags["trial_id"]
     except Exception:  # the store is being written; try again
         return None
@@ -95,6 +96,7 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     # the tiny sweep with longer trials (30 short epochs), so one is caught mid-way by the kill
     raw = yaml.safe_load((SWEEPS / "breast_cancer_tiny.yaml").read_text())
     raw["trainer"]["epochs"] = EPOCHS
+    raw["hyperopt"]["scheduler"] = {"type": "fifo"}  # no trial ends early, at a rung, under the kill
     sweep = tmp_path / "tiny.yaml"
     sweep.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
