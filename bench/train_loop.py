@@ -7,10 +7,13 @@ thread, a fixed per-worker batch size, the sweep's base configuration and epochs
 - samples/s of a plain hand-written PyTorch loop on the same model, optimizer, data, batch
   size and epochs (shuffled in-memory tensors, forward/backward/step, validation loss and
   accuracy after every epoch);
-- their ratio, measured alternately (ABAB...) so that load changes on the machine hit both.
+- their ratio: the median, over ``--repeats`` pairs of back-to-back runs (in alternating
+  order), of each pair's samples/s ratio. Load on a shared machine drifts between pairs far
+  more than within one (each run is ~0.1-0.3 s), so the pairs' ratios vary much less than
+  the two loops' own figures.
 
 samples/s = training samples stepped over (epochs x full batches x batch size) / wall
-seconds of the whole run (model build to last epoch). Each figure is the median of
+seconds of the whole run (model build to last epoch). Each samples/s figure is the median of
 ``--repeats`` runs, after one warm-up run of each.
 
 Last line: ``ratio_vs_plain=<x>`` (the worse model's). Run: ``python bench/train_loop.py``.
@@ -96,7 +99,7 @@ def plain(cfg: SweepConfig, data: PreparedData) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch-size", type=int, default=32, help="per-worker batch size (default 32)")
-    ap.add_argument("--repeats", type=int, default=9, help="measured runs of each loop per model (default 9)")
+    ap.add_argument("--repeats", type=int, default=21, help="measured pairs of runs per model (default 21)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     ratios = []
@@ -108,16 +111,25 @@ def main() -> None:
         n = trained_samples(cfg, data)
         ours(cfg, data), plain(cfg, data)  # warm-up: lazy imports, allocator
         times: dict[str, list[float]] = {"ours": [], "plain": []}
-        for _ in range(args.repeats):
-            times["ours"].append(ours(cfg, data))
-            times["plain"].append(plain(cfg, data))
+        pair_ratios = []
+        for i in range(args.repeats):
+            # a pair of back-to-back runs, in alternating order (so neither always runs second)
+            order = ("ours", "plain") if i % 2 == 0 else ("plain", "ours")
+            pair = {name: (ours if name == "ours" else plain)(cfg, data) for name in order}
+            for k, v in pair.items():
+                times[k].append(v)
+            pair_ratios.append(pair["plain"] / pair["ours"])  # samples/s ratio of the pair
         ours_sps = n / statistics.median(times["ours"])
         plain_sps = n / statistics.median(times["plain"])
-        ratios.append(ours_sps / plain_sps)
+        ratio = statistics.median(pair_ratios)
+        best = min(times["plain"]) / min(times["ours"])
+        ratios.append(ratio)
         print(f"{name}: batch size {args.batch_size}, {cfg.trainer.epochs} epochs x "
               f"{len(data.splits['train']) // args.batch_size} steps; worker loop {ours_sps:.0f} samples/s, "
-              f"plain loop {plain_sps:.0f} samples/s (median of {args.repeats}, alternating); "
-              f"ratio {ours_sps / plain_sps:.3f}", flush=True)
+              f"plain loop {plain_sps:.0f} samples/s (medians of {args.repeats}); ratio {ratio:.3f} "
+              f"(median of the {args.repeats} back-to-back pairs' ratios; quartiles "
+              f"{statistics.quantiles(pair_ratios, n=4)[0]:.3f}..{statistics.quantiles(pair_ratios, n=4)[2]:.3f}); best runs' ratio {best:.3f}",
+              flush=True)
     print(f"ratio_vs_plain={min(ratios):.3f}")
 
 

@@ -17,7 +17,7 @@ from ray.tune import Callback
 
 from ludwig_hpo.errors import one_line_error
 from ludwig_hpo.results import EpochRecord, TrialRecord
-from ludwig_hpo.search.algorithms import OBJECTIVE, TIME_ATTR
+from ludwig_hpo.search.algorithms import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, OBJECTIVE, TIME_ATTR
 
 
 class TrialDescription(NamedTuple):
@@ -198,15 +198,15 @@ class SweepMonitor(Callback):
             return
         self._follow_config(t, trial)
         metrics = {k: v for k, v in result.items() if "/" in k and isinstance(v, (int, float))}
-        best = t.best(self.sign)
         objective = float(result[OBJECTIVE])
         # Train's checkpoint (fresh multi-worker trials), or the one this result handed to Tune
         path = result.get("checkpoint_path")
         if not path and result.get("checkpoint_dir_name") and getattr(trial, "path", None):
             path = os.path.join(trial.path, result["checkpoint_dir_name"])
-        if path and (best is None or self.sign * objective <= self.sign * best):
-            # Train and Tune keep the best-scored checkpoint, the latest of equal scores
-            t.checkpoint, t.checkpoint_epoch = path, int(result[TIME_ATTR])
+        if path:
+            # its model.pt holds the best epoch's weights so far (Train and Tune keep the
+            # best-scored checkpoint by checkpoint_objective, the latest of equal scores)
+            t.checkpoint, t.checkpoint_epoch = path, int(result.get(CHECKPOINT_EPOCH, result[TIME_ATTR]))
         epoch = int(result[TIME_ATTR])
         while t.history and t.history[-1].epoch >= epoch:  # continued from an earlier checkpoint
             t.history.pop()
@@ -325,7 +325,7 @@ _ONCE_TAGS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size"
 _NOT_METRICS = frozenset(_ONCE_TAGS + (TIME_ATTR, "training_iteration", "batch_size_cache_hit", "setup_time_s",
                                        "eval_time_s", "timestamp", "pid", "time_this_iter_s", "time_total_s",
                                        "time_since_restore", "iterations_since_restore",
-                                       "checkpoint_improved", "resumed_from_epoch"))
+                                       CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, "resumed_from_epoch"))
 
 
 def wall_time_split(t: LiveTrial) -> dict[str, float]:

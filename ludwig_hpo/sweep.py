@@ -468,6 +468,8 @@ class Sweep:
                    param_space: dict | None, paths: SweepPaths):
         from ray import tune
 
+        from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE
+
         mode = self.mode
         return tune.Tuner(
             trainable,
@@ -487,7 +489,7 @@ class Sweep:
                 # PBT keeps all: a trial may clone another's checkpoint after it was superseded.
                 checkpoint_config=tune.CheckpointConfig(
                     num_to_keep=None if self.cfg.hyperopt.scheduler.type == "pbt" else 1,
-                    checkpoint_score_attribute="objective", checkpoint_score_order=mode)),
+                    checkpoint_score_attribute=CHECKPOINT_OBJECTIVE, checkpoint_score_order=mode)),
         )
 
     def _trial_config_text(self, params: dict[str, Any]) -> str:
@@ -500,7 +502,7 @@ class Sweep:
                 paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
         from ludwig_hpo.console import ConsoleSink
         from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
-        from ludwig_hpo.search.algorithms import make_searcher
+        from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE, make_searcher
         from ludwig_hpo.search.schedulers import make_scheduler
         from ludwig_hpo.search.space import decode
         from ludwig_hpo.train.trial import search_trial
@@ -553,7 +555,7 @@ class Sweep:
         for r in grid:
             tid = (r.metrics or {}).get("trial_id")
             if tid and tid not in checkpoints and r.best_checkpoints:
-                best = r.get_best_checkpoint("objective", mode)
+                best = r.get_best_checkpoint(CHECKPOINT_OBJECTIVE, mode)
                 if best is not None:
                     checkpoints[tid] = best.path
         return monitor.records(), checkpoints

@@ -24,6 +24,9 @@ from ludwig_hpo.search.space import encode_value, to_optuna
 OBJECTIVE = "objective"
 #: Epochs, not Tune iterations, measure a trial's progress (a restored trial restarts its iterations).
 TIME_ATTR = "epoch"
+#: Keys of a result that passes a checkpoint: the epoch whose weights its ``model.pt`` holds
+#: (the trial's best so far) and that epoch's objective, what Tune and Train rank checkpoints by.
+CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE = "checkpoint_epoch", "checkpoint_objective"
 
 
 def make_sampler(hp: HyperoptConfig) -> optuna.samplers.BaseSampler:

@@ -203,6 +203,8 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
+    from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE
+
     resources = {"CPU": ctx.cpus_per_worker, **({"GPU": ctx.gpus_per_worker} if ctx.use_gpu else {})}
     trainer = TorchTrainer(
         _worker_entry,
@@ -214,7 +216,7 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
             name=trial_id,  # stable per trial: a restored trial resumes from its checkpoint
             storage_path=ctx.storage_path,
             callbacks=[TuneReportCallback()],
-            checkpoint_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute="objective",
+            checkpoint_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute=CHECKPOINT_OBJECTIVE,
                                                checkpoint_score_order=ctx.mode),
             failure_config=FailureConfig(max_failures=0),
         ),

@@ -157,7 +157,7 @@ def test_train_loop_in_process(repo_root: Path, tmp_path, monkeypatch):
 
     def report(metrics: dict, checkpoint_dir: str | None) -> None:
         # The loop deletes the checkpoint folder after the report: look at it now.
-        if checkpoint_dir is None:  # an epoch worse than an earlier one keeps no weights
+        if checkpoint_dir is None:  # no write at this epoch (the checkpoint budget)
             reports.append({**metrics, "_has_model_pt": False, "_ckpt_epoch": None, "_ckpt_dir": None})
             return
         model_pt = Path(checkpoint_dir) / "model.pt"
@@ -171,15 +171,17 @@ def test_train_loop_in_process(repo_root: Path, tmp_path, monkeypatch):
     metric_key = cfg.hyperopt.metric_key
     assert metric_key == "validation/malignant/roc_auc"
     best = None
+    assert reports[-1]["_has_model_pt"]  # the last epoch always writes
     for r in reports:
         assert r["objective"] == r[metric_key]
         assert 0.0 <= r["objective"] <= 1.0
-        improved = best is None or r["objective"] >= best  # roc_auc: larger is better
-        assert r["_has_model_pt"] == improved  # only an epoch at least as good as the earlier ones is saved
-        if improved:
-            best = r["objective"]
-            assert r["_ckpt_epoch"] == r["epoch"]
+        if best is None or r["objective"] >= best[1]:  # roc_auc: larger is better
+            best = (r["epoch"], r["objective"])
+        if r["_has_model_pt"]:  # model.pt holds the best epoch so far
+            assert r["_ckpt_epoch"] == r["checkpoint_epoch"] == best[0] and r["checkpoint_objective"] == best[1]
             assert not Path(r["_ckpt_dir"]).exists(), "the loop removes its checkpoint folder after the report"
+        else:
+            assert "checkpoint_epoch" not in r
         assert r["world_size"] == 1 and r["global_batch_size"] == r["batch_size"]
         for key in ("train/combined/running_loss", "validation/combined/loss", "validation/malignant/loss",
                     "validation/malignant/accuracy", "train_time_s", "samples_per_s", "batch_size_tuning_s"):

@@ -1,14 +1,25 @@
-"""The training run's checkpoint folder: one ``model.pt`` rewritten in place, loadable after
-every write, removed when the run ends."""
+"""A search trial's checkpoints: the folder (one ``model.pt`` rewritten in place, loadable after
+every write, removed when the run ends), the packed trainer state, and the write budget."""
 
 from __future__ import annotations
 
 import gc
+import math
 import os
+from collections import OrderedDict
 
+import pytest
 import torch
 
-from ludwig_hpo.train.checkpoint import CHECKPOINT_FILE, CheckpointFolder
+from ludwig_hpo.train.checkpoint import (
+    CHECKPOINT_FILE,
+    CheckpointBudget,
+    CheckpointFolder,
+    first_write_estimate,
+    pack,
+    serialized,
+    unpack,
+)
 
 
 def _load(folder: str) -> dict:
@@ -48,3 +59,67 @@ def test_nothing_written_nothing_created():
     f = CheckpointFolder()
     assert f.path is None
     f.close()
+
+
+def _adam_state() -> dict:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(5, 4)).sum().backward()
+    opt.step()
+    return {"epoch": 3, "best_objective": 0.25, "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
+            "weights": OrderedDict(model.state_dict()), "scaler": {}, "cuda_rng": None, "pair": (1, torch.ones(2))}
+
+
+def test_pack_round_trips_through_torch_save_with_every_dtype_and_shape(tmp_path):
+    state = _adam_state()
+    torch.save({"packed": pack(state)}, tmp_path / "s.pt")
+    back = unpack(torch.load(tmp_path / "s.pt", weights_only=False)["packed"])
+    assert back.keys() == state.keys()
+    assert back["epoch"] == 3 and back["best_objective"] == 0.25 and back["cuda_rng"] is None and back["scaler"] == {}
+    assert back["rng"].dtype == torch.uint8 and torch.equal(back["rng"], state["rng"])
+    assert isinstance(back["pair"], tuple) and torch.equal(back["pair"][1], torch.ones(2))
+    for k, v in state["weights"].items():
+        assert back["weights"][k].shape == v.shape and torch.equal(back["weights"][k], v)
+    assert back["optimizer"]["param_groups"] == state["optimizer"]["param_groups"]
+    for i, per_param in state["optimizer"]["state"].items():
+        for k, v in per_param.items():
+            assert torch.equal(back["optimizer"]["state"][i][k], v), (i, k)
+    # an optimizer takes the unpacked state
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    opt.load_state_dict(back["optimizer"])
+    model.load_state_dict(back["weights"])
+
+
+def test_pack_is_a_snapshot():
+    w = torch.zeros(3)
+    packed = pack({"w": w})
+    w += 1
+    assert torch.equal(unpack(packed)["w"], torch.zeros(3))
+
+
+def test_write_takes_serialized_bytes(tmp_path):
+    f = CheckpointFolder()
+    try:
+        obj = {"state_dict": {"w": torch.arange(4.0)}, "epoch": 2}
+        got = _load(f.write(serialized(obj)))
+        assert got["epoch"] == 2 and torch.equal(got["state_dict"]["w"], torch.arange(4.0))
+    finally:
+        f.close()
+
+
+def test_the_budget_allows_a_write_when_what_checkpoints_cost_stays_within_its_share():
+    budget = CheckpointBudget(0.02, first_write_s=0.001)
+    assert not budget.allows(0.049)  # 1 ms would be over 2% of 49 ms of training
+    assert budget.allows(0.050)
+    budget.charge(0.002, wrote=True)  # the write took 2 ms: the next one is expected to take as long
+    assert not budget.allows(0.199) and budget.allows(0.200)
+    budget.charge(0.0001, wrote=False)  # a copy of a better epoch's weights counts too
+    assert not budget.allows(0.2049) and budget.allows(0.2051)
+    assert CheckpointBudget(math.inf).allows(0.0)
+    assert not CheckpointBudget(0.0).allows(1e9)
+
+
+def test_the_first_write_estimate_grows_with_the_weights():
+    assert first_write_estimate(0) == pytest.approx(1e-3)
+    assert first_write_estimate(100_000_000) == pytest.approx(1e-3 + 1.5)  # 3 x 100 MB at 200 MB/s

@@ -72,16 +72,19 @@ def test_all_epochs_is_finished_fewer_is_killed_by_the_scheduler():
     assert sink.events[-2:] == [("ended", "a", "FINISHED"), ("ended", "b", "KILLED")]
 
 
-def test_best_follows_the_goal_and_keeps_the_best_epochs_checkpoint():
-    mon, _ = make_monitor(epochs=3, sign=-1.0)  # maximize
+def test_best_follows_the_goal_and_keeps_the_latest_checkpoint_with_its_best_epoch():
+    mon, _ = make_monitor(epochs=4, sign=-1.0)  # maximize
     t = FakeTrial("m")
     mon.on_trial_start(0, [], t)
-    mon.on_trial_result(0, [], t, result(1, 0.7, checkpoint_path="/c1"))
-    mon.on_trial_result(0, [], t, result(2, 0.9, checkpoint_path="/c2"))
-    mon.on_trial_result(0, [], t, result(3, 0.8, checkpoint_path="/c3"))
+    mon.on_trial_result(0, [], t, result(1, 0.7, checkpoint_path="/c1", checkpoint_epoch=1, checkpoint_objective=0.7))
+    mon.on_trial_result(0, [], t, result(2, 0.9))  # better, kept in memory by the worker
+    mon.on_trial_result(0, [], t, result(3, 0.8, checkpoint_path="/c3", checkpoint_epoch=2, checkpoint_objective=0.9))
     rec = mon.records()[0]
     assert rec.objective_best == 0.9 and rec.objective_last == 0.8
-    assert mon.trials["m"].checkpoint == "/c2"
+    # the epoch-3 checkpoint holds epoch 2's weights
+    assert (mon.trials["m"].checkpoint, mon.trials["m"].checkpoint_epoch) == ("/c3", 2)
+    mon.on_trial_result(0, [], t, result(4, 0.6))  # no checkpoint: the last one stays
+    assert (mon.trials["m"].checkpoint, mon.trials["m"].checkpoint_epoch) == ("/c3", 2)
 
 
 def test_error_is_failed_with_a_one_line_message_even_before_start():

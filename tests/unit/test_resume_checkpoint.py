@@ -7,6 +7,7 @@ optimizer's moments must both be restored), no Ray.
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 from pathlib import Path
 
@@ -64,16 +65,73 @@ def test_continuing_from_a_periodic_checkpoint_equals_an_uninterrupted_run(setup
         torch.testing.assert_close(a, b, msg=k)
 
 
-def test_only_improving_or_periodic_epochs_pass_a_checkpoint(setup, tmp_path):
-    cfg, data = setup
-    reports, saved, _ = _run(cfg, data, Job(checkpoint_every=3), keep=tmp_path)
-    best = None
+def _best_so_far(cfg, reports):
+    """(epoch, objective) of the best epoch up to each report, ties going to the later epoch."""
+    best, out = None, []
     for r in reports:
-        improved = best is None or cfg.goal_sign * r["objective"] <= cfg.goal_sign * best
-        best = r["objective"] if improved else best
-        assert (r["epoch"] in saved) == (improved or r["epoch"] % 3 == 0)
-        if r["epoch"] in saved:
-            assert r["checkpoint_improved"] == int(improved)
+        if best is None or cfg.goal_sign * r["objective"] <= cfg.goal_sign * best[1]:
+            best = (r["epoch"], r["objective"])
+        out.append(best)
+    return out
+
+
+def _weights(folder: Path) -> dict:
+    return torch.load(folder / MODEL_FILE, weights_only=True)
+
+
+def test_without_a_budget_every_epoch_writes_and_model_pt_holds_the_best_epochs_weights(setup, tmp_path):
+    cfg, data = setup
+    reports, saved, _ = _run(cfg, data, Job(checkpoint_budget=math.inf), keep=tmp_path)
+    assert sorted(saved) == list(range(1, EPOCHS + 1))
+    for r, (epoch, objective) in zip(reports, _best_so_far(cfg, reports), strict=True):
+        assert (r["checkpoint_epoch"], r["checkpoint_objective"]) == (epoch, objective)
+        assert _weights(saved[r["epoch"]])["epoch"] == epoch
+    # an epoch's model.pt is the best epoch's: the same tensors as that epoch's own write
+    for r in reports:
+        best_epoch = r["checkpoint_epoch"]
+        for k, v in _weights(saved[r["epoch"]])["state_dict"].items():
+            torch.testing.assert_close(v, _weights(saved[best_epoch])["state_dict"][k], rtol=0, atol=0)
+
+
+def test_a_zero_budget_writes_only_at_the_last_epoch_the_best_epochs_weights(setup, tmp_path):
+    cfg, data = setup
+    every, every_saved, _ = _run(cfg, data, Job(checkpoint_budget=math.inf), keep=tmp_path / "every")
+    reports, saved, _ = _run(cfg, data, Job(checkpoint_budget=0.0), keep=tmp_path / "last")
+    assert sorted(saved) == [EPOCHS] and [("checkpoint_epoch" in r) for r in reports] == [False] * (EPOCHS - 1) + [True]
+    best_epoch = reports[-1]["checkpoint_epoch"]
+    assert best_epoch == every[-1]["checkpoint_epoch"]
+    # kept in memory from its epoch on, written at the last: bit-identical to its own write
+    for k, v in _weights(saved[EPOCHS])["state_dict"].items():
+        torch.testing.assert_close(v, _weights(every_saved[best_epoch])["state_dict"][k], rtol=0, atol=0)
+
+
+def test_periodic_epochs_write_even_without_budget(setup, tmp_path):
+    cfg, data = setup
+    _, saved, _ = _run(cfg, data, Job(checkpoint_every=3, checkpoint_budget=0.0), keep=tmp_path)
+    assert sorted(saved) == [3, EPOCHS]
+
+
+def test_continuing_from_a_checkpoint_after_the_best_epoch_keeps_the_best_weights(setup, tmp_path):
+    """A checkpoint written after the best epoch holds that epoch's weights as ``model.pt`` and
+    its own epoch's in ``trainer_state.pt``: a continued run trains on from its own epoch, and
+    still knows the best epoch's weights and objective."""
+    cfg, data = setup
+    # the MLP's validation loss at a high learning rate gets worse after a few epochs
+    fast = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"learning_rate": 0.2})})
+    whole, saved, model = _run(fast, data, Job(checkpoint_budget=math.inf), keep=tmp_path)
+    later = [r["epoch"] for r in whole[:-1] if r["checkpoint_epoch"] < r["epoch"]]
+    assert later, [(r["epoch"], r["objective"]) for r in whole]
+    at = later[0]
+    rest, rest_saved, resumed = _run(fast, data, Job(checkpoint_budget=math.inf, resume_from=str(saved[at])),
+                                     keep=tmp_path / "rest")
+    assert [r["epoch"] for r in rest] == list(range(at + 1, EPOCHS + 1))
+    for a, b in zip(whole[at:], rest, strict=True):
+        for key in ("objective", "train/combined/running_loss", "checkpoint_epoch", "checkpoint_objective"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), key
+    for (k, a), b in zip(model.state_dict().items(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, msg=k)
+    for k, v in _weights(rest_saved[EPOCHS])["state_dict"].items():
+        torch.testing.assert_close(v, _weights(saved[EPOCHS])["state_dict"][k], rtol=0, atol=0)
 
 
 def test_a_pbt_clone_runs_with_its_own_learning_rate(setup, tmp_path):
@@ -133,3 +191,23 @@ def test_a_clone_of_a_final_epoch_checkpoint_reports_its_scores_once(setup, tmp_
     rest, _, _ = _run(cfg, data, Job(resume_from=str(saved[EPOCHS])))
     assert len(rest) == 1 and rest[0]["epoch"] == EPOCHS and rest[0]["resumed_from_epoch"] == EPOCHS
     assert rest[0]["objective"] == pytest.approx(whole[-1]["objective"], rel=1e-6)
+
+
+def test_a_checkpoint_in_the_earlier_unpacked_format_still_resumes(setup, tmp_path):
+    """``trainer_state.pt`` written as a plain dict without its own weights (the format before
+    the packed one): the run continues from ``model.pt``'s weights."""
+    from ludwig_hpo.train.checkpoint import unpack
+
+    cfg, data = setup
+    whole, saved, _ = _run(cfg, data, Job(checkpoint_every=2), keep=tmp_path)
+    state = unpack(torch.load(saved[2] / STATE_FILE, weights_only=False)["packed"])
+    assert state["weights"] is None or whole[1]["checkpoint_epoch"] != 2
+    if state["weights"] is not None:  # epoch 2 was not the best: the old format had its weights in model.pt
+        torch.save({"state_dict": state["weights"], "epoch": 2}, saved[2] / MODEL_FILE)
+    for key in ("weights", "best_epoch"):
+        state.pop(key)
+    torch.save(state, saved[2] / STATE_FILE)
+    rest, _, _ = _run(cfg, data, Job(checkpoint_every=2, resume_from=str(saved[2])))
+    assert [r["epoch"] for r in rest] == [3, 4]
+    for a, b in zip(whole[2:], rest, strict=True):
+        assert a["objective"] == pytest.approx(b["objective"], rel=1e-6, abs=1e-9)
