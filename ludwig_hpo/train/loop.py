@@ -435,7 +435,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     # allows, at its last epoch, and at PBT's epochs (a clone continues from that epoch).
     folder = CheckpointFolder()  # rank 0 of a search trial: its files, rewritten at each write
     budget = CheckpointBudget(job.checkpoint_budget, first_write_estimate(
-        sum(t.numel() * t.element_size() for t in model.parameters()) * (world if fsdp else 1)))
+        sum(t.numel() * t.element_size() for t in model.parameters())))  # FSDP: DTensors' whole sizes
     best_bytes: bytes | None = None  # model.pt as written last, while the best weights stay the same
     first_periodic = job.checkpoint_first or job.checkpoint_every
     rngs = {e: epoch_rng(seed, e) for e in range(first_epoch, last_epoch + 1)}  # each epoch's row order
