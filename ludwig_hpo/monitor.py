@@ -44,8 +44,10 @@ class LiveTrial:
     error: str | None = None
     error_text: str | None = None
     stopped_by: str | None = None
-    checkpoint: str | None = None  # checkpoint folder of the best epoch (multi-worker trials)
-    checkpoint_epoch: int | None = None  # the epoch of that checkpoint
+    #: the trial's checkpoint folder holding the best weights it reported (its model.pt)
+    checkpoint: str | None = None
+    checkpoint_epoch: int | None = None  # the epoch of those weights
+    checkpoint_objective: float | None = None  # and their objective
     replayed: bool = False  # a resumed sweep replayed its recorded results (it did not train)
     retries: int = 0  # times the trial was run again after failing (executor.max_failures)
     #: the trial's parameters now: differs from ``params`` (the sampled ones) after a PBT mutation
@@ -204,9 +206,13 @@ class SweepMonitor(Callback):
         if not path and result.get("checkpoint_dir_name") and getattr(trial, "path", None):
             path = os.path.join(trial.path, result["checkpoint_dir_name"])
         if path:
-            # its model.pt holds the best epoch's weights so far (Train and Tune keep the
-            # best-scored checkpoint by checkpoint_objective, the latest of equal scores)
-            t.checkpoint, t.checkpoint_epoch = path, int(result.get(CHECKPOINT_EPOCH, result[TIME_ATTR]))
+            # its model.pt holds the trial's best weights so far: taken unless a PBT clone
+            # brought a donor's best that is worse than the trial's own (Train and Tune keep
+            # the best-scored checkpoint by checkpoint_objective, the latest of equal scores)
+            held, ck = t.checkpoint_objective, float(result.get(CHECKPOINT_OBJECTIVE, objective))
+            if held is None or held != held or (ck == ck and self.sign * ck <= self.sign * held):
+                t.checkpoint, t.checkpoint_objective = path, ck
+                t.checkpoint_epoch = int(result.get(CHECKPOINT_EPOCH, result[TIME_ATTR]))
         epoch = int(result[TIME_ATTR])
         while t.history and t.history[-1].epoch >= epoch:  # continued from an earlier checkpoint
             t.history.pop()
@@ -325,7 +331,8 @@ _ONCE_TAGS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size"
 _NOT_METRICS = frozenset(_ONCE_TAGS + (TIME_ATTR, "training_iteration", "batch_size_cache_hit", "setup_time_s",
                                        "eval_time_s", "timestamp", "pid", "time_this_iter_s", "time_total_s",
                                        "time_since_restore", "iterations_since_restore",
-                                       CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, "resumed_from_epoch"))
+                                       CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, "resumed_from_epoch",
+                                       "checkpoint_improved"))  # in journals of earlier versions
 
 
 def wall_time_split(t: LiveTrial) -> dict[str, float]:

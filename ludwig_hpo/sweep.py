@@ -348,7 +348,7 @@ class Sweep:
         import ray
 
         from ludwig_hpo.cluster import local_cluster
-        from ludwig_hpo.search.schedulers import pbt_checkpoints
+        from ludwig_hpo.search.schedulers import pbt_checkpoints, stop_epochs
         from ludwig_hpo.train.cache import start_cache_actor
         from ludwig_hpo.train.pool import start_pools
         from ludwig_hpo.train.trial import TrialContext
@@ -370,7 +370,8 @@ class Sweep:
                                cpus_per_worker=plan.cpus_per_worker, gpus_per_worker=plan.gpus_per_worker,
                                choices=choices, mode=self.mode, batch_cache=start_cache_actor(), pools=pools,
                                replay={tid: e["results"] for tid, e in self.journal.items()},
-                               checkpoints=pbt_checkpoints(self.cfg.hyperopt))
+                               checkpoints=pbt_checkpoints(self.cfg.hyperopt),
+                               stop_epochs=stop_epochs(self.cfg.hyperopt, self.cfg.trainer.epochs))
             records, checkpoints = self._search(ctx, plan, store, parent, paths)
             self._phase(paths, "kfold")
             if "auto" in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
@@ -484,8 +485,9 @@ class Sweep:
             run_config=tune.RunConfig(
                 name=name, storage_path=str(paths.ray.resolve()), verbose=0, callbacks=[callback],
                 failure_config=tune.FailureConfig(max_failures=self.cfg.hyperopt.executor.max_failures),
-                # Trials checkpoint through Tune (1-worker and pooled ones): keep the best
-                # epoch's, and the latest (a restored or retried trial continues from it).
+                # Trials checkpoint through Tune (1-worker and pooled ones): keep the one whose
+                # best weights are best, which is the latest (a restored or retried trial
+                # continues from it).
                 # PBT keeps all: a trial may clone another's checkpoint after it was superseded.
                 checkpoint_config=tune.CheckpointConfig(
                     num_to_keep=None if self.cfg.hyperopt.scheduler.type == "pbt" else 1,
@@ -502,7 +504,7 @@ class Sweep:
                 paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
         from ludwig_hpo.console import ConsoleSink
         from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
-        from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE, make_searcher
+        from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE, OBJECTIVE, make_searcher
         from ludwig_hpo.search.schedulers import make_scheduler
         from ludwig_hpo.search.space import decode
         from ludwig_hpo.train.trial import search_trial
@@ -549,20 +551,25 @@ class Sweep:
         if hp.search_alg.type == "grid" and len(monitor.trials) == n:
             self.console.print(f"search space exhausted: all {n} grid points ran", highlight=False)
         self._final_params = {tid: dict(t.current) for tid, t in monitor.trials.items()}
-        # The best epoch's checkpoint: reported by Train (multi-worker) or kept by Tune (1 worker).
+        # Each trial's checkpoint holding its best weights: reported by Train (fresh multi-worker
+        # trials) or kept by Tune.
         checkpoints = {tid: t.checkpoint for tid, t in monitor.trials.items() if t.checkpoint}
         mode = self.mode
         for r in grid:
             tid = (r.metrics or {}).get("trial_id")
             if tid and tid not in checkpoints and r.best_checkpoints:
-                best = r.get_best_checkpoint(CHECKPOINT_OBJECTIVE, mode)
+                try:
+                    best = r.get_best_checkpoint(CHECKPOINT_OBJECTIVE, mode)
+                except RuntimeError:  # checkpoints of a sweep started before they carried the key
+                    best = r.get_best_checkpoint(OBJECTIVE, mode)
                 if best is not None:
                     checkpoints[tid] = best.path
         return monitor.records(), checkpoints
 
     def _save_best(self, best: TrialRecord, checkpoint: str | None, store, parent: str, paths: SweepPaths,
                    data: PreparedData) -> None:
-        """``best_model/``: the best epoch's weights (``model.pt``), the trial's config and the
+        """``best_model/``: the best trial's best weights (``model.pt`` of its checkpoint; see
+        :meth:`_note_exported_epoch`), the trial's config and the
         preprocessing fitted on the training split (``preprocessing.json``), so the model can be
         rebuilt with :func:`ludwig_hpo.model.build_model` and fed new rows."""
         import yaml
@@ -581,12 +588,27 @@ class Sweep:
             checkpoint = str(kept[-1].parent) if kept else None
         if checkpoint:
             shutil.copy2(Path(checkpoint) / "model.pt", out / "model.pt")
+            self._note_exported_epoch(best, out / "model.pt", store, parent)
         else:
             self.console.print(f"warning: no checkpoint of the best trial {best.trial_id} was found; "
                                f"best_model/ holds its config only", highlight=False)
         store.log_artifact(parent, out, "best_model")
         if checkpoint:
             self._log_best_model(best, out / "model.pt", store, parent, data)
+
+    def _note_exported_epoch(self, best: TrialRecord, weights: Path, store, parent: str) -> None:
+        """Tag the parent run with the epoch whose weights ``best_model/model.pt`` holds
+        (``best_model.epoch``), and say so when it is not the trial's best epoch: a trial that
+        the scheduler stopped, or a sweep's time budget ended, between a better epoch and its
+        next checkpoint exports the best weights it wrote."""
+        import torch
+
+        exported = torch.load(weights, map_location="cpu", weights_only=True).get("epoch")
+        best_epoch = next((h.epoch for h in best.history if h.objective == best.objective_best), None)
+        store.set_tags(parent, {"best_model.epoch": exported})
+        if exported is not None and best_epoch is not None and exported != best_epoch:
+            self.console.print(f"note: best_model/ holds epoch {exported} of trial {best.trial_id}, whose best "
+                               f"epoch {best_epoch} ended before its next checkpoint", highlight=False)
 
     def _log_best_model(self, best: TrialRecord, weights: Path, store, parent: str, data: PreparedData) -> None:
         """The best trial's model as an MLflow PyTorch model (``model/`` of the parent run),

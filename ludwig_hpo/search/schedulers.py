@@ -155,6 +155,33 @@ def pbt_checkpoints(hp: HyperoptConfig) -> tuple[int, int]:
     return math.ceil(max(interval, sch.burn_in_period)), int(interval)
 
 
+def stop_epochs(hp: HyperoptConfig, epochs: int) -> tuple[int, ...]:
+    """The epochs after whose report the scheduler may stop a trial, where a trial writes its
+    best epoch's weights if they changed since its last checkpoint (a stopped trial gets no
+    later write, and ``best_model/`` takes the best trial's last checkpoint).
+
+    ASHA decides at its rungs (``grace_period * reduction_factor**(k + s)`` for each bracket
+    ``s``, as Ray's ``_Bracket`` places them); the median stopping rule at every epoch from its
+    grace period on; HyperBand, and any scheduler counting seconds, at any epoch; FIFO and PBT
+    (whose exploited trials go on) never. ``epochs``: the trial's ``trainer.epochs``.
+    """
+    sch = hp.scheduler
+    if sch.type in ("fifo", "pbt"):
+        return ()
+    every = tuple(range(1, epochs + 1))
+    if not sch.in_epochs or sch.type == "hyperband":
+        return every
+    if sch.type == "median_stopping_rule":
+        return tuple(e for e in every if e >= sch.grace_period)
+    max_t = getattr(sch, "max_t", None) or epochs  # as make_scheduler sets it
+    rungs = set()
+    for s in range(sch.brackets):
+        count = int(math.log(max_t / sch.grace_period) / math.log(sch.reduction_factor) - s + 1)
+        # a trial reaches a rung at the first epoch at or past it
+        rungs.update(math.ceil(sch.grace_period * sch.reduction_factor ** (k + s)) for k in range(count))
+    return tuple(sorted(e for e in rungs if 1 <= e <= epochs))
+
+
 def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
     """The Tune scheduler of ``hyperopt.scheduler``; ``max_t`` defaults to ``epochs`` when
     progress counts epochs. Option names are Ray Tune's (and Ludwig's)."""

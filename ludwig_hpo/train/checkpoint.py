@@ -53,6 +53,8 @@ def pack(obj: Any) -> dict:
             return _Slot(len(tensors) - 1)
         if isinstance(o, dict):
             return {k: strip(v) for k, v in o.items()}
+        if isinstance(o, tuple) and hasattr(o, "_fields"):  # a named tuple
+            return type(o)(*(strip(v) for v in o))
         if isinstance(o, (list, tuple)):
             return type(o)(strip(v) for v in o)
         return o
@@ -63,26 +65,39 @@ def pack(obj: Any) -> dict:
         groups.setdefault(t.dtype, []).append(i)
     layout: list[tuple[int, int, tuple[int, ...]]] = [(0, 0, ())] * len(tensors)
     buffers = []
-    for b, idx in enumerate(groups.values()):
+    for b, (dtype, idx) in enumerate(groups.items()):
+        # one CPU buffer per dtype, each tensor copied into its slice: tensors of one dtype may
+        # sit on different devices (Adam's step counts stay on the CPU beside CUDA moments),
+        # and nothing is allocated on an accelerator
+        buffer = torch.empty(sum(tensors[i].numel() for i in idx), dtype=dtype)
         offset = 0
         for i in idx:
-            layout[i] = (b, offset, tuple(tensors[i].shape))
-            offset += tensors[i].numel()
-        buffers.append(torch.cat([tensors[i].reshape(-1) for i in idx]).cpu())
+            t = tensors[i]
+            layout[i] = (b, offset, tuple(t.shape))
+            buffer[offset: offset + t.numel()].copy_(t.reshape(-1))
+            offset += t.numel()
+        buffers.append(buffer)
     return {"skeleton": pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL), "layout": layout,
             "buffers": buffers}
 
 
 def unpack(packed: dict) -> Any:
-    """The object :func:`pack` packed, its tensors views of the loaded buffers."""
+    """The object :func:`pack` packed, its tensors views of the loaded buffers (each at offset
+    0 of its own storage where torch requires it: see below)."""
     tensors = [packed["buffers"][b][offset: offset + math.prod(shape)].view(shape)
                for b, offset, shape in packed["layout"]]
+    # A uint8 view at a non-zero offset of its storage breaks torch.set_rng_state (the CPU
+    # generator reads its state from the storage offset scaled by the state's size): uint8
+    # tensors (random states, masks) come back as their own copies.
+    tensors = [t.clone() if t.dtype == torch.uint8 else t for t in tensors]
 
     def fill(o):
         if isinstance(o, _Slot):
             return tensors[o]
         if isinstance(o, dict):
             return {k: fill(v) for k, v in o.items()}
+        if isinstance(o, tuple) and hasattr(o, "_fields"):
+            return type(o)(*(fill(v) for v in o))
         if isinstance(o, (list, tuple)):
             return type(o)(fill(v) for v in o)
         return o

@@ -34,7 +34,7 @@ class TrialContext:
         cpus_per_worker: logical CPUs each worker reserves.
         choices: per choice parameter whose categories are lists or config blocks, the
             categories (Optuna samples their index).
-        mode: ``"min"`` or ``"max"``: which checkpoint (by ``objective``) a trial keeps.
+        mode: ``"min"`` or ``"max"``: which checkpoint (by ``checkpoint_objective``) a trial keeps.
         batch_cache: handle of the sweep's batch-size cache actor, or None.
         pools: handle of the sweep's :class:`~ludwig_hpo.train.pool.WorkerPools` actor
             (``pooled`` executor), or None (``fresh``).
@@ -54,10 +54,13 @@ class TrialContext:
     #: a resumed sweep: per trial id, the results of trials that ended before the interruption
     #: (see :mod:`ludwig_hpo.journal`); such a trial reports them again instead of training.
     replay: dict[str, list[dict]] = field(default_factory=dict)
-    #: search trials save a resumable checkpoint at epochs ``first``, ``first + every``, ...
-    #: (PBT's perturbation epochs, see :func:`~ludwig_hpo.search.schedulers.pbt_checkpoints`),
-    #: besides the epochs that improve their objective; ``(0, 0)``: only those.
+    #: search trials write a checkpoint at epochs ``first``, ``first + every``, ... (PBT's
+    #: perturbation epochs, see :func:`~ludwig_hpo.search.schedulers.pbt_checkpoints`), besides
+    #: the ones their checkpoint budget allows and their last; ``(0, 0)``: none besides those.
     checkpoints: tuple[int, int] = (0, 0)
+    #: epochs after which the scheduler may stop a trial: it writes its best weights there if
+    #: they changed since its last checkpoint (:func:`~ludwig_hpo.search.schedulers.stop_epochs`).
+    stop_epochs: tuple[int, ...] = ()
 
 #: Beside a trial's checkpoints: how many times it failed (a retry's seed offset).
 FAILURES_FILE = "failures.txt"
@@ -161,7 +164,7 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
         return
     first, every = ctx.checkpoints
     job = replace(job, seed_offset=_failures(ctx.storage_path, trial_id), checkpoint_first=first,
-                  checkpoint_every=every)
+                  checkpoint_every=every, stop_epochs=ctx.stop_epochs)
     try:
         with resume_point(ctx.storage_path, trial_id) as folder:
             _run(params, replace(job, resume_from=folder), ctx, trial_id)

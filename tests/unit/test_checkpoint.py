@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import math
 import os
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import pytest
 import torch
@@ -123,3 +123,33 @@ def test_the_budget_allows_a_write_when_what_checkpoints_cost_stays_within_its_s
 def test_the_first_write_estimate_grows_with_the_weights():
     assert first_write_estimate(0) == pytest.approx(1e-3)
     assert first_write_estimate(100_000_000) == pytest.approx(1e-3 + 1.5)  # 3 x 100 MB at 200 MB/s
+
+
+def test_a_random_state_packed_after_other_uint8_tensors_still_restores():
+    """torch.set_rng_state needs its state at offset 0 of its storage: a uint8 mask packed
+    before it must not shift it."""
+    state = torch.get_rng_state()
+    back = unpack(pack({"mask": torch.ones(7, dtype=torch.uint8), "rng": state}))
+    torch.set_rng_state(back["rng"])
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+Pair = namedtuple("Pair", "a b")  # at module level: the skeleton is pickled
+
+
+def test_pack_keeps_named_tuples_and_non_contiguous_tensors():
+    t = torch.arange(12.0).reshape(3, 4).t()  # not contiguous
+    back = unpack(pack({"p": Pair(1, t), "empty": torch.zeros(0), "scalar": torch.tensor(2.5)}))
+    assert isinstance(back["p"], Pair) and back["p"].a == 1 and torch.equal(back["p"].b, t)
+    assert back["empty"].shape == (0,) and back["scalar"].item() == 2.5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_pack_takes_tensors_of_one_dtype_on_different_devices():
+    """Adam on a GPU keeps its step counts on the CPU beside CUDA moments (both float32)."""
+    state = {"step": torch.tensor(3.0), "exp_avg": torch.ones(4, device="cuda")}
+    packed = pack(state)
+    assert all(b.device.type == "cpu" for b in packed["buffers"])
+    back = unpack(packed)
+    assert back["step"].item() == 3.0 and torch.equal(back["exp_avg"], torch.ones(4))

@@ -73,7 +73,7 @@ def test_all_epochs_is_finished_fewer_is_killed_by_the_scheduler():
 
 
 def test_best_follows_the_goal_and_keeps_the_latest_checkpoint_with_its_best_epoch():
-    mon, _ = make_monitor(epochs=4, sign=-1.0)  # maximize
+    mon, _ = make_monitor(epochs=6, sign=-1.0)  # maximize
     t = FakeTrial("m")
     mon.on_trial_start(0, [], t)
     mon.on_trial_result(0, [], t, result(1, 0.7, checkpoint_path="/c1", checkpoint_epoch=1, checkpoint_objective=0.7))
@@ -85,6 +85,11 @@ def test_best_follows_the_goal_and_keeps_the_latest_checkpoint_with_its_best_epo
     assert (mon.trials["m"].checkpoint, mon.trials["m"].checkpoint_epoch) == ("/c3", 2)
     mon.on_trial_result(0, [], t, result(4, 0.6))  # no checkpoint: the last one stays
     assert (mon.trials["m"].checkpoint, mon.trials["m"].checkpoint_epoch) == ("/c3", 2)
+    # a PBT clone continues with a donor's best (0.85), worse than the trial's own: not taken
+    mon.on_trial_result(0, [], t, result(5, 0.7, checkpoint_path="/c5", checkpoint_epoch=3, checkpoint_objective=0.85))
+    assert mon.trials["m"].checkpoint == "/c3"
+    mon.on_trial_result(0, [], t, result(6, 0.95, checkpoint_path="/c6", checkpoint_epoch=6, checkpoint_objective=0.95))
+    assert (mon.trials["m"].checkpoint, mon.trials["m"].checkpoint_epoch) == ("/c6", 6)
 
 
 def test_error_is_failed_with_a_one_line_message_even_before_start():

@@ -105,9 +105,25 @@ def test_a_zero_budget_writes_only_at_the_last_epoch_the_best_epochs_weights(set
         torch.testing.assert_close(v, _weights(every_saved[best_epoch])["state_dict"][k], rtol=0, atol=0)
 
 
+def test_a_stop_epoch_writes_when_the_best_changed_since_the_last_write(setup, tmp_path):
+    """Where the scheduler may stop the trial (an ASHA rung), the best weights reach a checkpoint."""
+    cfg, data = setup
+    reports, saved, _ = _run(cfg, data, Job(checkpoint_budget=0.0, stop_epochs=(1, 2, 3)), keep=tmp_path)
+    best = _best_so_far(cfg, reports)
+    expected, last_written = {EPOCHS}, None
+    for e in (1, 2, 3):
+        if best[e - 1][0] != last_written:
+            expected.add(e)
+            last_written = best[e - 1][0]
+    assert set(saved) == expected and 1 in saved
+
+
 def test_periodic_epochs_write_even_without_budget(setup, tmp_path):
     cfg, data = setup
     _, saved, _ = _run(cfg, data, Job(checkpoint_every=3, checkpoint_budget=0.0), keep=tmp_path)
+    assert sorted(saved) == [3, EPOCHS]
+    # under PBT (checkpoint_every) the budget adds no writes: the periodic ones are what a clone needs
+    _, saved, _ = _run(cfg, data, Job(checkpoint_every=3, checkpoint_budget=math.inf), keep=tmp_path / "pbt")
     assert sorted(saved) == [3, EPOCHS]
 
 

@@ -4,6 +4,7 @@ driven directly (no Ray cluster)."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from ludwig_hpo.search.schedulers import (
     make_scheduler,
     pbt_checkpoints,
     pbt_mutations,
+    stop_epochs,
 )
 from ludwig_hpo.search.space import clip_encoded, decode, to_optuna, to_tune
 
@@ -130,6 +132,27 @@ def test_pbt_mutates_only_what_keeps_checkpoints_loadable():
 ])
 def test_pbt_trials_checkpoint_where_pbt_perturbs(options, expected):
     assert pbt_checkpoints(hp(scheduler={"type": "pbt", **options})) == expected
+
+
+@pytest.mark.parametrize("options", [
+    {"grace_period": 1, "reduction_factor": 2},
+    {"grace_period": 2, "reduction_factor": 3, "brackets": 2},
+    {"grace_period": 3, "reduction_factor": 1.5, "max_t": 30},
+])
+def test_trials_checkpoint_at_the_rungs_where_ray_s_asha_decides(options):
+    epochs = 20
+    sch = make_scheduler(hp(scheduler={"type": "asha", **options}), epochs=epochs)
+    milestones = {m for b in sch._brackets for m, _ in b._rungs}  # what Ray's brackets hold
+    assert set(stop_epochs(hp(scheduler={"type": "asha", **options}), epochs)) == {
+        math.ceil(m) for m in milestones if math.ceil(m) <= epochs}
+
+
+def test_other_schedulers_stop_epochs():
+    assert stop_epochs(hp(scheduler={"type": "fifo"}), 5) == ()
+    assert stop_epochs(hp(scheduler={"type": "pbt"}), 5) == ()
+    assert stop_epochs(hp(scheduler={"type": "median_stopping_rule", "grace_period": 3}), 5) == (3, 4, 5)
+    assert stop_epochs(hp(scheduler={"type": "hyperband"}), 3) == (1, 2, 3)
+    assert stop_epochs(hp(scheduler={"type": "asha", "time_attr": "time_total_s", "max_t": 60}), 3) == (1, 2, 3)
 
 
 def test_categories_are_perturbed_as_lists_never_multiplied():
