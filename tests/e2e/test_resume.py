@@ -77,7 +77,7 @@ EPOCHS = 30
 
 
 def _mid_trial(out: Path) -> str | None:
-    """The trial id of a running trial with 6 to EPOCHS - 5 epochs logged, if any (far from
+    """The trial id of a running trial with 10 to EPOCHS - 5 epochs logged, if any (far from
     both ends, so it is mid-way when the kill lands, and past its first checkpoint: a trial
     writes one when it has cost at most 2% of its training time)."""
     try:
@@ -86,7 +86,7 @@ def _mid_trial(out: Path) -> str | None:
         for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'"):
             if r.data.tags.get("phase") == "search":
                 steps = len(client.get_metric_history(r.info.run_id, "objective"))
-                if 6 <= steps <= EPOCHS - 5:
+                if 10 <= steps <= EPOCHS - 5:
                     return r.data.tags["trial_id"]
     except Exception:  # the store is being written; try again
         return None

@@ -121,8 +121,8 @@ def test_the_budget_allows_a_write_when_what_checkpoints_cost_stays_within_its_s
 
 
 def test_the_first_write_estimate_grows_with_the_weights():
-    assert first_write_estimate(0) == pytest.approx(1e-3)
-    assert first_write_estimate(100_000_000) == pytest.approx(1e-3 + 1.5)  # 3 x 100 MB at 200 MB/s
+    assert first_write_estimate(0) == pytest.approx(3e-3)
+    assert first_write_estimate(100_000_000) == pytest.approx(3e-3 + 1.5)  # 3 x 100 MB at 200 MB/s
 
 
 def test_a_random_state_packed_after_other_uint8_tensors_still_restores():
