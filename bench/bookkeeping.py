@@ -11,11 +11,17 @@ per-epoch metric keys a real trial reports) and returns; its actor is reused (th
 holds no Train job), so what is measured is bookkeeping, not process start-up (see
 ``bench/trial_overhead.py`` for that).
 
+The MLflow store runs in a process of its own, as in a sweep
+(:class:`ludwig_hpo.tracking.process.StoreProcess`; ``--in-process-store`` runs it in the driver,
+as before).
+
 Prints the wall seconds per trial of the whole driver (``tuner.fit`` plus results file and
 table), the driver process's CPU seconds per trial, the seconds inside the Optuna searcher
 (suggest + tell) and inside the MLflow sink per trial (on Tune's event loop: queueing its writes and
-waiting for them at the end), the seconds of those writes on the sink's background thread, and the
-driver's peak resident memory.
+waiting for them at the end), the seconds of those writes on the sink's background thread (with
+the store in its own process: the wait for its answers), the driver's peak resident memory; and
+what bounds the wall time on a small machine: the CPU seconds per trial of every process on
+the machine (``/proc/stat``, Linux) and how many trial actor processes Ray started.
 
 Last line: ``driver_s_per_trial=<x> peak_rss_mb=<y>``. Run: ``python bench/bookkeeping.py``
 (``--trials``, ``--concurrency``, ``--profile`` for the driver's cProfile top functions).
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import math
+import os
 import pstats
 import resource
 import tempfile
@@ -110,6 +117,28 @@ class TimedOptunaSearch(OptunaSearch):
             TimedOptunaSearch.seconds += time.perf_counter() - t
 
 
+def machine_busy_s() -> float | None:
+    """CPU seconds all processes of this machine have used since boot (Linux), else None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def trial_actors_started() -> int | None:
+    """How many trial actors (Tune's function trainables) Ray started in this cluster, live or
+    dead; None when its state API does not answer."""
+    try:
+        from ray.util.state import list_actors
+
+        return len(list_actors(filters=[("class_name", "=", "ImplicitFunc")], limit=10_000, raise_on_missing_output=False))
+    except Exception:  # noqa: BLE001 - a figure that explains, not one that is measured
+        return None
+
+
 def cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -121,6 +150,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="max_concurrent_trials (default 4)")
     ap.add_argument("--epochs", type=int, default=3, help="reports per trial (default 3)")
     ap.add_argument("--profile", action="store_true", help="print the driver's top functions by cumulative time")
+    ap.add_argument("--in-process-store", action="store_true",
+                    help="run the MLflow store in the driver's process (the sweep runs it in a process of its own)")
     ap.add_argument("--without-mlflow", action="store_true",
                     help="leave the MLflow sink out (to measure its share of the driver's time)")
     args = ap.parse_args()
@@ -132,12 +163,13 @@ def main() -> None:
     from ludwig_hpo.cluster import local_cluster
     from ludwig_hpo.results_io import write_result
     from ludwig_hpo.tracking import MlflowStore
+    from ludwig_hpo.tracking.process import StoreProcess
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     loaded = load_sweep(ROOT / "sweeps" / "breast_cancer.yaml")
     hp = loaded.config.hyperopt
     out = Path(tempfile.mkdtemp(prefix="hpo-bench-bookkeeping-"))
-    store = MlflowStore(f"sqlite:///{out / 'mlflow.db'}", "bookkeeping")
+    store = (MlflowStore if args.in_process_store else StoreProcess)(f"sqlite:///{out / 'mlflow.db'}", "bookkeeping")
     parent = store.start_run("bookkeeping", params={"trials": args.trials})
     # the sink's time on Tune's event loop (queueing its writes, and waiting for them at the end),
     # and the store's time on the sink's background thread
@@ -162,7 +194,7 @@ def main() -> None:
                                       callbacks=[monitor], failure_config=tune.FailureConfig(max_failures=0)))
         console.print(f"{args.trials} trials, {args.concurrency} at a time, {args.epochs} reports each; "
                       f"output {out}", highlight=False)
-        t0, c0 = time.perf_counter(), cpu_s()
+        t0, c0, m0 = time.perf_counter(), cpu_s(), machine_busy_s()
         if profiler:
             profiler.enable()
         tuner.fit()
@@ -176,7 +208,11 @@ def main() -> None:
         if profiler:
             profiler.disable()
         wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+        machine = None if m0 is None else machine_busy_s() - m0
+        actors = trial_actors_started()
     store.end_run(parent, "FINISHED")
+    if isinstance(store, StoreProcess):
+        store.close()
     n = len(result.trials)
     done = sum(r.status in ("FINISHED", "KILLED") for r in result.trials)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -186,6 +222,9 @@ def main() -> None:
           f"inside OptunaSearch {TimedOptunaSearch.seconds / n:.4f}s per trial; inside the MLflow sink "
           f"{sink.seconds / n:.4f}s per trial (its writes, on a background thread: {writes.seconds / n:.4f}s per "
           f"trial); peak RSS of the driver {peak_mb:.0f} MB")
+    if machine is not None:
+        print(f"every process on this machine: {machine / n:.4f} CPU s per trial ({os.cpu_count()} cores); "
+              f"trial actor processes started: {actors if actors is not None else 'unknown'}")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     print(f"driver_s_per_trial={wall / n:.4f} peak_rss_mb={peak_mb:.0f}")

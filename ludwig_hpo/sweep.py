@@ -207,18 +207,20 @@ class Sweep:
 
     def _open_tracking(self, paths: SweepPaths):
         """The MLflow store: ``tracking.uri``, else ``MLFLOW_TRACKING_URI``, else the embedded
-        SQLite store in the output folder (whose artifacts live beside it)."""
-        from ludwig_hpo.tracking import MlflowStore
+        SQLite store in the output folder (whose artifacts live beside it). It runs in a
+        process of its own (:class:`~ludwig_hpo.tracking.process.StoreProcess`), so its writes
+        do not hold the driver's interpreter while Tune schedules trials."""
+        from ludwig_hpo.tracking.process import StoreProcess
 
         experiment = self.cfg.tracking.experiment or self.cfg.name
         if self.cfg.tracking.uri:
             self.store_origin = "tracking.uri"
-            return MlflowStore(self.cfg.tracking.uri, experiment)
+            return StoreProcess(self.cfg.tracking.uri, experiment)
         if os.environ.get("MLFLOW_TRACKING_URI"):
             self.store_origin = "MLFLOW_TRACKING_URI"
-            return MlflowStore(os.environ["MLFLOW_TRACKING_URI"], experiment)
+            return StoreProcess(os.environ["MLFLOW_TRACKING_URI"], experiment)
         self.store_origin = "embedded"
-        return MlflowStore(paths.tracking_uri, experiment, artifact_location=paths.artifacts)
+        return StoreProcess(paths.tracking_uri, experiment, artifact_location=paths.artifacts)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> SweepResult:
@@ -260,6 +262,7 @@ class Sweep:
         except OSError as e:
             raise DataError(f"cannot create the output folder ({e.strerror or e})", source=str(paths.root),
                             fix="pass a writable folder with --output") from None
+        store = None
         try:
             store = self._open_tracking(paths)
             (paths.root / "sweep.yaml").write_text(self.loaded.text)
@@ -269,6 +272,8 @@ class Sweep:
                                     tracking_uri=store.uri, dataset=str(self.dataset) if self.dataset else None)
             write_state(paths.root, self.state)
         except BaseException:
+            if store is not None:
+                store.close()
             shutil.rmtree(created, ignore_errors=True)  # nothing half-written
             raise
         origin = "" if self.store_origin == "embedded" else f", from {self.store_origin}"
@@ -278,12 +283,16 @@ class Sweep:
         return self._run_tracked(data, plan, store, parent, paths, t0)
 
     def _run_resumed(self, data: PreparedData, plan: ResourcePlan, t0: float) -> SweepResult:
-        from ludwig_hpo.tracking import MlflowStore
+        from ludwig_hpo.tracking.process import StoreProcess
 
         paths = SweepPaths(self.resume_dir)
-        store = MlflowStore(self.resume.tracking_uri, self.cfg.tracking.experiment or self.cfg.name)
+        store = StoreProcess(self.resume.tracking_uri, self.cfg.tracking.experiment or self.cfg.name)
         parent = self.resume.parent_run_id
-        store.reopen_run(parent)
+        try:
+            store.reopen_run(parent)
+        except BaseException:
+            store.close()
+            raise
         self.state = self.resume
         self.console.print(f"resuming the unfinished sweep in {paths.root} (it stopped during its "
                            f"{self.resume.phase} phase)\nmlflow: {store.uri} (parent run {parent})", highlight=False)
@@ -314,7 +323,10 @@ class Sweep:
                                f"resume it with: hpo resume {paths.root}", highlight=False)
             raise
         finally:
-            store.end_run(parent, status)
+            try:
+                store.end_run(parent, status)
+            finally:
+                store.close()
 
     def _start_parent(self, store, paths: SweepPaths) -> str:
         cfg = self.cfg

@@ -10,6 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "sweeps"
 
+# Tests reach no network beyond loopback: MLflow's usage telemetry stays off (it would also
+# start a thread and set a session variable at the first MLflow client, whichever test that is).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
 
 def _has_cuda() -> bool:
     try:

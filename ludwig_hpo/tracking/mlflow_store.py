@@ -51,6 +51,39 @@ def metric_name(name: str) -> str:
     return _METRIC_NAME_OK.sub("_", name)
 
 
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def _tune_sqlite(client) -> None:
+    """Write-ahead logging for the embedded SQLite store (the process that writes the store).
+
+    SQLite's default rollback journal syncs the disk several times per transaction (the
+    journal, the database, the journal's removal): ~1 to 10 ms a write on a shared disk,
+    and the sink writes a few times per trial. With a write-ahead log and
+    ``synchronous=NORMAL`` a commit appends to the log without waiting for the disk; the log
+    is synced when it is folded into the database. A committed write survives the driver
+    being killed (it is in the operating system's cache); only a power loss or an operating
+    system crash can lose the last commits, never corrupt the store. The journal mode is kept
+    by the database file (readers such as ``mlflow ui`` use it too); ``synchronous`` is set
+    on each of the writer's connections. Measured: a trial's six writes take ~25 ms instead
+    of ~37 ms (``bench/bookkeeping.py``'s pattern, ext4). An MLflow version whose client does
+    not expose its SQLAlchemy engine keeps SQLite's defaults."""
+    import sqlalchemy
+
+    engine = getattr(getattr(getattr(client, "_tracking_client", None), "store", None), "engine", None)
+    if engine is None:
+        return
+    if not sqlalchemy.event.contains(engine, "connect", _sqlite_pragmas):
+        sqlalchemy.event.listen(engine, "connect", _sqlite_pragmas)
+        engine.dispose()  # pooled connections opened before the listener get the pragmas too
+
+
 #: Seconds to wait for an MLflow server's health check (MLflow's own client retries for minutes).
 SERVER_CHECK_TIMEOUT_S = 10.0
 
@@ -113,6 +146,8 @@ class MlflowStore:
         self.uri = uri
         try:
             self.client = MlflowClient(tracking_uri=uri)
+            if uri.startswith("sqlite:///"):
+                _tune_sqlite(self.client)
             exp = self.client.get_experiment_by_name(experiment)
             if exp is not None and exp.lifecycle_stage == "deleted":
                 raise TrackingError(f"experiment {experiment!r} is deleted in this store", source=uri,
@@ -264,6 +299,23 @@ class MlflowStore:
             self.client.log_artifacts(run_id, str(path), artifact_path)
         else:
             self.client.log_artifact(run_id, str(path), artifact_path)
+
+    def register_model_version(self, name: str, run_id: str, artifact_path: str) -> str:
+        """Register the model logged as ``artifact_path`` of ``run_id`` as a new version of
+        registered model ``name`` (created when missing); returns the version number.
+
+        Raises:
+            mlflow.exceptions.MlflowException: the store refused the registration.
+        """
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.create_registered_model(name)
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        source = f"{self.client.get_run(run_id).info.artifact_uri.rstrip('/')}/{artifact_path}"
+        return str(self.client.create_model_version(name, source, run_id=run_id).version)
 
     def log_text(self, run_id: str, text: str, file_name: str) -> None:
         """Write ``text`` as an artifact file of the run."""

@@ -71,17 +71,7 @@ def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.Da
                                       pip_requirements=_requirements(), serialization_format="pickle")
         finally:
             log.setLevel(level)
-        store.client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+        store.log_artifact(run_id, path, MODEL_ARTIFACT)
     uri = f"runs:/{run_id}/{MODEL_ARTIFACT}"
-    version = None
-    if register_as:
-        from mlflow.exceptions import MlflowException
-
-        try:
-            store.client.create_registered_model(register_as)
-        except MlflowException as e:
-            if e.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-        source = f"{store.client.get_run(run_id).info.artifact_uri.rstrip('/')}/{MODEL_ARTIFACT}"
-        version = str(store.client.create_model_version(register_as, source, run_id=run_id).version)
+    version = store.register_model_version(register_as, run_id, MODEL_ARTIFACT) if register_as else None
     return LoggedModel(uri, version)

@@ -36,3 +36,37 @@ def test_log_batch_splits_beyond_the_parameter_limit(store):
     store.log_batch(run, params=params, tags={}, metrics={"m": 1.0}, step=2)
     data = store.client.get_run(run).data
     assert len(data.params) == 150 and data.metrics == {"m": 1.0}
+
+
+def test_the_embedded_store_uses_a_write_ahead_log_without_syncing_each_commit(store):
+    import sqlalchemy
+
+    engine = store.client._tracking_client.store.engine
+    with engine.connect() as conn:
+        assert conn.execute(sqlalchemy.text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(sqlalchemy.text("PRAGMA synchronous")).scalar() == 1  # NORMAL
+
+
+@pytest.mark.timeout(120)
+def test_a_committed_write_survives_the_driver_killed_right_after(tmp_path):
+    """Commits are not synced to the disk one by one, but a killed process loses none: the
+    write-ahead log is in the operating system's cache, and the next reader recovers it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = (f"import os, signal\nfrom ludwig_hpo.tracking import MlflowStore\n"
+            f"s = MlflowStore({uri!r}, 'unit')\nr = s.start_run('t', tags={{'trial_id': 'a'}})\n"
+            f"s.log_steps(r, params={{'lr': 0.1}}, tags={{'status': 'FINISHED'}}, metrics=[('loss', 0.5, 3, 0)])\n"
+            f"s.end_run(r, 'FINISHED')\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert os.path.getsize(tmp_path / "mlflow.db-wal") > 0  # not folded into the database: only in the log
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("unit").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.params == {"lr": "0.1"}
+    assert run.data.tags["status"] == "FINISHED" and run.data.metrics == {"loss": 0.5}

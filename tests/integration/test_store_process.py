@@ -1,0 +1,93 @@
+"""The MLflow store in its own process: calls keep their order and results, errors come back
+as the store's own, and the process ends with the driver's close, its death is an error and
+not a hang. Real MLflow (an SQLite file), no Ray."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from ludwig_hpo.errors import TrackingError
+from ludwig_hpo.tracking.process import StoreProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = StoreProcess(f"sqlite:///{tmp_path / 'mlflow.db'}", "unit", artifact_location=tmp_path / "art")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One store process for the tests that leave it working."""
+    folder = tmp_path_factory.mktemp("shared")
+    s = StoreProcess(f"sqlite:///{folder / 'mlflow.db'}", "unit", artifact_location=folder / "art")
+    yield s
+    s.close()
+
+
+def test_calls_are_written_in_order_and_answered(store, tmp_path):
+    parent = store.start_run("sweep", params={"seed": 7})
+    child = store.start_run("trial_1", parent_id=parent, tags={"trial_id": "a"})
+    for step in (1, 2, 3):
+        store.log_steps(child, params={"lr": 0.1} if step == 1 else {}, tags={"batch_size": 32},
+                        metrics=[("objective", 1.0 / step, step, 0), ("nan_skipped", float("nan"), step, 0)])
+    assert store.last_step(child) == 3
+    assert store.children_by_tag(parent, "trial_id") == {"a": child}
+    store.end_run(child, "FINISHED")
+    store.close()
+
+    client = MlflowClient(tracking_uri=store.uri)  # what a user reads afterwards
+    run = client.get_run(child)
+    assert run.info.status == "FINISHED"
+    assert run.data.params == {"lr": "0.1"}
+    assert run.data.tags["mlflow.parentRunId"] == parent
+    assert [m.value for m in client.get_metric_history(child, "objective")] == [1.0, 0.5, 1.0 / 3]
+    assert "nan_skipped" not in run.data.metrics
+
+
+def test_a_failed_call_raises_the_stores_error_and_the_next_call_works(shared):
+    with pytest.raises(MlflowException, match="not found"):
+        shared.end_run("no-such-run", "FINISHED")
+    run = shared.start_run("after")
+    assert isinstance(run, str) and len(run) == 32
+
+
+def test_an_interrupted_wait_does_not_shift_later_answers(shared):
+    run = shared.start_run("r")
+    shared.log_steps(run, params={}, tags={}, metrics=[("objective", 1.0, 4, 0)])
+    # a caller stopped (Ctrl-C) after its call was sent, before its answer was read
+    shared._conn.send(("last_step", (run,), {}))
+    shared._unanswered += 1
+    assert shared.start_run("next") != 4  # its own answer, a run id
+    assert shared.last_step(run) == 4
+
+
+def test_a_store_that_cannot_be_opened_is_one_line_error(tmp_path):
+    with pytest.raises(TrackingError, match="folder of the SQLite store does not exist") as e:
+        StoreProcess(f"sqlite:///{tmp_path / 'missing' / 'mlflow.db'}", "unit")
+    assert e.value.key == "tracking.uri"
+
+
+def test_a_dead_store_process_is_an_error_not_a_hang(store):
+    store.start_run("r")
+    store._proc.kill()
+    store._proc.join()
+    with pytest.raises(TrackingError, match="process ended"):
+        store.start_run("r2")
+
+
+def test_close_ends_the_process_after_the_calls_before_it(store):
+    run = store.start_run("r")
+    store.close()
+    assert store._proc.exitcode == 0
+    assert MlflowClient(tracking_uri=store.uri).get_run(run).info.status == "RUNNING"
+
+
+def test_unknown_methods_are_attribute_errors(shared):
+    with pytest.raises(AttributeError):
+        shared.drop_everything  # noqa: B018
