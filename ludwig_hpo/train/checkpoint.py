@@ -3,13 +3,14 @@
 :class:`CheckpointBudget` decides at which epochs; :func:`pack` makes the trainer state cheap
 to save; :class:`CheckpointFolder` is the folder the files are written into before they are
 reported: one folder per run, whose files (``model.pt``, ``trainer_state.pt``) are rewritten
-in place at every write. Creating and removing a file and a folder per epoch cost ~1 ms on a
-file system that frees blocks eagerly (ext4 with online discard), more than an epoch of a
-small model takes.
+in place at every write, and which the process's next run reuses. Creating and removing a file
+and a folder cost ~1 ms on a file system that frees blocks eagerly (ext4 with online discard),
+more than an epoch of a small model takes.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import math
 import os
@@ -140,6 +141,50 @@ class CheckpointBudget:
             self.write_s = seconds
 
 
+class WeightsCopy:
+    """A CPU copy of a module's weights (a search trial's best epoch's, kept for the
+    checkpoints written until a better epoch), refreshed in place. Rank 0 of the trial.
+
+    The first :meth:`refresh` allocates the copy and notes the module's own tensors (its state
+    dict: views of the parameters and buffers, which optimizers, ``load_state_dict`` and
+    batch-norm statistics update in place); later refreshes copy them into the same CPU
+    tensors with one ``torch._foreach_copy_`` (~3 us for the 2,000-parameter MLP of
+    ``sweeps/breast_cancer.yaml``, against ~40 us for a new state dict and a copy per tensor).
+    A module whose tensors are replaced after the first refresh (not in place) must not be
+    refreshed through the same object.
+
+    Args:
+        weights: ``{name: tensor}`` to start from (a resumed trial's best weights), or None.
+    """
+
+    def __init__(self, weights: dict[str, torch.Tensor] | None = None) -> None:
+        self.weights = weights
+        self._sources: list[torch.Tensor] | None = None
+        self._targets: list[torch.Tensor] = []
+
+    def refresh(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """Copy ``module``'s weights now into :attr:`weights` (CPU) and return it."""
+        if self._sources is None:
+            state = module.state_dict()
+            if self.weights is None or list(self.weights) != list(state) or any(
+                    self.weights[k].shape != v.shape or self.weights[k].dtype != v.dtype or self.weights[k].is_cuda
+                    for k, v in state.items()):
+                self.weights = {k: torch.empty_like(v, device="cpu") for k, v in state.items()}
+            self._sources = [v.detach() for v in state.values()]
+            self._targets = [self.weights[k] for k in state]
+        if all(t.device.type == "cpu" for t in self._sources):
+            torch._foreach_copy_(self._targets, self._sources)
+        else:  # a device-to-host copy per tensor
+            for target, source in zip(self._targets, self._sources, strict=True):
+                target.copy_(source)
+        return self.weights
+
+    def set(self, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Hold ``weights`` (already a copy, e.g. FSDP's gathered state dict) as they are."""
+        self.weights, self._sources = weights, None
+        return weights
+
+
 def first_write_estimate(weight_bytes: int) -> float:
     """Expected seconds of a run's first checkpoint write, for a model of ``weight_bytes``
     bytes of weights (written with two optimizer moments' worth of state)."""
@@ -153,18 +198,47 @@ def serialized(obj: Any) -> bytes:
     return buf.getvalue()
 
 
+#: Folders of runs that ended in this process, for the next runs (removed when it exits).
+_FREE_FOLDERS: list[str] = []
+_ALL_FOLDERS: list[str] = []
+
+
+def _remove_folders() -> None:
+    for path in _ALL_FOLDERS:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(_remove_folders)
+
+
+def _release(path: str) -> None:
+    _FREE_FOLDERS.append(path)
+
+
 class CheckpointFolder:
-    """A temporary folder holding a checkpoint's files, removed by :meth:`close` (or when the
-    object is garbage-collected, e.g. after the run raised). Runs on the rank that saves.
+    """A temporary folder holding a checkpoint's files. Runs on the rank that saves.
 
     Between two :meth:`write` calls the reporter must have persisted (copied) the folder:
-    each write replaces the file's content.
+    each write replaces the file's content. When the run ends (:meth:`close`, or the object
+    is garbage-collected after the run raised) the folder goes back to the process, whose next
+    run writes into it again; the process removes its folders when it exits. A worker that runs
+    trial after trial (a warm worker group) so creates its folder and files once.
     """
 
     def __init__(self, prefix: str = "hpo-ckpt-") -> None:
         self._prefix = prefix
         self.path: str | None = None
         self._finalizer: weakref.finalize | None = None
+
+    def _open(self) -> str:
+        if _FREE_FOLDERS:
+            self.path = _FREE_FOLDERS.pop()
+            os.makedirs(self.path, exist_ok=True)  # a reporter may have moved it away
+        else:
+            self.path = tempfile.mkdtemp(prefix=self._prefix)
+            _ALL_FOLDERS.append(self.path)
+        self._finalizer = weakref.finalize(self, _release, self.path)
+        return self.path
 
     def write(self, obj: Any, name: str = CHECKPOINT_FILE) -> str:
         """``torch.save(obj)`` into ``<folder>/<name>`` (``model.pt`` by default), or ``obj``
@@ -178,8 +252,7 @@ class CheckpointFolder:
             OSError: the folder or file cannot be written.
         """
         if self.path is None:
-            self.path = tempfile.mkdtemp(prefix=self._prefix)
-            self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+            self._open()
         else:
             os.makedirs(self.path, exist_ok=True)  # a reporter may have moved it away
         data = memoryview(obj if isinstance(obj, bytes) else serialized(obj))
@@ -194,6 +267,6 @@ class CheckpointFolder:
         return self.path
 
     def close(self) -> None:
-        """Remove the folder (nothing happens if nothing was written)."""
+        """End the run's use of the folder (nothing happens if nothing was written)."""
         if self._finalizer is not None:
             self._finalizer()

@@ -30,6 +30,7 @@ from ludwig_hpo.train.checkpoint import (
     CHECKPOINT_FILE,
     CheckpointBudget,
     CheckpointFolder,
+    WeightsCopy,
     first_write_estimate,
     pack,
     serialized,
@@ -211,16 +212,17 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
     return out_metrics
 
 
-def _best_weights(model: torch.nn.Module, inner: torch.nn.Module, *, fsdp: bool, rank: int) -> dict | None:
-    """A copy of the whole model's weights on the CPU (the best epoch's, kept until a better
-    epoch, for every checkpoint written meanwhile), on rank 0; None on other ranks. A collective
-    for FSDP: every rank calls it. ~0.03 ms for the 2,000-parameter MLP of
-    ``sweeps/breast_cancer.yaml`` (~0.09 ms right after training steps); a device-to-host copy on a GPU."""
-    weights = full_state_dict(model) if fsdp else None
-    if rank != 0:
-        return None
-    # copies the next training steps cannot change
-    return {k: v.detach().to("cpu", copy=True) for k, v in (weights if fsdp else inner.state_dict()).items()}
+def _best_weights(model: torch.nn.Module, inner: torch.nn.Module, best: WeightsCopy, *, fsdp: bool,
+                  rank: int) -> dict | None:
+    """The whole model's weights now, copied to the CPU into ``best`` (the best epoch's, kept
+    until a better epoch, for every checkpoint written meanwhile), on rank 0; None on other
+    ranks. A collective for FSDP (every rank calls it), which gathers a new copy; otherwise an
+    in-place copy into the same CPU tensors (:class:`~ludwig_hpo.train.checkpoint.WeightsCopy`);
+    a device-to-host copy on a GPU."""
+    if fsdp:
+        weights = full_state_dict(model)
+        return best.set({k: v.detach().to("cpu", copy=True) for k, v in weights.items()}) if rank == 0 else None
+    return best.refresh(inner) if rank == 0 else None
 
 
 def _trainer_state(model: torch.nn.Module, inner: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -431,6 +433,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     # trainer_state.pt what continuing from this epoch needs) while the checkpoint budget
     # allows, at its last epoch, and at PBT's epochs (a clone continues from that epoch).
     folder = CheckpointFolder()  # rank 0 of a search trial: its files, rewritten at each write
+    best_copy = WeightsCopy(best_weights)  # rank 0: the CPU tensors the best weights are copied into
     budget = CheckpointBudget(job.checkpoint_budget, first_write_estimate(
         sum(t.numel() * t.element_size() for t in model.parameters())))  # FSDP: DTensors' whole sizes
     best_bytes: bytes | None = None  # model.pt as written last, while the best weights stay the same
@@ -516,7 +519,7 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             if best_objective is None or (objective == objective and (
                     best_objective != best_objective or cfg.goal_sign * objective <= cfg.goal_sign * best_objective)):
                 best_objective, best_epoch = objective, epoch
-                best_weights, best_bytes = _best_weights(model, inner, fsdp=fsdp, rank=rank), None
+                best_weights, best_bytes = _best_weights(model, inner, best_copy, fsdp=fsdp, rank=rank), None
             periodic = job.checkpoint_every > 0 and epoch >= first_periodic and (
                 epoch - first_periodic) % job.checkpoint_every == 0
             write = (periodic or epoch == last_epoch or (epoch in job.stop_epochs and best_epoch != written_best)

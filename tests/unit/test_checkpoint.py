@@ -1,11 +1,14 @@
 """A search trial's checkpoints: the folder (one ``model.pt`` rewritten in place, loadable after
-every write, removed when the run ends), the packed trainer state, and the write budget."""
+every write, reused by the process's next run, removed when the process exits), the copy of the
+best weights, the packed trainer state, and the write budget."""
 
 from __future__ import annotations
 
 import gc
 import math
 import os
+import subprocess
+import sys
 from collections import OrderedDict, namedtuple
 
 import pytest
@@ -15,6 +18,7 @@ from ludwig_hpo.train.checkpoint import (
     CHECKPOINT_FILE,
     CheckpointBudget,
     CheckpointFolder,
+    WeightsCopy,
     first_write_estimate,
     pack,
     serialized,
@@ -26,7 +30,7 @@ def _load(folder: str) -> dict:
     return torch.load(os.path.join(folder, CHECKPOINT_FILE), weights_only=True)
 
 
-def test_each_write_replaces_the_file_and_close_removes_the_folder():
+def test_each_write_replaces_the_file_and_the_next_run_reuses_the_folder():
     f = CheckpointFolder()
     big = f.write({"state_dict": {"w": torch.arange(100.0)}, "epoch": 1})
     assert _load(big)["epoch"] == 1
@@ -37,11 +41,17 @@ def test_each_write_replaces_the_file_and_close_removes_the_folder():
     assert got["epoch"] == 2 and torch.equal(got["state_dict"]["w"], torch.ones(3))
     assert os.path.getsize(os.path.join(small, CHECKPOINT_FILE)) < first_size  # no stale tail
     f.close()
-    assert not os.path.exists(small)
     f.close()  # twice is harmless
+    g, h = CheckpointFolder(), CheckpointFolder()
+    try:
+        assert g.write({"epoch": 1}) == big  # the ended run's folder
+        assert h.write({"epoch": 1}) != big  # a run beside it gets its own
+    finally:
+        g.close()
+        h.close()
 
 
-def test_the_folder_comes_back_if_the_reporter_moved_it_and_goes_when_dropped():
+def test_the_folder_comes_back_if_the_reporter_moved_it_and_goes_back_when_dropped():
     f = CheckpointFolder()
     path = f.write({"epoch": 1})
     os.rename(path, path + "-moved")
@@ -50,9 +60,48 @@ def test_the_folder_comes_back_if_the_reporter_moved_it_and_goes_when_dropped():
     finally:
         os.remove(os.path.join(path + "-moved", CHECKPOINT_FILE))
         os.rmdir(path + "-moved")
-    del f
+    del f  # a run that raised
     gc.collect()
-    assert not os.path.exists(path)
+    g = CheckpointFolder()
+    try:
+        assert g.write({"epoch": 1}) == path
+    finally:
+        g.close()
+
+
+def test_the_process_removes_its_folders_when_it_exits():
+    code = ("from ludwig_hpo.train.checkpoint import CheckpointFolder\n"
+            "a, b = CheckpointFolder(), CheckpointFolder()\n"
+            "print(a.write({'epoch': 1})); print(b.write({'epoch': 1})); a.close()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    paths = out.stdout.split()
+    assert len(paths) == 2 and not any(os.path.exists(p) for p in paths)
+
+
+def test_weights_copy_is_refreshed_in_place_and_is_a_snapshot():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    copy = WeightsCopy()
+    first = copy.refresh(model)
+    tensors = {k: v for k, v in first.items()}
+    assert first.keys() == model.state_dict().keys()
+    with torch.no_grad():
+        model[0].weight += 1  # a training step: in place
+    model(torch.randn(8, 4))  # batch-norm statistics: in place
+    assert not torch.equal(first["0.weight"], model[0].weight)  # a snapshot
+    second = copy.refresh(model)
+    for k, v in model.state_dict().items():
+        assert second[k] is tensors[k] and torch.equal(second[k], v), k  # the same tensors, new values
+
+
+def test_weights_copy_starts_from_resumed_weights_or_replaces_ones_that_do_not_fit():
+    model = torch.nn.Linear(4, 3)
+    resumed = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
+    copy = WeightsCopy(resumed)
+    assert copy.weights is resumed
+    got = copy.refresh(model)
+    assert got["weight"] is resumed["weight"] and torch.equal(got["weight"], model.weight)
+    other = WeightsCopy({"weight": torch.zeros(2, 2)})  # another model's
+    assert torch.equal(other.refresh(model)["bias"], model.bias)
 
 
 def test_nothing_written_nothing_created():
