@@ -9,16 +9,25 @@ pickled through a pipe and the caller waits for its answer, which releases the l
 store's work runs on another core. Calls keep their order (one pipe, one store), so the
 child is the store's only writer, as the driver is without it.
 
-The child ignores Ctrl-C (the driver marks the runs KILLED after it) and ends when :meth:`StoreProcess.close` is called, when the driver exits, or when
-its pipe closes (the driver was killed).
+The child ignores Ctrl-C and SIGTERM, which reach the whole process group (``timeout``, a
+terminal, a batch scheduler): the driver marks the runs KILLED after them. It ends when
+:meth:`StoreProcess.close` is called, when the driver exits, or when its pipe closes (the
+driver was killed).
+
+Each call carries a number that its answer repeats: a caller interrupted while it waited
+(Ctrl-C) leaves an answer in the pipe, which the next call skips instead of taking it as its own.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
+import pickle
 import threading
+import time
 import traceback
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
@@ -29,44 +38,66 @@ CLOSE_TIMEOUT_S = 30.0
 
 
 def _serve(conn, uri: str, experiment: str, artifact_location: Path | None) -> None:
-    """The child's loop: build the store, then answer ``(method, args, kwargs)`` calls with
-    ``("ok", result)`` or ``("error", exception, traceback text)`` until ``None`` or EOF."""
+    """The child's loop: build the store, then answer ``(number, method, args, kwargs)`` calls
+    with ``(number, "ok", result)`` or ``(number, "error", exception, traceback text)`` until a
+    call without a method (answered, then the loop ends) or the pipe's end."""
     import signal
 
     from ludwig_hpo.tracking.mlflow_store import MlflowStore
 
-    # Ctrl-C reaches the whole process group: the driver decides what is written after it
-    # (the runs marked KILLED), so the store must outlive it
+    # Ctrl-C and SIGTERM reach the whole process group: the driver decides what is written
+    # after them (the runs marked KILLED), so the store must outlive them
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         store = MlflowStore(uri, experiment, artifact_location)
     except BaseException as e:  # noqa: BLE001 - sent to the driver, which raises it
-        _send_error(conn, e)
+        _reply(conn, 0, error=e)
         return
-    conn.send(("ok", (store.uri, store.experiment_id)))
+    if not _reply(conn, 0, result=(store.uri, store.experiment_id)):
+        return
     while True:
         try:
-            call = conn.recv()
+            number, name, args, kwargs = conn.recv()
         except (EOFError, OSError):  # the driver is gone
             return
-        if call is None:
-            conn.send(("ok", None))
+        if name is None:
+            _reply(conn, number, result=None)
             return
-        name, args, kwargs = call
         try:
             result = getattr(store, name)(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001
-            _send_error(conn, e)
+            if not _reply(conn, number, error=e):
+                return
             continue
-        conn.send(("ok", result))
+        if not _reply(conn, number, result=result):
+            return
 
 
-def _send_error(conn, error: BaseException) -> None:
-    text = "".join(traceback.format_exception(error))
+def _reply(conn, number: int, *, result: Any = None, error: BaseException | None = None) -> bool:
+    """Send an answer; an error the driver could not rebuild (it does not pickle, or its
+    class's constructor refuses its own ``args``) goes as a :class:`TrackingError` of its
+    type and message. Returns False when the driver is gone."""
+    data = None
+    if error is None:
+        try:
+            data = ForkingPickler.dumps((number, "ok", result))
+        except Exception as e:  # noqa: BLE001 - the result does not pickle
+            error = TrackingError(f"an answer of the MLflow store does not pickle: {type(e).__name__}: {e}")
+    if data is None:
+        text = "".join(traceback.format_exception(error))
+        try:
+            data = ForkingPickler.dumps((number, "error", error, text))
+            pickle.loads(data)  # what the driver will do with it
+        except Exception:  # noqa: BLE001
+            message = (str(error).splitlines() or [""])[0][:300]
+            data = ForkingPickler.dumps((number, "error", TrackingError(
+                f"the MLflow store failed: {type(error).__name__}: {message}"), text))
     try:
-        conn.send(("error", error, text))
-    except Exception:  # noqa: BLE001 - an exception that does not pickle
-        conn.send(("error", TrackingError(f"{type(error).__name__}: {error}"), text))
+        conn.send_bytes(data)
+    except OSError:
+        return False
+    return True
 
 
 class StoreProcess:
@@ -92,44 +123,60 @@ class StoreProcess:
         self._proc.start()
         child.close()
         self._lock = threading.Lock()
-        self._unanswered = 1  # the store's construction
+        self._number = 0  # of the last call; the store's construction is 0
+        self._broken = False  # a wait interrupted inside an answer: the pipe is out of step
         try:
-            self.uri, self.experiment_id = self._answer()
+            self.uri, self.experiment_id = self._answer(0)
         except BaseException:
             self._conn.close()  # the child ends at its pipe's end
             self._proc.join(CLOSE_TIMEOUT_S)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join()
             raise
+        # before multiprocessing's own exit handler, which would wait for a child that ignores SIGTERM
+        atexit.register(self.close)
 
     def _ended(self) -> TrackingError:
         return TrackingError(f"the MLflow store's process ended (exit code {self._proc.exitcode})",
                              fix="run again with --debug to see why")
 
-    def _answer(self) -> Any:
-        """The next answer: the result of the oldest call not yet answered, or its error raised."""
-        try:
-            reply = self._conn.recv()
-        except (EOFError, OSError):
-            self._unanswered = 0
-            raise self._ended() from None
-        self._unanswered -= 1
-        if reply[0] == "ok":
-            return reply[1]
-        error, text = reply[1], reply[2]
+    def _answer(self, number: int) -> Any:
+        """The answer to call ``number`` (answers to earlier calls, whose callers were
+        interrupted, are skipped): its result, or its error raised."""
+        while True:
+            self._conn.poll(None)  # an interruption while waiting leaves the pipe in step
+            try:
+                data = self._conn.recv_bytes()
+            except (EOFError, OSError):
+                raise self._ended() from None
+            except BaseException:
+                self._broken = True
+                raise
+            try:
+                reply = pickle.loads(data)
+            except Exception as e:  # noqa: BLE001 - a class this process cannot rebuild
+                raise TrackingError(f"an answer of the MLflow store cannot be read: {type(e).__name__}: {e}") from None
+            if reply[0] == number:
+                break
+        if reply[1] == "ok":
+            return reply[2]
+        error, text = reply[2], reply[3]
         if hasattr(error, "add_note"):  # Python >= 3.11: shown with --debug
             error.add_note(f"in the MLflow store's process:\n{text}")
         raise error
 
     def _call(self, name: str, *args, **kwargs) -> Any:
         with self._lock:
-            while self._unanswered:  # a caller interrupted (Ctrl-C) while it waited
-                with contextlib.suppress(Exception):
-                    self._answer()
+            if self._broken:
+                raise TrackingError("the MLflow store's answers are out of step after an interruption",
+                                    fix="resume the sweep (hpo resume)")
+            self._number += 1
             try:
-                self._conn.send((name, args, kwargs))
+                self._conn.send((self._number, name, args, kwargs))
             except OSError:
                 raise self._ended() from None
-            self._unanswered += 1
-            return self._answer()
+            return self._answer(self._number)
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name not in self._methods:
@@ -137,12 +184,22 @@ class StoreProcess:
         return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
     def close(self) -> None:
-        """End the child after the calls made so far (waits up to :data:`CLOSE_TIMEOUT_S`)."""
-        if self._proc.is_alive():
-            with self._lock, contextlib.suppress(OSError):
-                self._conn.send(None)  # the child answers it after the calls before it
-        self._proc.join(CLOSE_TIMEOUT_S)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join()
-        self._conn.close()
+        """End the child after the calls made so far (waits up to :data:`CLOSE_TIMEOUT_S`);
+        answers nobody waits for any more are read and dropped. Safe to call twice."""
+        atexit.unregister(self.close)
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        try:
+            if self._proc.is_alive() and not self._conn.closed:
+                with self._lock, contextlib.suppress(OSError, EOFError):
+                    if not self._broken:
+                        self._number += 1
+                        self._conn.send((self._number, None, (), {}))
+                        # until the child's end: a large unread answer would block its last send
+                        while self._conn.poll(max(0.0, deadline - time.monotonic())):
+                            self._conn.recv_bytes()
+        finally:
+            self._conn.close()  # the child ends at its pipe's end, if it is still waiting
+            self._proc.join(max(0.0, deadline - time.monotonic()))
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join()

@@ -3,14 +3,13 @@
 :class:`CheckpointBudget` decides at which epochs; :func:`pack` makes the trainer state cheap
 to save; :class:`CheckpointFolder` is the folder the files are written into before they are
 reported: one folder per run, whose files (``model.pt``, ``trainer_state.pt``) are rewritten
-in place at every write, and which the process's next run reuses. Creating and removing a file
-and a folder cost ~1 ms on a file system that frees blocks eagerly (ext4 with online discard),
-more than an epoch of a small model takes.
+in place at every write and removed when the run ends. Creating and removing a file and a
+folder per epoch cost ~1 ms on a file system that frees blocks eagerly (ext4 with online
+discard), more than an epoch of a small model takes; once per run it is nothing.
 """
 
 from __future__ import annotations
 
-import atexit
 import io
 import math
 import os
@@ -198,31 +197,15 @@ def serialized(obj: Any) -> bytes:
     return buf.getvalue()
 
 
-#: Folders of runs that ended in this process, for the next runs (removed when it exits).
-_FREE_FOLDERS: list[str] = []
-_ALL_FOLDERS: list[str] = []
-
-
-def _remove_folders() -> None:
-    for path in _ALL_FOLDERS:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-atexit.register(_remove_folders)
-
-
-def _release(path: str) -> None:
-    _FREE_FOLDERS.append(path)
-
-
 class CheckpointFolder:
     """A temporary folder holding a checkpoint's files. Runs on the rank that saves.
 
     Between two :meth:`write` calls the reporter must have persisted (copied) the folder:
-    each write replaces the file's content. When the run ends (:meth:`close`, or the object
-    is garbage-collected after the run raised) the folder goes back to the process, whose next
-    run writes into it again; the process removes its folders when it exits. A worker that runs
-    trial after trial (a warm worker group) so creates its folder and files once.
+    each write replaces the file's content. The folder is removed when the run ends
+    (:meth:`close`, or when the object is garbage-collected after the run raised), not when
+    the process exits: a Ray Train worker is killed at the end of its trial without running
+    exit handlers, and its last checkpoint's files (the weights and the optimizer's moments)
+    would stay in the temporary folder, one per trial.
     """
 
     def __init__(self, prefix: str = "hpo-ckpt-") -> None:
@@ -231,13 +214,8 @@ class CheckpointFolder:
         self._finalizer: weakref.finalize | None = None
 
     def _open(self) -> str:
-        if _FREE_FOLDERS:
-            self.path = _FREE_FOLDERS.pop()
-            os.makedirs(self.path, exist_ok=True)  # a reporter may have moved it away
-        else:
-            self.path = tempfile.mkdtemp(prefix=self._prefix)
-            _ALL_FOLDERS.append(self.path)
-        self._finalizer = weakref.finalize(self, _release, self.path)
+        self.path = tempfile.mkdtemp(prefix=self._prefix)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
         return self.path
 
     def write(self, obj: Any, name: str = CHECKPOINT_FILE) -> str:
@@ -267,6 +245,6 @@ class CheckpointFolder:
         return self.path
 
     def close(self) -> None:
-        """End the run's use of the folder (nothing happens if nothing was written)."""
+        """Remove the folder (nothing happens if nothing was written)."""
         if self._finalizer is not None:
             self._finalizer()

@@ -257,8 +257,11 @@ def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
             proc.wait()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig):
+@pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+                         ids=["SIGINT", "SIGTERM", "SIGTERM-to-the-process-group"])
+def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig, group):
+    """A signal to the driver, or to its whole process group (``timeout``, a batch scheduler,
+    a terminal's Ctrl-C), which reaches the MLflow store's process too."""
     import time
 
     from mlflow.tracking import MlflowClient
@@ -271,7 +274,10 @@ def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig):
         while "started (1/4)" not in seen and time.time() < deadline:
             seen += proc.stdout.readline()
         assert "started (1/4)" in seen, seen
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:

@@ -4,12 +4,21 @@ not a hang. Real MLflow (an SQLite file), no Ray."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+
 import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ludwig_hpo.errors import TrackingError
-from ludwig_hpo.tracking.process import StoreProcess
+from ludwig_hpo.tracking.process import StoreProcess, _reply
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,10 +70,69 @@ def test_an_interrupted_wait_does_not_shift_later_answers(shared):
     run = shared.start_run("r")
     shared.log_steps(run, params={}, tags={}, metrics=[("objective", 1.0, 4, 0)])
     # a caller stopped (Ctrl-C) after its call was sent, before its answer was read
-    shared._conn.send(("last_step", (run,), {}))
-    shared._unanswered += 1
+    shared._number += 1
+    shared._conn.send((shared._number, "last_step", (run,), {}))
     assert shared.start_run("next") != 4  # its own answer, a run id
     assert shared.last_step(run) == 4
+
+
+def test_an_interruption_inside_an_answer_is_an_error_not_a_wrong_answer(store, monkeypatch):
+    run = store.start_run("r")
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store._conn, "recv_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.last_step(run)
+    monkeypatch.undo()
+    with pytest.raises(TrackingError, match="out of step"):
+        store.last_step(run)
+    store.close()
+    assert store._proc.exitcode is not None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_store_outlives_signals_to_the_process_group(store, signum):
+    """Ctrl-C and ``timeout``'s SIGTERM reach the child too: the driver still marks the runs."""
+    run = store.start_run("r")
+    os.kill(store._proc.pid, signum)
+    time.sleep(0.5)
+    store.end_run(run, "KILLED")
+    store.close()
+    assert store._proc.exitcode == 0
+    assert MlflowClient(tracking_uri=store.uri).get_run(run).info.status == "KILLED"
+
+
+class _Unrebuildable(Exception):
+    """Pickles, but its constructor refuses its own args when unpickled."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(f"{code}: {text}")
+
+
+def test_answers_the_driver_could_not_rebuild_come_back_as_tracking_errors():
+    driver, child = multiprocessing.Pipe()
+    _reply(child, 3, error=_Unrebuildable(7, "refused"))
+    number, kind, error, text = pickle.loads(driver.recv_bytes())
+    assert (number, kind, type(error)) == (3, "error", TrackingError)
+    assert "_Unrebuildable: 7: refused" in str(error) and "_Unrebuildable" in text
+    _reply(child, 4, result=threading.Lock())  # a result that does not pickle
+    number, kind, error, _ = pickle.loads(driver.recv_bytes())
+    assert (number, kind, type(error)) == (4, "error", TrackingError)
+
+
+def test_a_store_left_open_ends_with_the_driver(tmp_path):
+    """A driver that exits without close() does not wait for the child (which ignores SIGTERM)
+    and leaves no process behind."""
+    code = ("from ludwig_hpo.tracking.process import StoreProcess, _reply\n"
+            f"s = StoreProcess('sqlite:///{tmp_path / 'mlflow.db'}', 'unit')\n"
+            "s.start_run('r')\nprint(s._proc.pid, flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[-1])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_a_store_that_cannot_be_opened_is_one_line_error(tmp_path):
