@@ -134,6 +134,11 @@ class SweepMonitor(Callback):
     # Tune saves these with its experiment state and hands them back on restore, so a resumed
     # sweep knows the trials that ended before the interruption.
     def get_state(self) -> dict:
+        # A resumed sweep trusts Tune's saved state: a trial it holds as ended is not run
+        # again, so its run must be complete in the store first. The sinks write in the
+        # background and an ended trial is not waited for on Tune's event loop; the wait is
+        # here, once per save (every few seconds), before Tune writes the state.
+        self.flush()
         return {"trials": dict(self.trials)}
 
     def set_state(self, state: dict) -> None:
@@ -386,9 +391,9 @@ class MlflowSink:
     The writes run on a background thread, in the order of the events
     (:class:`~ludwig_hpo.tracking.writer.OrderedWriter`), so Tune's event loop does not wait
     for the store while trials run; a trial's entries that queue up while an earlier write
-    runs are merged into one write. A trial's end is waited for: its run is complete in the
-    store when the event returns. :meth:`flush` waits until everything is written (the sweep
-    calls it when a phase ends, interrupted or not). A write that fails is raised on the next
+    runs are merged into one write. A trial's end is queued too: :meth:`flush` waits until
+    everything is written (the monitor calls it before Tune saves its experiment state, the
+    sweep when a phase ends, interrupted or not). A write that fails is raised on the next
     event.
 
     Args:
@@ -462,7 +467,14 @@ class MlflowSink:
             self.store.log_steps(run_id, params=pending.params, tags=pending.tags, metrics=pending.metrics)
 
     def trials_restored(self, trials: list[LiveTrial]) -> None:
-        pass  # their runs are in the store already
+        # Runs are complete in the store for the trials Tune's saved state holds as ended; a
+        # trial that ended after that state was saved (adopted from the journal) may have had
+        # its end still queued when the driver stopped: it is written now, as recorded.
+        ended = {t.trial_id: t for t in trials if t.status != "RUNNING" and t.trial_id in self.run_ids}
+        if ended:
+            running = self.store.children_by_tag(self.parent_id, "trial_id", status="RUNNING")
+            for tid in sorted(ended.keys() & running.keys()):
+                self.trial_ended(ended[tid])
 
     def trial_retried(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:
@@ -553,7 +565,7 @@ class MlflowSink:
                 self.store.log_text(run_id, error_text, "error.txt")
             self.store.end_run(run_id, status)
 
-        # waited for: an ended trial's run is complete in the store, as its journal line is, so a
-        # driver killed right after loses nothing of it (the trial's earlier writes come first)
-        ref = self.run_ids[t.trial_id]
-        self._writer.call(lambda: end(ref.result() if isinstance(ref, Future) else ref))
+        # queued, not waited for: the monitor waits for every queued write before Tune saves
+        # its state (SweepMonitor.get_state), and a resumed sweep writes the end of a trial
+        # the journal holds as ended whose run is still RUNNING (trials_restored)
+        self._write(t.trial_id, end)

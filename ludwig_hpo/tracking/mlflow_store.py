@@ -184,13 +184,15 @@ class MlflowStore:
         """Mark an existing run RUNNING again (a resumed sweep continues its runs)."""
         self.client.update_run(run_id, status="RUNNING")
 
-    def children_by_tag(self, parent_id: str, tag: str) -> dict[str, str]:
+    def children_by_tag(self, parent_id: str, tag: str, *, status: str | None = None) -> dict[str, str]:
         """``{tag value: run id}`` of the child runs of ``parent_id`` that carry ``tag``
-        (the earliest run wins if two share a value)."""
+        (the earliest run wins if two share a value); with ``status`` (``RUNNING``,
+        ``FINISHED``, ...), only the runs in that status."""
         found: dict[str, str] = {}
         token = None
+        query = f"tags.mlflow.parentRunId = '{parent_id}'" + (f" and attributes.status = '{status}'" if status else "")
         while True:
-            page = self.client.search_runs([self.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
+            page = self.client.search_runs([self.experiment_id], query,
                                            order_by=["attributes.start_time DESC"], max_results=1000,
                                            page_token=token)
             for run in page:

@@ -196,3 +196,38 @@ def test_two_trials_at_once_never_share_a_group(cluster, tmp_path):
         for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
             assert start >= end, f"group {slot} ran two trials at once"
     assert [g["builds"] for g in info["groups"]] == [1, 1]
+
+
+def _short_trial(config: dict) -> None:
+    """A trial much shorter than a trial actor's start: two reports and no training."""
+    from ray import tune
+
+    for epoch in (1, 2):
+        tune.report({"epoch": epoch, "objective": config["trainer.learning_rate"] + 1.0 / epoch})
+
+
+def test_short_trials_reuse_the_first_trials_actors_and_start_no_other(cluster, tmp_path):
+    # Tune hands a finished trial's actor to the next trial; with FIFO's choice of the trial to
+    # run, it went to the oldest waiting trial, whose own new actor was starting and was then
+    # killed, freeing its slot for yet another new actor: one actor start per short trial.
+    from ray import tune
+    from ray.util.state import list_actors
+
+    from ludwig_hpo.search.algorithms import make_searcher
+    from ludwig_hpo.search.schedulers import make_scheduler
+
+    def trial_actors() -> int:
+        return len(list_actors(filters=[("class_name", "=", "ImplicitFunc")], limit=10_000,
+                               raise_on_missing_output=False))
+
+    hp = load_sweep(SWEEPS / "breast_cancer_tiny.yaml").config.hyperopt
+    before = trial_actors()
+    rec = _Recorder()
+    tune.Tuner(
+        tune.with_resources(_short_trial, {"cpu": 0, "trial_slot": 1}),
+        tune_config=tune.TuneConfig(search_alg=make_searcher(hp), scheduler=make_scheduler(hp, 2), num_samples=24,
+                                    max_concurrent_trials=2, reuse_actors=True),
+        run_config=tune.RunConfig(name="short", storage_path=str(tmp_path / "ray"), verbose=0, callbacks=[rec],
+                                  failure_config=tune.FailureConfig(max_failures=0))).fit()
+    assert list(rec.status.values()) == ["TERMINATED"] * 24
+    assert trial_actors() - before == 2

@@ -4,6 +4,7 @@ model logged in MLflow's PyTorch flavour. No Ray."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -153,6 +154,68 @@ def test_a_resumed_sweep_keeps_one_run_per_trial_and_logs_each_epoch_once(store)
     runs = store.client.search_runs([store.experiment_id], "tags.trial_id = 'r'")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     assert [m.step for m in store.client.get_metric_history(runs[0].info.run_id, "objective")] == [1, 2, 3]
+
+
+def _gate_end_run(store, monkeypatch) -> threading.Event:
+    """Hold the store's ``end_run`` calls until the returned event is set."""
+    gate, end_run = threading.Event(), store.end_run
+
+    def held(run_id, status="FINISHED"):
+        assert gate.wait(60), "end_run held for 60 s"
+        end_run(run_id, status)
+
+    monkeypatch.setattr(store, "end_run", held)
+    return gate
+
+
+def _in_thread(fn):
+    done = threading.Event()
+    threading.Thread(target=lambda: (fn(), done.set()), daemon=True).start()
+    return done
+
+
+def test_a_trials_end_is_queued_and_tunes_saved_state_waits_for_it(store, monkeypatch):
+    parent = store.start_run("sweep")
+    mon, sink = monitor(store, parent)
+    gate = _gate_end_run(store, monkeypatch)
+    t = FakeTrial("q", {"trainer.learning_rate": 0.01})
+    mon.on_trial_start(0, [], t)
+    for e in (1, 2, 3):
+        mon.on_trial_result(0, [], t, result(e, 1.0 / e))
+    assert _in_thread(lambda: mon.on_trial_complete(0, [], t)).wait(30)  # Tune's event loop goes on
+    saved = _in_thread(mon.get_state)  # what Tune calls before it writes its experiment state
+    assert not saved.wait(0.5)  # the state would hold the trial as ended: its run must be ended first
+    assert store.client.get_run(sink.run_id("q")).info.status == "RUNNING"
+    gate.set()
+    assert saved.wait(30)
+    assert store.client.get_run(sink.run_id("q")).info.status == "FINISHED"
+
+
+def test_a_resumed_sweep_ends_the_run_of_a_trial_that_ended_with_its_end_still_queued(store, tmp_path,
+                                                                                      monkeypatch):
+    from ludwig_hpo.journal import JournalSink, read_journal
+
+    parent = store.start_run("sweep")
+    journal = tmp_path / "journal.jsonl"
+    mon, sink = monitor(store, parent, rungs=(1,))
+    mon.sinks.insert(0, JournalSink(journal))  # as the sweep orders them
+    gate = _gate_end_run(store, monkeypatch)
+    t = FakeTrial("j", {"trainer.learning_rate": 0.01})
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 0.7))
+    mon.on_trial_complete(0, [], t)  # stopped by ASHA at epoch 1; the journal holds it
+    # the driver dies before the run's end is written, and before Tune saves its state again
+    assert store.client.get_run(sink.run_id("j")).info.status == "RUNNING"
+    monkeypatch.undo()
+    mon2, _ = monitor(store, parent, rungs=(1,), resume=True)
+    mon2.ended_outside_state = read_journal(journal)
+    mon2.set_state({"trials": {}})  # Tune's last saved state did not hold the trial
+    mon2.flush()
+    run = store.client.get_run(sink.run_id("j"))
+    assert run.info.status == "KILLED"
+    assert (run.data.tags["status"], run.data.tags["stopped_at_rung"]) == ("KILLED", "0")
+    assert not store.close_running_children(parent, {"stopped_by": "interrupted"})  # nothing left RUNNING
+    gate.set()  # the dead driver's writer thread
 
 
 def test_best_model_loads_with_mlflow_pytorch_and_predicts_despite_inherited_run_id(store, tmp_path, monkeypatch):
