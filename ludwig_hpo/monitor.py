@@ -136,9 +136,13 @@ class SweepMonitor(Callback):
     def get_state(self) -> dict:
         # A resumed sweep trusts Tune's saved state: a trial it holds as ended is not run
         # again, so its run must be complete in the store first. The sinks write in the
-        # background and an ended trial is not waited for on Tune's event loop; the wait is
-        # here, once per save (every few seconds), before Tune writes the state.
-        self.flush()
+        # background and an ended trial is not waited for when it ends; the wait is here, when
+        # Tune saves its state (at every step of its loop for up to 200 trials, every ~10 s or
+        # more above), for the trials that ended since the last save.
+        for s in self.sinks:
+            wait = getattr(s, "wait_for_ended", None)
+            if wait is not None:
+                wait()
         return {"trials": dict(self.trials)}
 
     def set_state(self, state: dict) -> None:
@@ -391,10 +395,10 @@ class MlflowSink:
     The writes run on a background thread, in the order of the events
     (:class:`~ludwig_hpo.tracking.writer.OrderedWriter`), so Tune's event loop does not wait
     for the store while trials run; a trial's entries that queue up while an earlier write
-    runs are merged into one write. A trial's end is queued too: :meth:`flush` waits until
-    everything is written (the monitor calls it before Tune saves its experiment state, the
-    sweep when a phase ends, interrupted or not). A write that fails is raised on the next
-    event.
+    runs are merged into one write. A trial's end is queued too: :meth:`wait_for_ended` waits
+    for the ends queued so far (the monitor calls it before Tune saves its experiment state),
+    :meth:`flush` for everything (the sweep calls it when a phase ends, interrupted or not). A
+    write that fails is raised on the next event.
 
     Args:
         store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
@@ -422,6 +426,7 @@ class MlflowSink:
         self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
         self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
         self._writer = OrderedWriter("mlflow-sink")
+        self._last_end: Future | None = None  # the last trial end queued
         #: per trial: what its events logged since its last write began (merged into one write)
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
@@ -439,10 +444,21 @@ class MlflowSink:
         """
         self._writer.flush()
 
-    def _write(self, trial_id: str, fn: Callable[[str], None]) -> None:
-        """Queue ``fn(run id)`` for the trial's run (after its creation and earlier writes)."""
+    def wait_for_ended(self) -> None:
+        """Wait until the run of every trial that ended so far is complete in the store (its
+        end and every write queued before it); driver only.
+
+        Raises:
+            Exception: the store's error if a write failed.
+        """
+        if self._last_end is not None:
+            self._writer.flush(until=self._last_end)
+
+    def _write(self, trial_id: str, fn: Callable[[str], None]) -> Future:
+        """Queue ``fn(run id)`` for the trial's run (after its creation and earlier writes);
+        returns the write's future."""
         ref = self.run_ids[trial_id]
-        self._writer.submit(lambda: fn(ref.result() if isinstance(ref, Future) else ref))
+        return self._writer.submit(lambda: fn(ref.result() if isinstance(ref, Future) else ref))
 
     def _log(self, trial_id: str, *, params: dict[str, Any] | None = None, tags: dict[str, Any] | None = None,
              metrics: dict[str, Any] | None = None, step: int = 0) -> None:
@@ -565,7 +581,7 @@ class MlflowSink:
                 self.store.log_text(run_id, error_text, "error.txt")
             self.store.end_run(run_id, status)
 
-        # queued, not waited for: the monitor waits for every queued write before Tune saves
-        # its state (SweepMonitor.get_state), and a resumed sweep writes the end of a trial
-        # the journal holds as ended whose run is still RUNNING (trials_restored)
-        self._write(t.trial_id, end)
+        # queued, not waited for: the monitor waits for it before Tune saves its state
+        # (SweepMonitor.get_state), and a resumed sweep writes the end of a trial the journal
+        # holds as ended whose run is still RUNNING (trials_restored)
+        self._last_end = self._write(t.trial_id, end)

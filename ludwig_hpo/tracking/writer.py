@@ -83,13 +83,14 @@ class OrderedWriter:
         self._raise_pending()
         return result
 
-    def flush(self) -> None:
-        """Wait until every submitted call has run.
+    def flush(self, until: Future | None = None) -> None:
+        """Wait until every submitted call has run, or with ``until`` (a future :meth:`submit`
+        returned) until that call and every earlier one have run.
 
         Raises:
             Exception: the first error of a call since the last one raised.
         """
-        last = self._last
+        last = self._last if until is None else until
         if last is not None:
             try:
                 last.result()

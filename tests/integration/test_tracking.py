@@ -191,6 +191,27 @@ def test_a_trials_end_is_queued_and_tunes_saved_state_waits_for_it(store, monkey
     assert store.client.get_run(sink.run_id("q")).info.status == "FINISHED"
 
 
+def test_tunes_saved_state_does_not_wait_for_the_results_of_running_trials(store, monkeypatch):
+    # Tune saves its state at every step of its loop for sweeps of up to 200 trials
+    parent = store.start_run("sweep")
+    mon, sink = monitor(store, parent)
+    t = FakeTrial("w", {"trainer.learning_rate": 0.01})
+    mon.on_trial_start(0, [], t)
+    mon.flush()
+    gate, log_steps = threading.Event(), store.log_steps
+
+    def held(*args, **kwargs):
+        assert gate.wait(60), "log_steps held for 60 s"
+        log_steps(*args, **kwargs)
+
+    monkeypatch.setattr(store, "log_steps", held)
+    mon.on_trial_result(0, [], t, result(1, 0.5))
+    assert _in_thread(mon.get_state).wait(30)  # no trial ended: nothing to wait for
+    gate.set()
+    mon.flush()
+    assert [m.step for m in store.client.get_metric_history(sink.run_id("w"), "objective")] == [1]
+
+
 def test_a_resumed_sweep_ends_the_run_of_a_trial_that_ended_with_its_end_still_queued(store, tmp_path,
                                                                                       monkeypatch):
     from ludwig_hpo.journal import JournalSink, read_journal

@@ -49,3 +49,15 @@ def test_a_failed_write_is_raised_once_by_the_next_event_and_later_writes_still_
     with pytest.raises(ZeroDivisionError):
         w.flush()
     w.close()
+
+
+def test_flush_until_a_call_waits_for_it_and_the_earlier_ones_only():
+    w = OrderedWriter()
+    gate, done = threading.Event(), []
+    first = w.submit(lambda: done.append(1))
+    w.submit(lambda: (gate.wait(30), done.append(2)))
+    w.flush(until=first)
+    assert done == [1]  # the held second call is not waited for
+    gate.set()
+    w.close()
+    assert done == [1, 2]
