@@ -49,7 +49,7 @@ class JournalSink:
         pass
 
     def trial_ended(self, t) -> None:
-        if t.status not in ("FINISHED", "KILLED") or not t.history:
+        if t.status not in ("FINISHED", "KILLED") or t.stopped_by == "interrupted" or not t.history:
             return  # failed or interrupted trials run again on resume
         base = {k: v for k, v in t.last.items() if _scalar(v) and "/" not in k}
         best = t.checkpoint_epoch
@@ -62,7 +62,7 @@ class JournalSink:
             results.append(r)
         line = json.dumps({"trial_id": t.trial_id, "experiment": self.experiment,
                            "config": {k: v for k, v in t.config.items() if _scalar(v) or v is None},
-                           "status": t.status, "stopped_by": t.stopped_by,
+                           "status": t.status, "stopped_by": t.stopped_by, "started": t.started, "ended": t.ended,
                            "checkpoint": t.checkpoint, "checkpoint_epoch": t.checkpoint_epoch, "results": results})
         with self.path.open("a") as f:
             f.write(line + "\n")
@@ -98,6 +98,10 @@ def restore_trial(t, entry: dict) -> None:
                  for r in entry["results"]]
     t.status, t.stopped_by = entry["status"], entry.get("stopped_by")
     t.checkpoint, t.checkpoint_epoch = entry.get("checkpoint"), entry.get("checkpoint_epoch")
+    if entry["results"]:
+        t.last = dict(entry["results"][-1])
+    if entry.get("ended"):  # journals of earlier versions hold no times
+        t.started, t.ended = entry["started"], entry["ended"]
     t.replayed = True
 
 

@@ -125,11 +125,12 @@ class SweepMonitor(Callback):
         #: a resumed sweep's journal entries (:func:`ludwig_hpo.journal.read_journal`): trials
         #: that replay their recorded results end as recorded
         self.replayed: dict[str, dict] = {}
+        self._write_error: Exception | None = None  # a sink's write error met while Tune saved
 
     def __getstate__(self) -> dict:
         # Tune pickles its run config (callbacks included) into the experiment folder; the
         # sinks hold live clients and consoles, which belong to this driver process only.
-        return {**self.__dict__, "sinks": [], "describe": None}
+        return {**self.__dict__, "sinks": [], "describe": None, "_write_error": None}
 
     # Tune saves these with its experiment state and hands them back on restore, so a resumed
     # sweep knows the trials that ended before the interruption.
@@ -142,7 +143,12 @@ class SweepMonitor(Callback):
         for s in self.sinks:
             wait = getattr(s, "wait_for_ended", None)
             if wait is not None:
-                wait()
+                try:
+                    wait()
+                except Exception as e:
+                    # Tune's last save swallows errors: raised again by flush() at the phase's end
+                    self._write_error = self._write_error or e
+                    raise
         return {"trials": dict(self.trials)}
 
     def set_state(self, state: dict) -> None:
@@ -164,7 +170,8 @@ class SweepMonitor(Callback):
             d = self.describe(tid, entry["config"])
             t = LiveTrial(tid, d.params, d.tags, d.name, current=dict(d.params), config=dict(entry["config"]))
             restore_trial(t, entry)
-            t.ended = t.started
+            if t.ended is None:  # a journal of an earlier version
+                t.ended = t.started
             self.trials[tid] = t
 
     def handle(self, key: str) -> MonitorHandle:
@@ -260,16 +267,21 @@ class SweepMonitor(Callback):
             self._emit("trial_retried", t)
 
     def on_experiment_end(self, trials, **info) -> None:
-        # A restored experiment can hold trials that Tune saw end after its last saved state
-        # was written: end them from Tune's record.
+        import sys
+
+        if sys.exc_info()[0] is not None:
+            return  # Tune's clean-up after an error in its loop: the sweep fails with that error
         for trial in trials:
             t = self.trials.get(trial.trial_id)
-            if t is not None and t.status == "RUNNING" and trial.status == "TERMINATED":
-                last = trial.last_result or {}
-                if TIME_ATTR in last and (not t.history or last[TIME_ATTR] > t.history[-1].epoch):
-                    self.on_trial_result(0, trials, trial, last)
+            if t is None or t.status != "RUNNING":
+                continue
+            if trial.status == "TERMINATED" and trial.trial_id in self.replayed:
+                # it ended before an interruption; Tune's restored state holds its end but the
+                # monitor's does not (Tune writes its part first): end it as the journal has it
                 self.on_trial_complete(0, trials, trial)
-        # Trials cut off by the time budget end without a complete/error event.
+            elif trial.status == "ERROR":
+                self.on_trial_error(0, trials, trial)
+        # the others were cut off by the time budget: Tune stops them without an event
         self.close_running("time budget")
 
     def close_running(self, reason: str) -> None:
@@ -291,6 +303,9 @@ class SweepMonitor(Callback):
             flush = getattr(s, "flush", None)
             if flush is not None:
                 flush()
+        error, self._write_error = self._write_error, None
+        if error is not None:
+            raise error
 
     def records(self) -> tuple[TrialRecord, ...]:
         """Snapshots of every trial, in start order."""
@@ -324,6 +339,9 @@ class MonitorHandle(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self.monitor.on_trial_error(iteration, trials, trial, **info)
+
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        self.monitor.on_trial_recover(iteration, trials, trial, **info)
 
     def on_experiment_end(self, trials, **info) -> None:
         self.monitor.on_experiment_end(trials, **info)
@@ -398,7 +416,9 @@ class MlflowSink:
     runs are merged into one write. A trial's end is queued too: :meth:`wait_for_ended` waits
     for the ends queued so far (the monitor calls it before Tune saves its experiment state),
     :meth:`flush` for everything (the sweep calls it when a phase ends, interrupted or not). A
-    write that fails is raised on the next event.
+    write that fails is raised on the next event or state save. On resume,
+    :meth:`trials_restored` completes the runs of ended trials whose writes were still queued
+    when the driver stopped (their epochs from the journal, their end).
 
     Args:
         store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
@@ -487,10 +507,16 @@ class MlflowSink:
         # trial that ended after that state was saved (adopted from the journal) may have had
         # its end still queued when the driver stopped: it is written now, as recorded.
         ended = {t.trial_id: t for t in trials if t.status != "RUNNING" and t.trial_id in self.run_ids}
-        if ended:
-            running = self.store.children_by_tag(self.parent_id, "trial_id", status="RUNNING")
-            for tid in sorted(ended.keys() & running.keys()):
-                self.trial_ended(ended[tid])
+        if not ended:
+            return
+        running = self.store.children_by_tag(self.parent_id, "trial_id", status="RUNNING")
+        for tid in sorted(ended.keys() & running.keys()):
+            t = ended[tid]
+            logged = self.store.last_step(running[tid])
+            for h in t.history:  # the epochs whose writes were still queued too
+                if h.epoch > logged:
+                    self._log(tid, metrics={**h.metrics, OBJECTIVE: h.objective}, step=h.epoch)
+            self._end(t, with_times=t.ended is not None and t.ended > t.started)  # journals of earlier versions hold no times
 
     def trial_retried(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:
@@ -558,6 +584,12 @@ class MlflowSink:
         return {f"hparam/{k}": v for k, v in t.current.items() if _is_number(v)}
 
     def trial_ended(self, t: LiveTrial) -> None:
+        # a replayed trial keeps the times of the run that trained it
+        self._end(t, with_times=not t.replayed)
+
+    def _end(self, t: LiveTrial, *, with_times: bool) -> None:
+        """Queue the run's end: its status tags, ``time/*`` metrics (``with_times``), error
+        text, end status."""
         if t.trial_id not in self.run_ids:
             return
         tags: dict[str, Any] = {"status": t.status}
@@ -570,8 +602,7 @@ class MlflowSink:
                     tags["stopped_at_rung"] = self.rungs.index(epoch)
         if t.error:
             tags["error"] = t.error
-        # a replayed trial keeps the times of the run that trained it
-        times = {} if t.replayed else wall_time_split(t)
+        times = wall_time_split(t) if with_times else {}
         step = t.history[-1].epoch if t.history else 0
         error_text, status = t.error_text, t.status
         self._log(t.trial_id, tags=tags, metrics=times, step=step)  # written before the run ends

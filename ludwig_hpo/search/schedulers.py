@@ -42,7 +42,8 @@ class _ReusedActorsToNewTrials:
 
     Tune starts PENDING trials in order without the scheduler's help: a trial that no actor
     has been requested for gets a cached one (``reuse_actors``, the trial actor of a trial
-    that just ended) when there is one, and otherwise requests a new actor. The trial that
+    that just ended) when there is one, and otherwise requests a new actor (a cached actor
+    no new trial takes goes to any pending trial). The trial that
     FIFO's choice names is instead the oldest PENDING one, whose new actor is already
     requested, often already starting; Tune hands it the cached actor and kills the starting
     one, which frees its trial slot for the next trial's new actor. When trials end sooner

@@ -92,10 +92,9 @@ class OrderedWriter:
         """
         last = self._last if until is None else until
         if last is not None:
-            try:
-                last.result()
-            except BaseException:
-                pass  # reported through _error (the first one, which may be earlier)
+            # waits without raising the call's own error (reported through _error, the first
+            # one, which may be earlier); a KeyboardInterrupt while waiting goes through
+            last.exception()
         self._raise_pending()
 
     def close(self) -> None:

@@ -212,29 +212,38 @@ def test_tunes_saved_state_does_not_wait_for_the_results_of_running_trials(store
     assert [m.step for m in store.client.get_metric_history(sink.run_id("w"), "objective")] == [1]
 
 
-def test_a_resumed_sweep_ends_the_run_of_a_trial_that_ended_with_its_end_still_queued(store, tmp_path,
-                                                                                      monkeypatch):
+def test_a_resumed_sweep_completes_the_run_of_a_trial_whose_writes_were_still_queued(store, tmp_path,
+                                                                                     monkeypatch):
     from ludwig_hpo.journal import JournalSink, read_journal
 
     parent = store.start_run("sweep")
     journal = tmp_path / "journal.jsonl"
-    mon, sink = monitor(store, parent, rungs=(1,))
+    mon, sink = monitor(store, parent, rungs=(2,))
     mon.sinks.insert(0, JournalSink(journal))  # as the sweep orders them
-    gate = _gate_end_run(store, monkeypatch)
     t = FakeTrial("j", {"trainer.learning_rate": 0.01})
     mon.on_trial_start(0, [], t)
-    mon.on_trial_result(0, [], t, result(1, 0.7))
-    mon.on_trial_complete(0, [], t)  # stopped by ASHA at epoch 1; the journal holds it
-    # the driver dies before the run's end is written, and before Tune saves its state again
-    assert store.client.get_run(sink.run_id("j")).info.status == "RUNNING"
+    mon.flush()  # its run exists
+    gate = _gate_end_run(store, monkeypatch)
+    log_steps = store.log_steps
+    monkeypatch.setattr(store, "log_steps", lambda *a, **k: (gate.wait(60), log_steps(*a, **k)))
+    for e in (1, 2):
+        mon.on_trial_result(0, [], t, result(e, 1.0 / e))
+    mon.on_trial_complete(0, [], t)  # stopped by ASHA at epoch 2; the journal holds it
+    # the driver dies with the trial's writes queued, before Tune saves its state again
+    run_id = sink.run_id("j")
+    assert store.client.get_run(run_id).info.status == "RUNNING"
+    assert store.client.get_metric_history(run_id, "objective") == []
     monkeypatch.undo()
-    mon2, _ = monitor(store, parent, rungs=(1,), resume=True)
+    mon2, _ = monitor(store, parent, rungs=(2,), resume=True)
     mon2.ended_outside_state = read_journal(journal)
     mon2.set_state({"trials": {}})  # Tune's last saved state did not hold the trial
     mon2.flush()
-    run = store.client.get_run(sink.run_id("j"))
+    run = store.client.get_run(run_id)
     assert run.info.status == "KILLED"
     assert (run.data.tags["status"], run.data.tags["stopped_at_rung"]) == ("KILLED", "0")
+    history = store.client.get_metric_history(run_id, "validation/y/loss")
+    assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5)]
+    assert run.data.metrics["time/training_s"] == 4.0 and "time/total_s" in run.data.metrics
     assert not store.close_running_children(parent, {"stopped_by": "interrupted"})  # nothing left RUNNING
     gate.set()  # the dead driver's writer thread
 

@@ -31,6 +31,23 @@ def test_ended_trials_replay_what_they_reported(tmp_path):
     assert second["objective"] == 0.25 and second["epoch"] == 2 and second["checkpoint_path"] == "/ckpt/2"
 
 
+def test_interrupted_trials_are_not_journaled_and_an_entry_keeps_the_trials_times(tmp_path):
+    from ludwig_hpo.journal import restore_trial
+
+    sink = JournalSink(tmp_path / "journal.jsonl")
+    cut = _trial("i", status="KILLED")
+    cut.stopped_by = "interrupted"  # Ctrl-C: it runs again on resume, from its checkpoint
+    sink.trial_ended(cut)
+    a = _trial("a")
+    a.started, a.ended = 100.0, 130.5
+    sink.trial_ended(a)
+    journal = read_journal(tmp_path / "journal.jsonl")
+    assert sorted(journal) == ["a"]
+    adopted = LiveTrial("a", {}, {}, "trial_a")
+    restore_trial(adopted, journal["a"])
+    assert (adopted.started, adopted.ended, adopted.last["batch_size"]) == (100.0, 130.5, 16)
+
+
 def test_a_torn_last_line_is_ignored(tmp_path):
     path = tmp_path / "journal.jsonl"
     JournalSink(path).trial_ended(_trial("a"))

@@ -195,16 +195,66 @@ def test_a_restored_handle_forwards_to_the_monitor_the_resuming_driver_registere
     assert recs["b"].status == "KILLED"
 
 
-def test_a_trial_tune_saw_end_after_the_last_saved_state_is_ended_from_tunes_record():
-    mon, sink = make_monitor(epochs=2)
+def _journal_entry(t, mon, tmp_path):
+    from ludwig_hpo.journal import JournalSink, read_journal
+
+    JournalSink(tmp_path / "journal.jsonl").trial_ended(mon.trials[t.trial_id])
+    return read_journal(tmp_path / "journal.jsonl")[t.trial_id]
+
+
+def test_a_trial_tune_saw_end_after_the_last_saved_state_is_ended_as_the_journal_has_it(tmp_path):
+    done, _ = make_monitor(epochs=2)  # the driver before the interruption: the trial ended
     t = FakeTrial("late", {"lr": 0.1})
+    done.on_trial_start(0, [], t)
+    done.on_trial_result(0, [], t, result(1, 0.5))
+    done.on_trial_result(0, [], t, result(2, 0.25))
+    done.on_trial_complete(0, [], t)
+    entry = _journal_entry(t, done, tmp_path)
+
+    mon, sink = make_monitor(epochs=2)  # the resumed driver, whose restored record has it running
+    mon.replayed = {"late": entry}
     mon.on_trial_start(0, [], t)
     mon.on_trial_result(0, [], t, result(1, 0.5))
-    t.status, t.last_result = "TERMINATED", result(2, 0.25)  # the restored Tune trial
+    t.status, t.last_result = "TERMINATED", result(2, 0.25)  # Tune's restored record
     mon.on_experiment_end([t])
     rec = mon.records()[0]
     assert rec.status == "FINISHED" and rec.objective_last == 0.25
     assert sink.events[-1] == ("ended", "late", "FINISHED")
+
+
+def test_trials_tune_stopped_at_the_time_budget_are_killed_by_the_time_budget():
+    mon, sink = make_monitor(epochs=4)
+    cut, failed = FakeTrial("cut", {"lr": 0.1}), FakeTrial("failed", {"lr": 0.2}, error="RuntimeError: boom")
+    for t in (cut, failed):
+        mon.on_trial_start(0, [], t)
+        mon.on_trial_result(0, [], t, result(1, 0.5))
+    cut.status, failed.status = "TERMINATED", "ERROR"  # how Tune leaves them, without an event
+    mon.on_experiment_end([cut, failed])
+    recs = {r.trial_id: r for r in mon.records()}
+    assert (recs["cut"].status, mon.trials["cut"].stopped_by) == ("KILLED", "time budget")
+    assert recs["failed"].status == "FAILED" and mon.trials["failed"].error == "RuntimeError: boom"
+
+
+def test_tunes_clean_up_after_an_error_ends_no_trial():
+    mon, sink = make_monitor(epochs=4)
+    t = FakeTrial("t", {"lr": 0.1})
+    mon.on_trial_start(0, [], t)
+    t.status = "TERMINATED"  # Tune's clean-up stops the running trials
+    try:
+        raise RuntimeError("the store is down")
+    except RuntimeError:
+        mon.on_experiment_end([t])  # called by Tune inside its except block
+    assert mon.trials["t"].status == "RUNNING" and sink.events == [("started", "t")]
+
+
+def test_the_handle_forwards_every_tune_event_the_monitor_handles():
+    from ray.tune import Callback
+
+    from ludwig_hpo.monitor import MonitorHandle
+
+    events = {name for name in vars(SweepMonitor) if name.startswith("on_") and hasattr(Callback, name)}
+    assert events >= {"on_trial_start", "on_trial_result", "on_trial_complete", "on_trial_error", "on_trial_recover"}
+    assert {name for name in events if name not in vars(MonitorHandle)} == set()
 
 
 def test_a_retried_trial_keeps_one_record_and_counts_its_retries():
@@ -218,3 +268,20 @@ def test_a_retried_trial_keeps_one_record_and_counts_its_retries():
     assert [r.status for r in mon.records()] == ["FINISHED"]
     assert mon.trials["r"].retries == 1
     assert ("retried", "r", 1) in sink.events
+
+
+def test_a_write_error_met_while_tune_saves_is_raised_again_when_the_phase_ends():
+    class Broken(RecordingSink):
+        def wait_for_ended(self):
+            raise OSError("the store is down")
+
+        def flush(self):
+            pass
+
+    mon = SweepMonitor(epochs=1, goal_sign=1.0, sinks=[Broken()],
+                       describe=lambda tid, cfg: TrialDescription(dict(cfg), {}, tid))
+    with pytest.raises(OSError):
+        mon.get_state()  # Tune's last save logs and drops it
+    with pytest.raises(OSError, match="store is down"):
+        mon.flush()
+    mon.flush()  # raised once

@@ -61,3 +61,25 @@ def test_flush_until_a_call_waits_for_it_and_the_earlier_ones_only():
     gate.set()
     w.close()
     assert done == [1, 2]
+
+
+def test_an_interrupt_while_flush_waits_goes_through():
+    import signal
+
+    w = OrderedWriter()
+    gate = threading.Event()
+    held = w.submit(lambda: gate.wait(30))
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            w.flush(until=held)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        gate.set()
+        w.close()
