@@ -118,6 +118,51 @@ def saved_trial_ids(experiment_dir: Path) -> set[str] | None:
         return None
 
 
+def restore_missing_checkpoints(experiment_dir: Path) -> list[str]:
+    """Make every checkpoint that Tune's last saved state restores a trial from exist again;
+    returns the ids of the trials whose checkpoint was put back. Driver only, before
+    ``Tuner.restore``.
+
+    Tune keeps one checkpoint per trial (``CheckpointConfig(num_to_keep=1)``): a trial's new
+    checkpoint deletes the previous one at once, and Tune saves its state, which names the
+    new one, at the end of that step of its loop. A driver killed in between leaves a saved
+    state naming a deleted checkpoint, and the resumed Tune fails that trial before it runs
+    ("does not exist on storage anymore"). The trial's newer checkpoint (the one that replaced
+    it, the newest ``checkpoint_*`` in its folder) is copied under the missing name: a trial
+    the journal holds as ended replays its results whatever it restores, and any other one
+    continues from its latest epoch.
+    """
+    import shutil
+
+    import cloudpickle
+
+    states = sorted(experiment_dir.glob("experiment_state-*.json"))
+    if not states:
+        return []
+    repaired = []
+    try:
+        trial_data = json.loads(states[-1].read_text())["trial_data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    for trial_json, meta_json in trial_data:
+        try:
+            trial, meta = json.loads(trial_json), json.loads(meta_json)
+            if trial.get("status") in ("TERMINATED", "ERROR"):  # not restored
+                continue
+            manager = cloudpickle.loads(bytes.fromhex(meta["checkpoint_manager"]["value"]))
+            latest = manager.latest_checkpoint_result
+        except Exception:  # noqa: BLE001 - a state this version cannot read: Tune reports it
+            continue
+        if latest is None or latest.checkpoint is None or Path(latest.checkpoint.path).exists():
+            continue
+        missing = Path(latest.checkpoint.path)
+        newer = sorted(p for p in missing.parent.glob("checkpoint_*") if p.is_dir())
+        if newer:
+            shutil.copytree(newer[-1], missing)
+            repaired.append(trial["trial_id"])
+    return repaired
+
+
 def ended_outside_state(journal: dict[str, dict], experiment: str, experiment_dir: Path) -> dict[str, dict]:
     """The journal's search trials of ``experiment`` that Tune's saved state does not hold:
     they started and ended after its last save (Tune saves at intervals in large sweeps).

@@ -444,6 +444,7 @@ class MlflowSink:
         #: trial id -> its run id, or the future of the run being created
         self.run_ids: dict[str, str | Future] = store.children_by_tag(parent_id, "trial_id") if resume else {}
         self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
+        self._logged_to: dict[str, int] = {}  # the last epoch logged by this driver
         self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
         self._writer = OrderedWriter("mlflow-sink")
         self._last_end: Future | None = None  # the last trial end queued
@@ -512,11 +513,9 @@ class MlflowSink:
         running = self.store.children_by_tag(self.parent_id, "trial_id", status="RUNNING")
         for tid in sorted(ended.keys() & running.keys()):
             t = ended[tid]
-            logged = self.store.last_step(running[tid])
-            for h in t.history:  # the epochs whose writes were still queued too
-                if h.epoch > logged:
-                    self._log(tid, metrics={**h.metrics, OBJECTIVE: h.objective}, step=h.epoch)
-            self._end(t, with_times=t.ended is not None and t.ended > t.started)  # journals of earlier versions hold no times
+            self._skip_to[tid] = self.store.last_step(running[tid])  # its later epochs were queued too
+            # journals of earlier versions hold no times
+            self._end(t, with_times=t.ended is not None and t.ended > t.started, backfill=True)
 
     def trial_retried(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:
@@ -552,6 +551,7 @@ class MlflowSink:
             self._log(t.trial_id, tags={"resumed_from_epoch": result["resumed_from_epoch"]})
         if step <= self._skip_to.get(t.trial_id, 0):
             return
+        self._logged_to[t.trial_id] = max(self._logged_to.get(t.trial_id, 0), step)
         metrics = {k: v for k, v in result.items() if k not in _NOT_METRICS and _is_number(v)}
         metrics.update(self._mutations(t, step))
         if len(t.history) == 1 or t.trial_id in self._skip_to:  # decided inside the trial, logged once
@@ -584,14 +584,21 @@ class MlflowSink:
         return {f"hparam/{k}": v for k, v in t.current.items() if _is_number(v)}
 
     def trial_ended(self, t: LiveTrial) -> None:
-        # a replayed trial keeps the times of the run that trained it
-        self._end(t, with_times=not t.replayed)
+        # a replayed trial keeps the times of the run that trained it; the resumed scheduler
+        # may have cut its replay short: the epochs it did not replay are logged from its record
+        self._end(t, with_times=not t.replayed, backfill=t.replayed)
 
-    def _end(self, t: LiveTrial, *, with_times: bool) -> None:
-        """Queue the run's end: its status tags, ``time/*`` metrics (``with_times``), error
-        text, end status."""
+    def _end(self, t: LiveTrial, *, with_times: bool, backfill: bool) -> None:
+        """Queue the run's end: with ``backfill``, the recorded epochs the run does not hold
+        (``objective`` and the ``<split>/<feature>/<metric>`` metrics); its status tags,
+        ``time/*`` metrics (``with_times``), error text, end status."""
         if t.trial_id not in self.run_ids:
             return
+        if backfill:
+            held = max(self._logged_to.get(t.trial_id, 0), self._skip_to.get(t.trial_id, 0))
+            for h in t.history:
+                if h.epoch > held:
+                    self._log(t.trial_id, metrics={**h.metrics, OBJECTIVE: h.objective}, step=h.epoch)
         tags: dict[str, Any] = {"status": t.status}
         if t.status == "KILLED":
             tags["stopped_by"] = t.stopped_by or "scheduler"

@@ -26,7 +26,13 @@ from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan, scope
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, dataset_folder, load_dataframe, prepare
 from ludwig_hpo.errors import DataError
-from ludwig_hpo.journal import JOURNAL_FILE, JournalSink, ended_outside_state, read_journal
+from ludwig_hpo.journal import (
+    JOURNAL_FILE,
+    JournalSink,
+    ended_outside_state,
+    read_journal,
+    restore_missing_checkpoints,
+)
 from ludwig_hpo.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
@@ -447,6 +453,7 @@ class Sweep:
             # Tune restores the searcher's state, its trials and the monitor's book (the
             # scheduler starts afresh with the restored trials); finished and failed trials
             # stay as they ended, unfinished ones continue from their checkpoints.
+            restore_missing_checkpoints(saved)  # deleted after Tune's last save, just before the stop
             tuner = tune.Tuner.restore(str(saved), trainable, resume_unfinished=True, resume_errored=False,
                                        restart_errored=False, param_space=param_space)
             # Trials that started and ended after Tune's last save count as ended (journal).

@@ -130,3 +130,38 @@ def test_a_resumed_searcher_counts_them_and_stops_at_num_samples():
         algorithms.ENDED_OUTSIDE_STATE.clear()
     done = [t for t in s._ot_study.trials if t.state.name == "COMPLETE"]
     assert [(t.params, t.value) for t in done] == [({"trainer.learning_rate": 0.01}, 0.3)]
+
+
+def test_a_checkpoint_tunes_saved_state_names_but_its_retention_deleted_is_put_back(tmp_path):
+    # Tune keeps one checkpoint per trial: the next one deletes it, before Tune saves its state
+    # again; a driver killed in between leaves a state that names a deleted checkpoint.
+    import json
+
+    import cloudpickle
+    from ray.train import Checkpoint, CheckpointConfig
+    from ray.train._internal.checkpoint_manager import _CheckpointManager
+    from ray.train._internal.session import _TrainingResult
+
+    from ludwig_hpo.journal import restore_missing_checkpoints
+
+    exp = tmp_path / "search"
+
+    def trial(tid, status, names, saved):
+        folder = exp / f"search_trial_{tid}"
+        for n in names:
+            (folder / n).mkdir(parents=True)
+            (folder / n / "model.pt").write_text(n)
+        manager = _CheckpointManager(CheckpointConfig(num_to_keep=1))
+        manager.register_checkpoint(_TrainingResult(Checkpoint(str(folder / saved)), {}))
+        meta = {"checkpoint_manager": {"_type": "CLOUDPICKLE_FALLBACK", "value": cloudpickle.dumps(manager).hex()}}
+        return [json.dumps({"trial_id": tid, "status": status}), json.dumps(meta)]
+
+    data = [trial("a", "RUNNING", ["checkpoint_000001"], "checkpoint_000000"),  # replaced, then killed
+            trial("b", "RUNNING", ["checkpoint_000000"], "checkpoint_000000"),  # as saved
+            trial("c", "TERMINATED", ["checkpoint_000002"], "checkpoint_000001")]  # not restored
+    (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": data}))
+    assert restore_missing_checkpoints(exp) == ["a"]
+    assert (exp / "search_trial_a" / "checkpoint_000000" / "model.pt").read_text() == "checkpoint_000001"
+    assert (exp / "search_trial_a" / "checkpoint_000001").is_dir()  # the journal may name it
+    assert not (exp / "search_trial_c" / "checkpoint_000001").exists()
+    assert restore_missing_checkpoints(tmp_path / "nothing-saved") == []
