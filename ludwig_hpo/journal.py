@@ -105,16 +105,26 @@ def restore_trial(t, entry: dict) -> None:
     t.replayed = True
 
 
-def saved_trial_ids(experiment_dir: Path) -> set[str] | None:
-    """Ids of the trials in Tune's last saved experiment state under ``experiment_dir``
-    (None when there is none). Driver only."""
+def _saved_trial_data(experiment_dir: Path) -> list | None:
+    """``trial_data`` of Tune's last saved experiment state under ``experiment_dir``: a
+    ``[trial json, run metadata json]`` pair per trial (None when there is none or it
+    cannot be read)."""
     states = sorted(experiment_dir.glob("experiment_state-*.json"))
     if not states:
         return None
     try:
-        data = json.loads(states[-1].read_text())
-        return {json.loads(t[0])["trial_id"] for t in data["trial_data"]}
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return list(json.loads(states[-1].read_text())["trial_data"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def saved_trial_ids(experiment_dir: Path) -> set[str] | None:
+    """Ids of the trials in Tune's last saved experiment state under ``experiment_dir``
+    (None when there is none). Driver only."""
+    data = _saved_trial_data(experiment_dir)
+    try:
+        return None if data is None else {json.loads(t[0])["trial_id"] for t in data}
+    except (ValueError, KeyError, IndexError, TypeError):
         return None
 
 
@@ -136,15 +146,8 @@ def restore_missing_checkpoints(experiment_dir: Path) -> list[str]:
 
     import cloudpickle
 
-    states = sorted(experiment_dir.glob("experiment_state-*.json"))
-    if not states:
-        return []
     repaired = []
-    try:
-        trial_data = json.loads(states[-1].read_text())["trial_data"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    for trial_json, meta_json in trial_data:
+    for trial_json, meta_json in _saved_trial_data(experiment_dir) or []:
         try:
             trial, meta = json.loads(trial_json), json.loads(meta_json)
             if trial.get("status") in ("TERMINATED", "ERROR"):  # not restored

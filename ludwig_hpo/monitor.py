@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -267,8 +268,6 @@ class SweepMonitor(Callback):
             self._emit("trial_retried", t)
 
     def on_experiment_end(self, trials, **info) -> None:
-        import sys
-
         if sys.exc_info()[0] is not None:
             return  # Tune's clean-up after an error in its loop: the sweep fails with that error
         for trial in trials:
