@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -167,6 +168,36 @@ def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
 
 
 @contextlib.contextmanager
+def _daemons_in_their_own_session() -> Iterator[None]:
+    """While in this context, the processes Ray starts for a local cluster (GCS, raylet,
+    dashboard; the raylet's workers follow) start in a session of their own. Driver only.
+
+    A signal sent to the driver's process group (``timeout``, ``kill -TERM -<pgid>``, a
+    terminal's Ctrl-C) then reaches the driver alone, which stops the sweep and the cluster in
+    order. Otherwise the raylet can die first, and Ray's core worker in the driver ends the
+    process (exit code 1) when it finds the object store gone, before the sweep has marked its
+    runs. The daemons still die with the driver (Ray sets their parent-death signal).
+    """
+    from ray._private import services
+
+    popen = getattr(services, "ConsolePopen", None)
+    if popen is None or sys.platform == "win32":  # another Ray layout: its own process handling
+        yield
+        return
+
+    class _NewSessionPopen(popen):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("start_new_session", True)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = _NewSessionPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
+
+
+@contextlib.contextmanager
 def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterator[None]:
     """Start a local Ray cluster with ``trial_slots`` units of the ``trial_slot`` resource;
     stop it and remove its temp folder on exit. Driver only.
@@ -186,10 +217,11 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
     with scoped_env(env):
         try:
             on_term = signal.getsignal(signal.SIGTERM)
-            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},
-                     include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
-                     _temp_dir=temp_dir, log_to_driver=False, logging_level=logging.ERROR,
-                     configure_logging=True)
+            with _daemons_in_their_own_session():
+                ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},
+                         include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
+                         _temp_dir=temp_dir, log_to_driver=False, logging_level=logging.ERROR,
+                         configure_logging=True)
             if callable(on_term) and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, on_term)  # the caller's handler, not Ray's abort
             yield

@@ -26,6 +26,24 @@ def cluster():
         yield
 
 
+
+def test_the_clusters_processes_are_outside_the_drivers_process_group(cluster):
+    """A signal to the driver's process group must not reach the raylet before the driver."""
+    import subprocess
+
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def group() -> int:
+        return os.getpgid(0)
+
+    ps = subprocess.run(["ps", "-o", "pgid=,comm=", "--ppid", str(os.getpid())], capture_output=True, text=True,
+                        check=True).stdout
+    rows = (line.split(None, 1) for line in ps.splitlines() if line.strip())
+    daemons = {name: int(pgid) for pgid, name in rows if name != "ps"}  # ps itself is in our group
+    assert {"gcs_server", "raylet"} <= set(daemons), daemons
+    assert os.getpgid(0) not in set(daemons.values()) | {ray.get(group.remote())}, daemons
+
 def _loaded(**trainer):
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
     raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "batch_size": 32, **trainer}}
