@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,38 +28,45 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * SWEEP_TIMEOUT_S + 120)]
 TRIAL_END = re.compile(r"trial_\w+ (finished|stopped early|failed)")
 
 
-def _session_pids(sid: int) -> list[int]:
-    """Processes of session ``sid`` (Ray workers put themselves in their own process groups,
-    but stay in the session the test created)."""
+def _sweep_pids(sid: int, cluster: Path | None) -> list[int]:
+    """Live processes of the sweep started as session ``sid``: those of the session, and those
+    of its local Ray cluster (its daemons start in sessions of their own; they and their workers
+    name the cluster's temp folder ``cluster`` on their command lines)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes() if cluster else b""
             except OSError:
                 continue
             fields = stat.rsplit(")", 1)[1].split()
             # fields 3 and 6 of /proc/PID/stat: state and session id; a zombie is already dead
-            if int(fields[3]) == sid and fields[0] != "Z":
+            if fields[0] != "Z" and (int(fields[3]) == sid or (cluster and str(cluster).encode() in cmdline)):
                 pids.append(int(entry.name))
     return pids
 
 
 def _kill_session(sid: int) -> None:
-    """SIGKILL the sweep's process group, then anything else left in its session."""
+    """SIGKILL the sweep's process group, then anything else left of it, and remove its local
+    cluster's temp folder (a driver killed outright cannot). Ray names the cluster's session
+    folder after the driver's PID, here ``sid``."""
+    cluster = next((p.parent for p in Path("/tmp").glob(f"hpo-ray-*/session_*_{sid}")), None)
     try:
         os.killpg(sid, signal.SIGKILL)
     except ProcessLookupError:  # the sweep already ended
         pass
     deadline = time.time() + 30
-    while (left := _session_pids(sid)) and time.time() < deadline:
+    while (left := _sweep_pids(sid, cluster)) and time.time() < deadline:
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         time.sleep(0.5)
-    assert not _session_pids(sid), "processes of the killed sweep survived"
+    assert not _sweep_pids(sid, cluster), "processes of the killed sweep survived"
+    if cluster is not None:
+        shutil.rmtree(cluster, ignore_errors=True)
 
 
 def _client(out: Path):
