@@ -26,7 +26,6 @@ def cluster():
         yield
 
 
-
 def test_the_clusters_processes_are_outside_the_drivers_process_group(cluster):
     """A signal to the driver's process group must not reach the raylet before the driver."""
     import subprocess
@@ -43,6 +42,7 @@ def test_the_clusters_processes_are_outside_the_drivers_process_group(cluster):
     daemons = {name: int(pgid) for pgid, name in rows if name != "ps"}  # ps itself is in our group
     assert {"gcs_server", "raylet"} <= set(daemons), daemons
     assert os.getpgid(0) not in set(daemons.values()) | {ray.get(group.remote())}, daemons
+
 
 def _loaded(**trainer):
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
