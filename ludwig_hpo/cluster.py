@@ -170,19 +170,22 @@ def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
 @contextlib.contextmanager
 def _daemons_in_their_own_session() -> Iterator[None]:
     """While in this context, the processes Ray starts for a local cluster (GCS, raylet,
-    dashboard; the raylet's workers follow) start in a session of their own. Driver only.
+    dashboard; the raylet's workers and agents follow) start in a session of their own. Driver only.
 
     A signal sent to the driver's process group (``timeout``, ``kill -TERM -<pgid>``, a
     terminal's Ctrl-C) then reaches the driver alone, which stops the sweep and the cluster in
     order. Otherwise the raylet can die first, and Ray's core worker in the driver ends the
     process (exit code 1) when it finds the object store gone, before the sweep has marked its
-    runs. The daemons still die with the driver (Ray sets their parent-death signal).
+    runs. The daemons still die with the driver: Ray sets their parent-death signal (Linux).
+    Without that kernel support (macOS) Ray starts a reaper that kills the driver's process
+    group when the driver dies, so the daemons stay in that group there.
     """
-    from ray._private import services
+    from ray._private import services, utils
 
     popen = getattr(services, "ConsolePopen", None)
-    if popen is None or sys.platform == "win32":  # another Ray layout: its own process handling
-        yield
+    fate_sharing = getattr(utils, "detect_fate_sharing_support", None)
+    if popen is None or fate_sharing is None or not sys.platform.startswith("linux") or not fate_sharing():
+        yield  # another Ray layout, or the reaper's process group holds the daemons
         return
 
     class _NewSessionPopen(popen):
