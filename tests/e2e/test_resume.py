@@ -28,23 +28,35 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * SWEEP_TIMEOUT_S + 120)]
 TRIAL_END = re.compile(r"trial_\w+ (finished|stopped early|failed)")
 
 
-def _sweep_pids(sid: int, cluster: Path | None) -> list[int]:
-    """Live processes of the sweep started as session ``sid``: those of the session, and those
-    of its local Ray cluster (its daemons start in sessions of their own; they and their workers
-    name the cluster's temp folder ``cluster`` on their command lines)."""
-    pids = []
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Live processes: pid -> (session id, command line); a zombie is already dead."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
-                cmdline = (entry / "cmdline").read_bytes() if cluster else b""
+                cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            fields = stat.rsplit(")", 1)[1].split()
-            # fields 3 and 6 of /proc/PID/stat: state and session id; a zombie is already dead
-            if fields[0] != "Z" and (int(fields[3]) == sid or (cluster and str(cluster).encode() in cmdline)):
-                pids.append(int(entry.name))
-    return pids
+            fields = stat.rsplit(")", 1)[1].split()  # fields 3 and 6 of /proc/PID/stat: state and session id
+            if fields[0] != "Z":
+                found[int(entry.name)] = (int(fields[3]), cmdline)
+    return found
+
+
+def _sweep_sessions(sid: int, cluster: Path | None) -> set[int]:
+    """The sessions of the sweep started as session ``sid``: its own, and one per daemon of its
+    local Ray cluster (GCS, raylet, dashboard, ...: they name the cluster's temp folder
+    ``cluster`` on their command lines and lead sessions of their own, which hold their children;
+    the raylet's workers and agents rename themselves ``ray::<name>``)."""
+    daemons = {pid for pid, (session, cmdline) in _processes().items()
+               if cluster and pid == session and str(cluster).encode() in cmdline}
+    return {sid} | daemons
+
+
+def _sweep_pids(sessions: set[int]) -> list[int]:
+    """Live processes of the sweep's ``sessions`` (they outlive their leaders)."""
+    return [pid for pid, (session, _) in _processes().items() if session in sessions]
 
 
 def _kill_session(sid: int) -> None:
@@ -52,19 +64,20 @@ def _kill_session(sid: int) -> None:
     cluster's temp folder (a driver killed outright cannot). Ray names the cluster's session
     folder after the driver's PID, here ``sid``."""
     cluster = next((p.parent for p in Path("/tmp").glob(f"hpo-ray-*/session_*_{sid}")), None)
+    sessions = _sweep_sessions(sid, cluster)  # before the kill: the daemons die with the driver
     try:
         os.killpg(sid, signal.SIGKILL)
     except ProcessLookupError:  # the sweep already ended
         pass
     deadline = time.time() + 30
-    while (left := _sweep_pids(sid, cluster)) and time.time() < deadline:
+    while (left := _sweep_pids(sessions)) and time.time() < deadline:
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         time.sleep(0.5)
-    assert not _sweep_pids(sid, cluster), "processes of the killed sweep survived"
+    assert not _sweep_pids(sessions), "processes of the killed sweep survived"
     if cluster is not None:
         shutil.rmtree(cluster, ignore_errors=True)
 
