@@ -2,7 +2,7 @@
 trivial trainable through the driver's own pieces: ``OptunaSearch`` over the search space of
 ``sweeps/breast_cancer.yaml`` (TPE, :func:`ludwig_hpo.search.algorithms.make_searcher`), its ASHA
 scheduler, Ray Tune with ``max_concurrent_trials`` > 1 on a local cluster
-(:func:`ludwig_hpo.cluster.local_cluster`), :class:`ludwig_hpo.monitor.SweepMonitor` logging every
+(:func:`ludwig_hpo.execution.cluster.local_cluster`), :class:`ludwig_hpo.driver.monitor.SweepMonitor` logging every
 trial as an MLflow child run into an embedded SQLite store, and at the end the results file and
 the report's trials table.
 
@@ -43,11 +43,13 @@ from ray.tune.search.optuna import OptunaSearch
 from rich.console import Console
 
 from ludwig_hpo.config import load_sweep
-from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
+from ludwig_hpo.driver.monitor import SweepMonitor
 from ludwig_hpo.results import SweepResult
+from ludwig_hpo.results.live import TrialDescription
 from ludwig_hpo.search.algorithms import OBJECTIVE, make_searcher
 from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode, param_infos
+from ludwig_hpo.tracking.sink import MlflowSink
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,8 +162,8 @@ def main() -> None:
     from ray import tune
 
     from dashboards.table import trials_table
-    from ludwig_hpo.cluster import local_cluster
-    from ludwig_hpo.results_io import write_result
+    from ludwig_hpo.execution.cluster import local_cluster
+    from ludwig_hpo.results.io import write_result
     from ludwig_hpo.tracking import MlflowStore
     from ludwig_hpo.tracking.process import StoreProcess
 

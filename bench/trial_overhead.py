@@ -41,7 +41,7 @@ def run_search(executor: str | None, num_samples: int, work: Path) -> dict:
     from mlflow.tracking import MlflowClient
 
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.sweep import Sweep
+    from ludwig_hpo.driver.sweep import Sweep
 
     raw = yaml.safe_load((ROOT / "sweeps" / "breast_cancer.yaml").read_text())
     raw.pop("kfold", None)
@@ -79,8 +79,8 @@ def main() -> None:
     executors = args.executors.split(",") if supported else [None]
     default = None
     if supported:
-        from ludwig_hpo.cluster import local_resources
-        from ludwig_hpo.train.executor import choose_executor
+        from ludwig_hpo.execution.cluster import local_resources
+        from ludwig_hpo.execution.executor import choose_executor
 
         default = choose_executor("auto", use_gpu=local_resources()[1] > 0).executor
     figures = {}

@@ -32,8 +32,8 @@ from typing import Any, NamedTuple
 
 from dashboards._format import value_label
 from ludwig_hpo.errors import TrackingError
-from ludwig_hpo.kfold import aggregate_kfold
 from ludwig_hpo.results import EpochRecord, ParamInfo, SweepResult, TrialRecord
+from ludwig_hpo.results.kfold import aggregate_kfold
 
 PARENT_TAG = "mlflow.parentRunId"
 SEARCH_SPACE_ARTIFACT = "search_space.json"

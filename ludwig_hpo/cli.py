@@ -20,7 +20,7 @@ from rich.markup import escape
 from ludwig_hpo.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
-    from ludwig_hpo.sweep import Sweep
+    from ludwig_hpo.driver.sweep import Sweep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Declarative hyperparameter sweeps for PyTorch: Optuna + Ray Tune + Ray Train DDP + MLflow.")
@@ -76,7 +76,7 @@ _WORKERS_HELP = "Workers per trial (DDP world size); overrides backend.num_worke
 
 
 def _with_cli_overrides(loaded, num_workers: int | None, sets: list[str] | None = None):
-    from ludwig_hpo.overrides import parse_set, with_overrides
+    from ludwig_hpo.config.overrides import parse_set, with_overrides
 
     if num_workers is not None:
         loaded = with_overrides(loaded, [("backend.num_workers", num_workers)], source="--num-workers")
@@ -100,14 +100,14 @@ def sweep(
     If the output folder holds an unfinished sweep of the same file (interrupted or crashed),
     it is resumed: finished trials are kept, the rest run."""
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.state import decide
-    from ludwig_hpo.sweep import Sweep, default_output_dir
+    from ludwig_hpo.driver.state import decide
+    from ludwig_hpo.driver.sweep import Sweep, default_output_dir
 
     loaded = _with_cli_overrides(load_sweep(sweep_file, dataset=dataset), num_workers)
     target = default_output_dir(loaded, output)
     decision, state = decide(target, loaded.text, loaded.raw, restart=restart)
     if restart and decision == "new" and (target / "state.json").is_file():
-        from ludwig_hpo.state import read_state
+        from ludwig_hpo.driver.state import read_state
 
         if (old := read_state(target)) is not None and old.phase != "finished":
             shutil.rmtree(target)
@@ -122,8 +122,8 @@ def sweep(
 def resume(results_dir: Path = typer.Argument(..., help="The output folder of an unfinished sweep.")) -> None:
     """Resume the unfinished sweep in RESULTS_DIR (same as rerunning its `hpo sweep` command)."""
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.state import fingerprint, read_state
-    from ludwig_hpo.sweep import Sweep
+    from ludwig_hpo.driver.state import fingerprint, read_state
+    from ludwig_hpo.driver.sweep import Sweep
 
     state = read_state(results_dir)
     if state is None:
@@ -193,7 +193,7 @@ def _show(v) -> str:
 
 def _describe_search(cfg) -> list[str]:
     """Lines of ``hpo validate`` about the search: algorithm, scheduler, budget, space."""
-    from ludwig_hpo.sweep import trial_count_text
+    from ludwig_hpo.driver.sweep import trial_count_text
 
     hp = cfg.hyperopt
     sa, sch = hp.search_alg, hp.scheduler
@@ -272,8 +272,8 @@ def train(
 ) -> None:
     """Train one configuration once as a Ray Train job, tracked in MLflow, model saved."""
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.overrides import best_config_of
-    from ludwig_hpo.single_run import train_once
+    from ludwig_hpo.config.overrides import best_config_of
+    from ludwig_hpo.driver.single_run import train_once
 
     loaded = load_sweep(sweep_file)
     if from_sweep is not None:
@@ -312,9 +312,9 @@ def validate(
     dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source."),
 ) -> None:
     """Check a sweep file and its dataset without starting Ray; print what the sweep would do."""
-    from ludwig_hpo.cluster import local_plan
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.sweep import choose_output_dir
+    from ludwig_hpo.driver.sweep import choose_output_dir
+    from ludwig_hpo.execution.cluster import local_plan
 
     loaded = load_sweep(sweep_file, dataset=dataset)
     cfg = loaded.config
@@ -336,7 +336,7 @@ def validate(
               f"features read and preprocessed without error")
     plan = local_plan(cfg)
     out.print(f"resources: {plan.describe()}")
-    from ludwig_hpo.train.executor import choose_executor
+    from ludwig_hpo.execution.executor import choose_executor
 
     choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu,
                                 pbt=cfg.hyperopt.scheduler.type == "pbt")
@@ -405,7 +405,7 @@ def report(
 
 def _read_results_json(path: Path):
     from ludwig_hpo.errors import DataError
-    from ludwig_hpo.results_io import read_result
+    from ludwig_hpo.results.io import read_result
 
     try:
         return read_result(path)
@@ -417,8 +417,8 @@ def _read_results_json(path: Path):
 def _default_ui_dir() -> Path:
     """The current folder when it holds a sweep's store, else the newest sweep under the
     default output root."""
+    from ludwig_hpo.driver.sweep import DEFAULT_OUTPUT_ROOT
     from ludwig_hpo.errors import DataError
-    from ludwig_hpo.sweep import DEFAULT_OUTPUT_ROOT
 
     if Path("mlflow.db").is_file():
         return Path(".")

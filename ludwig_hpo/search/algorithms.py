@@ -69,7 +69,7 @@ def enqueued_points(hp: HyperoptConfig) -> list[dict[str, Any]]:
 
 
 #: Journal entries of trials that ended after Tune last saved its state (set by the driver
-#: while a resumed search runs, see :func:`ludwig_hpo.journal.ended_outside_state`): the
+#: while a resumed search runs, see :func:`ludwig_hpo.driver.journal.ended_outside_state`): the
 #: restored searcher tells Optuna their results and counts them toward the sweep's trials.
 ENDED_OUTSIDE_STATE: dict[str, dict] = {}
 

@@ -123,7 +123,7 @@ def _mo_trial(tid: str, loss: float, auc: float, status: str = "FINISHED") -> Ru
 def test_a_multi_objective_sweep_keeps_its_objectives_and_pareto_set():
     """The parent's ``objectives`` tag (what the sweep logs) gives the objectives; the Pareto
     set is recomputed from each trial's last epoch, as the sweep does."""
-    from ludwig_hpo.sweep import objectives_tag
+    from ludwig_hpo.driver.sweep import objectives_tag
 
     tag = objectives_tag([(LOSS, "minimize"), (AUC, "maximize")])
     parent = RunSnapshot("p", "mo-20260101-000000", "FINISHED", 100.0, 200.0, {"objectives": tag},

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(SWEEP_TIMEOUT_S + SERVER_STAR
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     """``mlflow server`` (1 worker, no job runner: 2 processes) on 127.0.0.1; yields its URI."""
-    from ludwig_hpo.cluster import free_port
+    from ludwig_hpo.execution.cluster import free_port
 
     root = tmp_path_factory.mktemp("mlflow-server")
     port = free_port()

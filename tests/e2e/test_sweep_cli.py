@@ -230,7 +230,7 @@ def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
     import time
     import urllib.request
 
-    from ludwig_hpo.cluster import free_port
+    from ludwig_hpo.execution.cluster import free_port
 
     _, out = tiny_sweep
     port = free_port()
@@ -295,7 +295,7 @@ def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig, group):
 
 def test_hpo_report_rebuilds_the_same_sweep_from_mlflow_alone(tiny_sweep, tmp_path):
     from dashboards.mlflow_source import load_sweep
-    from ludwig_hpo.results_io import read_result
+    from ludwig_hpo.results.io import read_result
 
     _, out = tiny_sweep
     uri = f"sqlite:///{(out / 'mlflow.db').resolve()}"

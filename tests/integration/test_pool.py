@@ -11,7 +11,7 @@ import pytest
 
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.data import load_dataframe, prepare
-from ludwig_hpo.resources import plan_resources
+from ludwig_hpo.execution.resources import plan_resources
 
 from ..conftest import SWEEPS
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 @pytest.fixture(scope="module")
 def cluster():
-    from ludwig_hpo.cluster import local_cluster
+    from ludwig_hpo.execution.cluster import local_cluster
 
     with local_cluster(num_cpus=2, num_gpus=0, trial_slots=2):
         yield
@@ -90,8 +90,8 @@ def _sweep(tmp_path, executor: str, learning_rates: list[float], *, num_workers:
     import ray
     from ray import tune
 
-    from ludwig_hpo.train.pool import start_pools
-    from ludwig_hpo.train.trial import TrialContext, search_trial, trial_resources
+    from ludwig_hpo.execution.pool import start_pools
+    from ludwig_hpo.execution.trainable import TrialContext, search_trial, trial_resources
 
     raw, cfg, data = _loaded(**trainer)
     raw = {**raw, "backend": {**raw["backend"], "num_workers": num_workers}}

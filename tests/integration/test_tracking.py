@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
-from ludwig_hpo.sweep import asha_rungs
+from ludwig_hpo.driver.monitor import SweepMonitor
+from ludwig_hpo.driver.sweep import asha_rungs
+from ludwig_hpo.results.live import TrialDescription
 from ludwig_hpo.tracking import MlflowStore
+from ludwig_hpo.tracking.sink import MlflowSink
 
 
 @dataclass
@@ -214,7 +216,7 @@ def test_tunes_saved_state_does_not_wait_for_the_results_of_running_trials(store
 
 def test_a_resumed_sweep_completes_the_run_of_a_trial_whose_writes_were_still_queued(store, tmp_path,
                                                                                      monkeypatch):
-    from ludwig_hpo.journal import JournalSink, read_journal
+    from ludwig_hpo.driver.journal import JournalSink, read_journal
 
     parent = store.start_run("sweep")
     journal = tmp_path / "journal.jsonl"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ludwig_hpo.cluster import _daemons_in_their_own_session
+from ludwig_hpo.execution.cluster import _daemons_in_their_own_session
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process sessions of Linux")
 

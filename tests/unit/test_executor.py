@@ -6,9 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from ludwig_hpo.config.schema import BackendConfig
-from ludwig_hpo.resources import plan_resources
-from ludwig_hpo.train.executor import choose_executor
-from ludwig_hpo.train.trial import trial_resources
+from ludwig_hpo.execution.executor import choose_executor
+from ludwig_hpo.execution.resources import plan_resources
+from ludwig_hpo.execution.trainable import trial_resources
 
 
 @pytest.mark.parametrize(("requested", "use_gpu", "expected"), [

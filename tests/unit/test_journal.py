@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ludwig_hpo.journal import JournalSink, ended_outside_state, read_journal
-from ludwig_hpo.monitor import LiveTrial
+from ludwig_hpo.driver.journal import JournalSink, ended_outside_state, read_journal
 from ludwig_hpo.results import EpochRecord
+from ludwig_hpo.results.live import LiveTrial
 
 
 def _trial(tid, status="FINISHED"):
@@ -32,7 +32,7 @@ def test_ended_trials_replay_what_they_reported(tmp_path):
 
 
 def test_interrupted_trials_are_not_journaled_and_an_entry_keeps_the_trials_times(tmp_path):
-    from ludwig_hpo.journal import restore_trial
+    from ludwig_hpo.driver.journal import restore_trial
 
     sink = JournalSink(tmp_path / "journal.jsonl")
     cut = _trial("i", status="KILLED")
@@ -58,7 +58,7 @@ def test_a_torn_last_line_is_ignored(tmp_path):
 
 
 def test_a_replay_cut_short_by_the_resumed_scheduler_ends_as_recorded(tmp_path):
-    from ludwig_hpo.journal import restore_trial
+    from ludwig_hpo.driver.journal import restore_trial
 
     sink = JournalSink(tmp_path / "journal.jsonl")
     sink.trial_ended(_trial("a"))
@@ -96,7 +96,8 @@ def test_trials_that_ended_after_tunes_last_save_are_found(tmp_path):
 
 
 def test_a_restored_monitor_adopts_them_as_ended(tmp_path):
-    from ludwig_hpo.monitor import SweepMonitor, TrialDescription
+    from ludwig_hpo.driver.monitor import SweepMonitor
+    from ludwig_hpo.results.live import TrialDescription
 
     path = tmp_path / "journal.jsonl"
     t = _trial("b", status="KILLED")
@@ -142,7 +143,7 @@ def test_a_checkpoint_tunes_saved_state_names_but_its_retention_deleted_is_put_b
     from ray.train._internal.checkpoint_manager import _CheckpointManager
     from ray.train._internal.session import _TrainingResult
 
-    from ludwig_hpo.journal import restore_missing_checkpoints
+    from ludwig_hpo.driver.journal import restore_missing_checkpoints
 
     exp = tmp_path / "search"
 

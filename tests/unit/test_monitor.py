@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ludwig_hpo.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs
-from ludwig_hpo.monitor import SweepMonitor, TrialDescription
+from ludwig_hpo.driver.monitor import SweepMonitor
 from ludwig_hpo.results import TrialRecord
+from ludwig_hpo.results.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs
+from ludwig_hpo.results.live import TrialDescription
 
 
 @dataclass
@@ -196,7 +197,7 @@ def test_a_restored_handle_forwards_to_the_monitor_the_resuming_driver_registere
 
 
 def _journal_entry(t, mon, tmp_path):
-    from ludwig_hpo.journal import JournalSink, read_journal
+    from ludwig_hpo.driver.journal import JournalSink, read_journal
 
     JournalSink(tmp_path / "journal.jsonl").trial_ended(mon.trials[t.trial_id])
     return read_journal(tmp_path / "journal.jsonl")[t.trial_id]
@@ -250,7 +251,7 @@ def test_tunes_clean_up_after_an_error_ends_no_trial():
 def test_the_handle_forwards_every_tune_event_the_monitor_handles():
     from ray.tune import Callback
 
-    from ludwig_hpo.monitor import MonitorHandle
+    from ludwig_hpo.driver.monitor import MonitorHandle
 
     events = {name for name in vars(SweepMonitor) if name.startswith("on_") and hasattr(Callback, name)}
     assert events >= {"on_trial_start", "on_trial_result", "on_trial_complete", "on_trial_error", "on_trial_recover"}

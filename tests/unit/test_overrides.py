@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from ludwig_hpo.config import load_sweep
+from ludwig_hpo.config.overrides import best_config_of, parse_set, with_overrides
+from ludwig_hpo.driver.single_run import single_run_sweep
 from ludwig_hpo.errors import ConfigError, DataError
-from ludwig_hpo.overrides import best_config_of, parse_set, with_overrides
-from ludwig_hpo.single_run import single_run_sweep
 
 from ..conftest import SWEEPS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ludwig_hpo.errors import ResourceError
-from ludwig_hpo.resources import NodeShape, nodes_from_ray, plan_resources
+from ludwig_hpo.execution.resources import NodeShape, nodes_from_ray, plan_resources
 
 # (cluster cpus, cluster gpus, workers, cpus per worker, use_gpu, max_concurrent, num_samples) -> concurrency
 FITS = [

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
-from ludwig_hpo.results_io import read_result, write_result
+from ludwig_hpo.results.io import read_result, write_result
 
 NAN, INF = float("nan"), float("inf")
 PARAMS = (

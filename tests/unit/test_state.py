@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from ludwig_hpo.driver.state import SweepState, changed_keys, decide, fingerprint, read_state, write_state
 from ludwig_hpo.errors import ConfigError
-from ludwig_hpo.state import SweepState, changed_keys, decide, fingerprint, read_state, write_state
 
 TEXT = "name: s\ntrainer: {epochs: 3}\ninput_features: [{name: a, type: number}]\n"
 

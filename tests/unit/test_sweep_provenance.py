@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ludwig_hpo.sweep import _git_commit, asha_rungs
+from ludwig_hpo.driver.sweep import _git_commit, asha_rungs
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -4,7 +4,7 @@ Runs in the Tune trial actor (which reserves no CPU, only a ``trial_slot``, so t
 always have CPUs to start on). ``fresh``: the trial builds one Ray Train ``TorchTrainer``;
 rank 0's per-epoch reports reach Tune through ``TuneReportCallback``; a 1-worker trial skips
 Train and runs the worker loop in the trial actor itself. ``pooled``: the trial runs on a
-warm worker group of the sweep (:mod:`ludwig_hpo.train.pool`), which streams rank 0's
+warm worker group of the sweep (:mod:`ludwig_hpo.execution.pool`), which streams rank 0's
 per-epoch metrics back. Either way Tune schedulers see every epoch.
 """
 
@@ -36,7 +36,7 @@ class TrialContext:
             categories (Optuna samples their index).
         mode: ``"min"`` or ``"max"``: which checkpoint (by ``checkpoint_objective``) a trial keeps.
         batch_cache: handle of the sweep's batch-size cache actor, or None.
-        pools: handle of the sweep's :class:`~ludwig_hpo.train.pool.WorkerPools` actor
+        pools: handle of the sweep's :class:`~ludwig_hpo.execution.pool.WorkerPools` actor
             (``pooled`` executor), or None (``fresh``).
     """
 
@@ -52,7 +52,7 @@ class TrialContext:
     pools: Any = None
     gpus_per_worker: float = 1.0
     #: a resumed sweep: per trial id, the results of trials that ended before the interruption
-    #: (see :mod:`ludwig_hpo.journal`); such a trial reports them again instead of training.
+    #: (see :mod:`ludwig_hpo.driver.journal`); such a trial reports them again instead of training.
     replay: dict[str, list[dict]] = field(default_factory=dict)
     #: search trials write a checkpoint at epochs ``first``, ``first + every``, ... (PBT's
     #: perturbation epochs, see :func:`~ludwig_hpo.search.schedulers.pbt_checkpoints`), besides
@@ -124,7 +124,7 @@ def _worker_entry(config: dict) -> None:
     import ray.train.torch
 
     from ludwig_hpo.config.loader import resolve_trial_config
-    from ludwig_hpo.train.cache import cache_for
+    from ludwig_hpo.execution.cache import cache_for
     from ludwig_hpo.train.loop import train_loop
 
     data = ray.get(config["data"][0])
@@ -178,7 +178,7 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
     from ray import tune
 
     if ctx.pools is not None:
-        from ludwig_hpo.train.pool import run_pooled
+        from ludwig_hpo.execution.pool import run_pooled
 
         run_pooled(ctx.pools, trial_id, {"raw": ctx.raw, "params": params, "job": asdict(job),
                                          "storage_path": ctx.storage_path, "mode": ctx.mode,
@@ -194,7 +194,7 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
             ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
             tune.report(metrics, checkpoint=ckpt)
 
-        from ludwig_hpo.train.cache import cache_for
+        from ludwig_hpo.execution.cache import cache_for
 
         device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
         cache = cache_for(ctx.batch_cache)

@@ -22,22 +22,22 @@ from typing import Any
 from rich.console import Console
 
 from ludwig_hpo import __version__
-from ludwig_hpo.cluster import cluster_plan, existing_cluster, local_plan, scoped_env
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, dataset_folder, load_dataframe, prepare
-from ludwig_hpo.errors import DataError
-from ludwig_hpo.journal import (
+from ludwig_hpo.driver.journal import (
     JOURNAL_FILE,
     JournalSink,
     ended_outside_state,
     read_journal,
     restore_missing_checkpoints,
 )
-from ludwig_hpo.resources import ResourcePlan
+from ludwig_hpo.driver.state import SweepState, fingerprint, write_state
+from ludwig_hpo.errors import DataError
+from ludwig_hpo.execution.cluster import cluster_plan, existing_cluster, local_plan, scoped_env
+from ludwig_hpo.execution.executor import choose_executor
+from ludwig_hpo.execution.resources import ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.search.space import index_encoded_choices, param_infos
-from ludwig_hpo.state import SweepState, fingerprint, write_state
-from ludwig_hpo.train.executor import choose_executor
 
 DEFAULT_OUTPUT_ROOT = Path("hpo_results")
 #: Sweeps up to this many trials save Tune's experiment state at every step (see _tune_run).
@@ -365,11 +365,11 @@ class Sweep:
         import optuna
         import ray
 
-        from ludwig_hpo.cluster import local_cluster
+        from ludwig_hpo.execution.cache import start_cache_actor
+        from ludwig_hpo.execution.cluster import local_cluster
+        from ludwig_hpo.execution.pool import start_pools
+        from ludwig_hpo.execution.trainable import TrialContext
         from ludwig_hpo.search.schedulers import pbt_checkpoints, stop_epochs
-        from ludwig_hpo.train.cache import start_cache_actor
-        from ludwig_hpo.train.pool import start_pools
-        from ludwig_hpo.train.trial import TrialContext
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.journal = read_journal(paths.root / JOURNAL_FILE) if self.resume else {}
@@ -440,7 +440,7 @@ class Sweep:
                   param_space: dict | None, paths: SweepPaths):
         from ray import tune
 
-        from ludwig_hpo.train.trial import trial_resources
+        from ludwig_hpo.execution.trainable import trial_resources
 
         pooled = ctx.pools is not None
         trainable = tune.with_resources(tune.with_parameters(trainable, ctx=ctx),
@@ -521,12 +521,14 @@ class Sweep:
 
     def _search(self, ctx, plan: ResourcePlan, store, parent: str,
                 paths: SweepPaths) -> tuple[tuple[TrialRecord, ...], dict[str, str]]:
-        from ludwig_hpo.console import ConsoleSink
-        from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
+        from ludwig_hpo.driver.console import ConsoleSink
+        from ludwig_hpo.driver.monitor import SweepMonitor
+        from ludwig_hpo.execution.trainable import search_trial
+        from ludwig_hpo.results.live import TrialDescription
         from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE, OBJECTIVE, make_searcher
         from ludwig_hpo.search.schedulers import make_scheduler
         from ludwig_hpo.search.space import decode
-        from ludwig_hpo.train.trial import search_trial
+        from ludwig_hpo.tracking.sink import MlflowSink
 
         hp = self.cfg.hyperopt
         n = hp.num_trials
@@ -656,10 +658,12 @@ class Sweep:
                top: list[TrialRecord]) -> tuple[KFoldRecord, ...]:
         from ray import tune
 
-        from ludwig_hpo.console import ConsoleSink
-        from ludwig_hpo.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs
-        from ludwig_hpo.monitor import MlflowSink, SweepMonitor, TrialDescription
-        from ludwig_hpo.train.trial import kfold_trial
+        from ludwig_hpo.driver.console import ConsoleSink
+        from ludwig_hpo.driver.monitor import SweepMonitor
+        from ludwig_hpo.execution.trainable import kfold_trial
+        from ludwig_hpo.results.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs
+        from ludwig_hpo.results.live import TrialDescription
+        from ludwig_hpo.tracking.sink import MlflowSink
 
         k = self.cfg.kfold.k
         jobs = kfold_jobs(top, k)
@@ -681,7 +685,7 @@ class Sweep:
         return aggregate_kfold(runs, k, metric)
 
     def _finish(self, result: SweepResult, best: TrialRecord | None, store, parent: str, paths: SweepPaths) -> None:
-        from ludwig_hpo.results_io import write_result
+        from ludwig_hpo.results.io import write_result
 
         write_result(result, paths.root / "results.json")
         store.log_artifact(parent, paths.root / "results.json")

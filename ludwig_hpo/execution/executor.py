@@ -3,7 +3,7 @@
 - ``fresh``: one Ray Train job (``TorchTrainer.fit()``) per trial: new worker processes for
   every trial; full isolation, and right for long GPU trials, where start-up is small next to
   training and a new process returns all device memory.
-- ``pooled``: warm DDP worker groups (:mod:`ludwig_hpo.train.pool`), one per trial slot,
+- ``pooled``: warm DDP worker groups (:mod:`ludwig_hpo.execution.pool`), one per trial slot,
   started once per sweep; saves the process start-up of every trial (seconds each), which
   dominates short CPU trials and early-stopped sweeps.
 """

@@ -25,7 +25,7 @@ def _scalar(v: Any) -> bool:
 
 
 class JournalSink:
-    """A :class:`~ludwig_hpo.monitor.SweepMonitor` sink appending each ended trial (driver only).
+    """A :class:`~ludwig_hpo.driver.monitor.SweepMonitor` sink appending each ended trial (driver only).
 
     Args:
         path: the journal file (appended to; created on the first ended trial).

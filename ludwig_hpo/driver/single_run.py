@@ -47,6 +47,6 @@ def train_once(loaded: LoadedSweep, console: Console, *, output_root: Path | Non
         UserError: bad data, resources, cluster address or tracking store (before anything
             is created).
     """
-    from ludwig_hpo.sweep import Sweep
+    from ludwig_hpo.driver.sweep import Sweep
 
     return Sweep(single_run_sweep(loaded), console, output_root=output_root, address=address).run()

@@ -116,7 +116,7 @@ class PoolWorker:
         import torch
 
         from ludwig_hpo.config.loader import resolve_trial_config
-        from ludwig_hpo.train.cache import cache_for
+        from ludwig_hpo.execution.cache import cache_for
         from ludwig_hpo.train.loop import Job, train_loop
 
         cfg = resolve_trial_config(spec["raw"], spec["params"])

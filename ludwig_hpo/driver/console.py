@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ludwig_hpo.monitor import LiveTrial
+from ludwig_hpo.results.live import LiveTrial
 
 
 def fmt(v: Any) -> str:

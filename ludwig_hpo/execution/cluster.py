@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.errors import ResourceError
-from ludwig_hpo.resources import NodeShape, ResourcePlan, nodes_from_ray, plan_resources
+from ludwig_hpo.execution.resources import NodeShape, ResourcePlan, nodes_from_ray, plan_resources
 
 #: Environment of the cluster's processes. The short health-check interval makes Ray Train
 #: notice finished workers in ~0.2 s instead of 2 s (per-trial teardown 4.9 s -> ~1 s). Each

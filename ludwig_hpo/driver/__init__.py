@@ -1,0 +1,1 @@
+"""The sweep, driver process only: its phases, Tune run/restore, export, output paths, monitor."""
