@@ -45,9 +45,10 @@ def exhaustive(cfg, data, cap: int, also: int) -> dict[int, float]:
     dd = DeviceData(data, torch.device("cpu"))
     model = build_model(cfg, data.meta)
     opt = _make_optimizer(cfg, model.parameters())
-    probe = make_train_probe(model, opt, lambda x, y: _combined_loss(cfg, model(x), y), dd, data.splits["train"],
-                             seed=0, warmup=3, steps=20)
-    sizes = sorted({2 ** i for i in range(int(math.log2(cap)) + 1)} | {cap, also})
+    probe = make_train_probe(
+        model, opt, lambda x, y: _combined_loss(cfg, model(x), y), dd, data.splits["train"], seed=0, warmup=3, steps=20
+    )
+    sizes = sorted({2**i for i in range(int(math.log2(cap)) + 1)} | {cap, also})
     return {b: statistics.median(probe(b) for _ in range(REPEATS)) for b in sizes}
 
 
@@ -62,12 +63,24 @@ def hit_rate(loaded, data, n: int = 16) -> tuple[float, int]:
         cfg = resolve_trial_config(loaded.raw, decode(hp.parameters, trial.params))
         study.tell(trial, 0.0)
         model = build_model(cfg, data.meta)
-        cap = max(1, min(cfg.trainer.max_batch_size, math.ceil(len(data.splits["train"]) / cfg.backend.num_workers)
-                         // MIN_STEPS_PER_EPOCH))
-        key = cache_key(architecture=describe_model(model),
-                        input_shapes={k: tuple(v.shape[1:]) for k, v in data.inputs.items()}, device="cpu",
-                        device_memory=0, world_size=cfg.backend.num_workers, precision="fp32",
-                        strategy=cfg.backend.strategy, max_size=cap, optimizer=cfg.trainer.optimizer.type)
+        cap = max(
+            1,
+            min(
+                cfg.trainer.max_batch_size,
+                math.ceil(len(data.splits["train"]) / cfg.backend.num_workers) // MIN_STEPS_PER_EPOCH,
+            ),
+        )
+        key = cache_key(
+            architecture=describe_model(model),
+            input_shapes={k: tuple(v.shape[1:]) for k, v in data.inputs.items()},
+            device="cpu",
+            device_memory=0,
+            world_size=cfg.backend.num_workers,
+            precision="fp32",
+            strategy=cfg.backend.strategy,
+            max_size=cap,
+            optimizer=cfg.trainer.optimizer.type,
+        )
         hits += cache.get(key) is not None
         cache.put(key, {"batch_size": 1})
     return hits / n, n - hits
@@ -90,11 +103,13 @@ def main() -> None:
         best_size = max(speeds, key=speeds.get)
         ratio = speeds[chosen] / speeds[best_size]
         rate, misses = hit_rate(loaded, data)
-        print(f"{name}: chosen batch size {chosen} (tried {reports[0].get('batch_size_tried', '-')}); "
-              f"exhaustive samples/s {{{', '.join(f'{b}: {s:.0f}' for b, s in speeds.items())}}}; "
-              f"best {best_size}; throughput ratio {ratio:.3f}; tuning {tuning_s:.3f}s / training "
-              f"{train_s:.3f}s = {tuning_s / train_s:.3f} per tuned trial; cache hit rate over 16 trials "
-              f"{rate:.2f}, so tuning / training over those 16 trials = {misses * tuning_s / (16 * train_s):.3f}")
+        print(
+            f"{name}: chosen batch size {chosen} (tried {reports[0].get('batch_size_tried', '-')}); "
+            f"exhaustive samples/s {{{', '.join(f'{b}: {s:.0f}' for b, s in speeds.items())}}}; "
+            f"best {best_size}; throughput ratio {ratio:.3f}; tuning {tuning_s:.3f}s / training "
+            f"{train_s:.3f}s = {tuning_s / train_s:.3f} per tuned trial; cache hit rate over 16 trials "
+            f"{rate:.2f}, so tuning / training over those 16 trials = {misses * tuning_s / (16 * train_s):.3f}"
+        )
         ratios.append(ratio)
         fractions.append(tuning_s / train_s)
         rates.append(rate)

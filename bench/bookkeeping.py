@@ -60,15 +60,32 @@ def trivial_trial(config: dict) -> None:
     from ray import tune
 
     lr = config["trainer.learning_rate"]
-    base = ((math.log10(lr) + 3) ** 2 + 0.1 * abs(config["combiner.num_fc_layers"] - 2)
-            + 0.01 * abs(math.log2(config["combiner.output_size"]) - 6) + config["combiner.dropout"])
+    base = (
+        (math.log10(lr) + 3) ** 2
+        + 0.1 * abs(config["combiner.num_fc_layers"] - 2)
+        + 0.01 * abs(math.log2(config["combiner.output_size"]) - 6)
+        + config["combiner.dropout"]
+    )
     for epoch in range(1, config["epochs"] + 1):
         value = base + 1.0 / epoch
-        tune.report({"epoch": epoch, OBJECTIVE: value, "validation/malignant/loss": value,
-                     "validation/malignant/accuracy": 1 - value / 10, "validation/malignant/roc_auc": 0.9,
-                     "validation/combined/loss": value, "train/combined/running_loss": value,
-                     "batch_size": 32, "global_batch_size": 32, "eval_batch_size": 512, "world_size": 1,
-                     "train_time_s": 0.01 * epoch, "batch_size_tuning_s": 0.0, "samples_per_s": 1e5})
+        tune.report(
+            {
+                "epoch": epoch,
+                OBJECTIVE: value,
+                "validation/malignant/loss": value,
+                "validation/malignant/accuracy": 1 - value / 10,
+                "validation/malignant/roc_auc": 0.9,
+                "validation/combined/loss": value,
+                "train/combined/running_loss": value,
+                "batch_size": 32,
+                "global_batch_size": 32,
+                "eval_batch_size": 512,
+                "world_size": 1,
+                "train_time_s": 0.01 * epoch,
+                "batch_size_tuning_s": 0.0,
+                "samples_per_s": 1e5,
+            }
+        )
 
 
 class Timed:
@@ -86,6 +103,7 @@ class Timed:
                 return fn(*a, **kw)
             finally:
                 self.seconds += time.perf_counter() - t
+
         return call
 
     def __getattr__(self, name):
@@ -136,7 +154,9 @@ def trial_actors_started() -> int | None:
     try:
         from ray.util.state import list_actors
 
-        return len(list_actors(filters=[("class_name", "=", "ImplicitFunc")], limit=10_000, raise_on_missing_output=False))
+        return len(
+            list_actors(filters=[("class_name", "=", "ImplicitFunc")], limit=10_000, raise_on_missing_output=False)
+        )
     except Exception:  # noqa: BLE001 - a figure that explains, not one that is measured
         return None
 
@@ -152,10 +172,16 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="max_concurrent_trials (default 4)")
     ap.add_argument("--epochs", type=int, default=3, help="reports per trial (default 3)")
     ap.add_argument("--profile", action="store_true", help="print the driver's top functions by cumulative time")
-    ap.add_argument("--in-process-store", action="store_true",
-                    help="run the MLflow store in the driver's process (the sweep runs it in a process of its own)")
-    ap.add_argument("--without-mlflow", action="store_true",
-                    help="leave the MLflow sink out (to measure its share of the driver's time)")
+    ap.add_argument(
+        "--in-process-store",
+        action="store_true",
+        help="run the MLflow store in the driver's process (the sweep runs it in a process of its own)",
+    )
+    ap.add_argument(
+        "--without-mlflow",
+        action="store_true",
+        help="leave the MLflow sink out (to measure its share of the driver's time)",
+    )
     args = ap.parse_args()
 
     import optuna
@@ -177,10 +203,16 @@ def main() -> None:
     # and the store's time on the sink's background thread
     writes = Timed(store, ("start_run", "log_params", "log_batch", "log_metrics", "set_tags", "log_text", "end_run"))
     sink = Timed(MlflowSink(writes, parent), ("trial_started", "trial_result", "trial_ended", "flush"))
-    monitor = SweepMonitor(epochs=args.epochs, goal_sign=1.0, sinks=[] if args.without_mlflow else [sink],
-                           describe=lambda tid, config: TrialDescription(
-                               decode(hp.parameters, {k: v for k, v in config.items() if k != "epochs"}),
-                               {"phase": "search"}, f"trial_{tid}"))
+    monitor = SweepMonitor(
+        epochs=args.epochs,
+        goal_sign=1.0,
+        sinks=[] if args.without_mlflow else [sink],
+        describe=lambda tid, config: TrialDescription(
+            decode(hp.parameters, {k: v for k, v in config.items() if k != "epochs"}),
+            {"phase": "search"},
+            f"trial_{tid}",
+        ),
+    )
     searcher = make_searcher(hp)
     searcher.__class__ = TimedOptunaSearch  # same object, its calls timed
     console = Console()
@@ -189,22 +221,42 @@ def main() -> None:
         tuner = tune.Tuner(
             tune.with_resources(trivial_trial, {"cpu": 0, "trial_slot": 1}),
             param_space={"epochs": args.epochs},
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=make_scheduler(hp, args.epochs),
-                                        num_samples=args.trials, max_concurrent_trials=args.concurrency,
-                                        reuse_actors=True),
-            run_config=tune.RunConfig(name="bookkeeping", storage_path=str(out / "ray"), verbose=0,
-                                      callbacks=[monitor], failure_config=tune.FailureConfig(max_failures=0)))
-        console.print(f"{args.trials} trials, {args.concurrency} at a time, {args.epochs} reports each; "
-                      f"output {out}", highlight=False)
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                scheduler=make_scheduler(hp, args.epochs),
+                num_samples=args.trials,
+                max_concurrent_trials=args.concurrency,
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                name="bookkeeping",
+                storage_path=str(out / "ray"),
+                verbose=0,
+                callbacks=[monitor],
+                failure_config=tune.FailureConfig(max_failures=0),
+            ),
+        )
+        console.print(
+            f"{args.trials} trials, {args.concurrency} at a time, {args.epochs} reports each; output {out}",
+            highlight=False,
+        )
         t0, c0, m0 = time.perf_counter(), cpu_s(), machine_busy_s()
         if profiler:
             profiler.enable()
         tuner.fit()
         monitor.flush()  # as the sweep does when a phase ends: every trial's run written
-        result = SweepResult(name="bookkeeping", metric=OBJECTIVE, goal="minimize",
-                             parameters=param_infos(hp.parameters), trials=monitor.records(), kfold=(),
-                             best_trial_id=None, wall_time_s=time.perf_counter() - t0, output_dir=str(out),
-                             tracking_uri=store.uri)
+        result = SweepResult(
+            name="bookkeeping",
+            metric=OBJECTIVE,
+            goal="minimize",
+            parameters=param_infos(hp.parameters),
+            trials=monitor.records(),
+            kfold=(),
+            best_trial_id=None,
+            wall_time_s=time.perf_counter() - t0,
+            output_dir=str(out),
+            tracking_uri=store.uri,
+        )
         write_result(result, out / "results.json")
         table = trials_table(result)
         if profiler:
@@ -218,15 +270,21 @@ def main() -> None:
     n = len(result.trials)
     done = sum(r.status in ("FINISHED", "KILLED") for r in result.trials)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{n} trials recorded ({done} finished or stopped by ASHA), table {table.shape[0]} rows x "
-          f"{table.shape[1]} columns")
-    print(f"driver wall {wall:.1f}s = {wall / n:.4f}s per trial; driver CPU {cpu / n:.4f}s per trial; "
-          f"inside OptunaSearch {TimedOptunaSearch.seconds / n:.4f}s per trial; inside the MLflow sink "
-          f"{sink.seconds / n:.4f}s per trial (its writes, on a background thread: {writes.seconds / n:.4f}s per "
-          f"trial); peak RSS of the driver {peak_mb:.0f} MB")
+    print(
+        f"{n} trials recorded ({done} finished or stopped by ASHA), table {table.shape[0]} rows x "
+        f"{table.shape[1]} columns"
+    )
+    print(
+        f"driver wall {wall:.1f}s = {wall / n:.4f}s per trial; driver CPU {cpu / n:.4f}s per trial; "
+        f"inside OptunaSearch {TimedOptunaSearch.seconds / n:.4f}s per trial; inside the MLflow sink "
+        f"{sink.seconds / n:.4f}s per trial (its writes, on a background thread: {writes.seconds / n:.4f}s per "
+        f"trial); peak RSS of the driver {peak_mb:.0f} MB"
+    )
     if machine is not None:
-        print(f"every process on this machine: {machine / n:.4f} CPU s per trial ({os.cpu_count()} cores); "
-              f"trial actor processes started: {actors if actors is not None else 'unknown'}")
+        print(
+            f"every process on this machine: {machine / n:.4f} CPU s per trial ({os.cpu_count()} cores); "
+            f"trial actor processes started: {actors if actors is not None else 'unknown'}"
+        )
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     print(f"driver_s_per_trial={wall / n:.4f} peak_rss_mb={peak_mb:.0f}")

@@ -43,27 +43,63 @@ def synthetic_sweep(n: int, seed: int = 0) -> SweepResult:
     trials = []
     for i in range(n):
         lr = 10 ** rng.uniform(-4, -1)
-        params = {PARAMS[0].path: lr, PARAMS[1].path: rng.randint(1, 3), PARAMS[2].path: rng.uniform(0, 0.5),
-                  PARAMS[3].path: rng.choice(PARAMS[3].categories)}
+        params = {
+            PARAMS[0].path: lr,
+            PARAMS[1].path: rng.randint(1, 3),
+            PARAMS[2].path: rng.uniform(0, 0.5),
+            PARAMS[3].path: rng.choice(PARAMS[3].categories),
+        }
         tid = f"bench_{i:05d}"
         if rng.random() < 0.05:
             trials.append(TrialRecord(tid, "FAILED", params, None, None, error="RuntimeError: diverged"))
             continue
         final = 0.1 + abs(lr - 3e-3) * 8 + 0.03 * params[PARAMS[1].path] + rng.uniform(0, 0.1)
         epochs = 2 if rng.random() < 0.3 else EPOCHS
-        history = tuple(EpochRecord(e, final + 1.5 / e, {"validation/label/loss": final + 1.5 / e,
-                                                        "validation/label/accuracy": 1 - final / 3})
-                        for e in range(1, epochs + 1))
+        history = tuple(
+            EpochRecord(
+                e,
+                final + 1.5 / e,
+                {"validation/label/loss": final + 1.5 / e, "validation/label/accuracy": 1 - final / 3},
+            )
+            for e in range(1, epochs + 1)
+        )
         values = [h.objective for h in history]
-        trials.append(TrialRecord(tid, "FINISHED" if epochs == EPOCHS else "KILLED", params, values[-1],
-                                  min(values), history, batch_size=64, wall_time_s=rng.uniform(15, 60)))
+        trials.append(
+            TrialRecord(
+                tid,
+                "FINISHED" if epochs == EPOCHS else "KILLED",
+                params,
+                values[-1],
+                min(values),
+                history,
+                batch_size=64,
+                wall_time_s=rng.uniform(15, 60),
+            )
+        )
     ranked = sorted((t for t in trials if t.objective_best is not None), key=lambda t: t.objective_best)
-    kfold = tuple(KFoldRecord(r, t.trial_id, t.params,
-                              tuple(t.objective_best + rng.gauss(0.02, 0.01) for _ in range(5)),
-                              t.objective_best + rng.gauss(0.03, 0.01), "label/loss")
-                  for r, t in enumerate(ranked[:3], start=1))
-    return SweepResult("bench-sweep", "validation/label/loss", "minimize", PARAMS, tuple(trials), kfold,
-                       ranked[0].trial_id if ranked else None, 3600.0 * n / 100, "", "")
+    kfold = tuple(
+        KFoldRecord(
+            r,
+            t.trial_id,
+            t.params,
+            tuple(t.objective_best + rng.gauss(0.02, 0.01) for _ in range(5)),
+            t.objective_best + rng.gauss(0.03, 0.01),
+            "label/loss",
+        )
+        for r, t in enumerate(ranked[:3], start=1)
+    )
+    return SweepResult(
+        "bench-sweep",
+        "validation/label/loss",
+        "minimize",
+        PARAMS,
+        tuple(trials),
+        kfold,
+        ranked[0].trial_id if ranked else None,
+        3600.0 * n / 100,
+        "",
+        "",
+    )
 
 
 def _timed(label: str, fn):
@@ -80,8 +116,9 @@ def main() -> None:
     print("figure data + figure:")
     importance, importance_s = _timed("importance (fANOVA)", lambda: importance_info(sweep))
     _timed("importance figure", lambda: importance_figure(importance))
-    _timed("parallel coordinates",
-           lambda: parallel_coordinates_figure(parallel_coordinates_info(sweep, importance.params)))
+    _timed(
+        "parallel coordinates", lambda: parallel_coordinates_figure(parallel_coordinates_info(sweep, importance.params))
+    )
     _timed("optimization history", lambda: history_figure(history_info(sweep)))
     _timed("learning curves", lambda: curves_figure(curves_info(sweep)))
     _timed("k-fold vs test", lambda: kfold_figure(kfold_info(sweep)))
@@ -90,8 +127,10 @@ def main() -> None:
         report_mb = path.stat().st_size / 1e6
         hiplot_mb = (Path(tmp) / "hiplot.html").stat().st_size / 1e6
     print(f"report.html {report_mb:.2f} MB, hiplot.html {hiplot_mb:.2f} MB")
-    print(f"trials={n} build_s={build_s:.2f} report_mb={report_mb:.2f} hiplot_mb={hiplot_mb:.2f} "
-          f"importance_s={importance_s:.2f}")
+    print(
+        f"trials={n} build_s={build_s:.2f} report_mb={report_mb:.2f} hiplot_mb={hiplot_mb:.2f} "
+        f"importance_s={importance_s:.2f}"
+    )
 
 
 if __name__ == "__main__":

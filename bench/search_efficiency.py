@@ -97,18 +97,27 @@ def main() -> None:
         target = rnd[RANDOM_TRIALS - 1]
         reached = next((i + 1 for i, v in enumerate(tpe) if v <= target), math.inf)
         needed.append(reached)
-        print(f"seed {seed}: random best after {RANDOM_TRIALS} = {target:.4f}; TPE best after "
-              f"{args.tpe_trials} = {tpe[-1]:.4f}; TPE reached random's best32 after "
-              f"{reached if math.isfinite(reached) else f'>{args.tpe_trials}'} trials", flush=True)
+        print(
+            f"seed {seed}: random best after {RANDOM_TRIALS} = {target:.4f}; TPE best after "
+            f"{args.tpe_trials} = {tpe[-1]:.4f}; TPE reached random's best32 after "
+            f"{reached if math.isfinite(reached) else f'>{args.tpe_trials}'} trials",
+            flush=True,
+        )
     for name, runs in curves.items():
-        cells = ", ".join(f"{k}: {statistics.median(r[k - 1] for r in runs):.4f}" for k in CHECKPOINTS
-                          if k <= len(runs[0]))
+        cells = ", ".join(
+            f"{k}: {statistics.median(r[k - 1] for r in runs):.4f}" for k in CHECKPOINTS if k <= len(runs[0])
+        )
         print(f"{name}: median best validation loss after N trials {{{cells}}}")
-    print(f"{len(seconds)} trials, {statistics.median(seconds):.3f}s median per trial "
-          f"(train_loop wall time), {time.perf_counter() - t0:.0f}s in all")
+    print(
+        f"{len(seconds)} trials, {statistics.median(seconds):.3f}s median per trial "
+        f"(train_loop wall time), {time.perf_counter() - t0:.0f}s in all"
+    )
     med = statistics.median(needed)
-    print(f"tpe_trials_to_random_best32={med:g}" if math.isfinite(med) else
-          f"tpe_trials_to_random_best32=>{args.tpe_trials}")
+    print(
+        f"tpe_trials_to_random_best32={med:g}"
+        if math.isfinite(med)
+        else f"tpe_trials_to_random_best32=>{args.tpe_trials}"
+    )
 
 
 if __name__ == "__main__":

@@ -61,8 +61,9 @@ def plain(cfg: SweepConfig, data: PreparedData) -> float:
     model = build_model(cfg, data.meta)
     o = cfg.trainer.optimizer
     if o.type == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=cfg.trainer.learning_rate, momentum=o.momentum,
-                              weight_decay=o.weight_decay)
+        opt = torch.optim.SGD(
+            model.parameters(), lr=cfg.trainer.learning_rate, momentum=o.momentum, weight_decay=o.weight_decay
+        )
     else:
         cls = torch.optim.AdamW if o.type == "adamw" else torch.optim.Adam
         opt = cls(model.parameters(), lr=cfg.trainer.learning_rate, weight_decay=o.weight_decay)
@@ -79,7 +80,7 @@ def plain(cfg: SweepConfig, data: PreparedData) -> float:
         model.train()
         perm = train[torch.randperm(len(train))]
         for i in range(0, len(perm) - len(perm) % bs, bs):
-            idx = perm[i: i + bs]
+            idx = perm[i : i + bs]
             loss = lossf(model({k: v[idx] for k, v in x.items()})[out.name], y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -88,10 +89,10 @@ def plain(cfg: SweepConfig, data: PreparedData) -> float:
         with torch.no_grad():
             total, correct = 0.0, 0.0
             for i in range(0, len(val), ebs):
-                logits = model({k: v[i: i + ebs] for k, v in xv.items()})[out.name]
-                total += lossf(logits, yv[i: i + ebs], reduction="sum").item()
+                logits = model({k: v[i : i + ebs] for k, v in xv.items()})[out.name]
+                total += lossf(logits, yv[i : i + ebs], reduction="sum").item()
                 pred = logits.argmax(-1) if out.type == "category" else (logits > 0).float()
-                correct += (pred == yv[i: i + ebs]).sum().item()
+                correct += (pred == yv[i : i + ebs]).sum().item()
         _ = (total / len(val), correct / len(val))
     return time.perf_counter() - t
 
@@ -124,12 +125,14 @@ def main() -> None:
         ratio = statistics.median(pair_ratios)
         best = min(times["plain"]) / min(times["ours"])
         ratios.append(ratio)
-        print(f"{name}: batch size {args.batch_size}, {cfg.trainer.epochs} epochs x "
-              f"{len(data.splits['train']) // args.batch_size} steps; worker loop {ours_sps:.0f} samples/s, "
-              f"plain loop {plain_sps:.0f} samples/s (medians of {args.repeats}); ratio {ratio:.3f} "
-              f"(median of the {args.repeats} back-to-back pairs' ratios; quartiles "
-              f"{statistics.quantiles(pair_ratios, n=4)[0]:.3f}..{statistics.quantiles(pair_ratios, n=4)[2]:.3f}); best runs' ratio {best:.3f}",
-              flush=True)
+        print(
+            f"{name}: batch size {args.batch_size}, {cfg.trainer.epochs} epochs x "
+            f"{len(data.splits['train']) // args.batch_size} steps; worker loop {ours_sps:.0f} samples/s, "
+            f"plain loop {plain_sps:.0f} samples/s (medians of {args.repeats}); ratio {ratio:.3f} "
+            f"(median of the {args.repeats} back-to-back pairs' ratios; quartiles "
+            f"{statistics.quantiles(pair_ratios, n=4)[0]:.3f}..{statistics.quantiles(pair_ratios, n=4)[2]:.3f}); best runs' ratio {best:.3f}",
+            flush=True,
+        )
     print(f"ratio_vs_plain={min(ratios):.3f}")
 
 

@@ -54,8 +54,11 @@ def run_search(executor: str | None, num_samples: int, work: Path) -> dict:
     result = Sweep(load_sweep(path), Console(quiet=True), output_root=work / "out").run()
     client = MlflowClient(tracking_uri=result.tracking_uri)
     exp = client.get_experiment_by_name(raw["tracking"]["experiment"])
-    runs = [r for r in client.search_runs([exp.experiment_id], max_results=1000)
-            if r.data.tags.get("phase") == "search" and r.info.end_time]
+    runs = [
+        r
+        for r in client.search_runs([exp.experiment_id], max_results=1000)
+        if r.data.tags.get("phase") == "search" and r.info.end_time
+    ]
     walls, inner, epochs = [], [], []
     for r in runs:
         m = r.data.metrics
@@ -64,10 +67,17 @@ def run_search(executor: str | None, num_samples: int, work: Path) -> dict:
         epochs.append(len(client.get_metric_history(r.info.run_id, "train_time_s")))
     span = (max(r.info.end_time for r in runs) - min(r.info.start_time for r in runs)) / 1000
     over = [w - i for w, i in zip(walls, inner, strict=True)]
-    return {"trials": len(runs), "epochs": sum(epochs), "wall": statistics.mean(walls),
-            "inner": statistics.mean(inner), "overhead": statistics.mean(over),
-            "overhead_median": statistics.median(over), "span": span, "sweep_wall": result.wall_time_s,
-            "efficiency": sum(inner) / span}
+    return {
+        "trials": len(runs),
+        "epochs": sum(epochs),
+        "wall": statistics.mean(walls),
+        "inner": statistics.mean(inner),
+        "overhead": statistics.mean(over),
+        "overhead_median": statistics.median(over),
+        "span": span,
+        "sweep_wall": result.wall_time_s,
+        "efficiency": sum(inner) / span,
+    }
 
 
 def main() -> None:
@@ -87,13 +97,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hpo-bench-") as tmp:
         for ex in executors:
             f = figures[ex] = run_search(ex, args.num_samples, Path(tmp))
-            print(f"{ex or 'fresh (only executor)'}: {f['trials']} trials, {f['epochs']} epochs; per trial: "
-                  f"wall {f['wall']:.2f}s, in-worker {f['inner']:.2f}s, overhead {f['overhead']:.2f}s "
-                  f"(median {f['overhead_median']:.2f}s); search phase {f['span']:.1f}s, whole sweep "
-                  f"{f['sweep_wall']:.1f}s; sweep efficiency {f['efficiency']:.3f}", flush=True)
+            print(
+                f"{ex or 'fresh (only executor)'}: {f['trials']} trials, {f['epochs']} epochs; per trial: "
+                f"wall {f['wall']:.2f}s, in-worker {f['inner']:.2f}s, overhead {f['overhead']:.2f}s "
+                f"(median {f['overhead_median']:.2f}s); search phase {f['span']:.1f}s, whole sweep "
+                f"{f['sweep_wall']:.1f}s; sweep efficiency {f['efficiency']:.3f}",
+                flush=True,
+            )
     f = figures.get(default, next(iter(figures.values())))
-    print(f"overhead_s_per_trial={f['overhead']:.2f} train_s_per_trial={f['inner']:.2f} "
-          f"sweep_efficiency={f['efficiency']:.3f}")
+    print(
+        f"overhead_s_per_trial={f['overhead']:.2f} train_s_per_trial={f['inner']:.2f} "
+        f"sweep_efficiency={f['efficiency']:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -109,8 +109,9 @@ def metric_title(result: SweepResult) -> str:
 
 def add_empty_note(fig: Any, text: str) -> None:
     """Write ``text`` across the middle of an empty plotly figure (nothing to draw)."""
-    fig.add_annotation(text=plotly_text(text), x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font={"size": 16})
+    fig.add_annotation(
+        text=plotly_text(text), x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 16}
+    )
 
 
 #: How each trial status is worded on the page (the console uses the same words).

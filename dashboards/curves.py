@@ -58,8 +58,9 @@ def curves_info(result: SweepResult, top_n: int = TOP_N) -> CurvesInfo:
         points = [(h.epoch, h.objective) for h in trial.history if math.isfinite(h.objective)]
         if not points:
             continue
-        curve = Curve(trial.trial_id, trial.status, [e for e, _ in points], [v for _, v in points],
-                      top_ids.get(trial.trial_id))
+        curve = Curve(
+            trial.trial_id, trial.status, [e for e, _ in points], [v for _, v in points], top_ids.get(trial.trial_id)
+        )
         (top if curve.rank is not None else others).append(curve)
     top.sort(key=lambda c: c.rank or 0)
     return CurvesInfo(top, others[-MAX_BACKGROUND:], metric_title(result))
@@ -72,10 +73,13 @@ def curves_figure(info: CurvesInfo) -> go.Figure:
     """Top trials as coloured lines with markers (legend ``#rank trial``), the others grey."""
     fig = go.Figure()
     fig.update_layout(
-        title={"text": "Learning curves"}, height=420, margin={"l": 70, "r": 30, "t": 40, "b": 60},
+        title={"text": "Learning curves"},
+        height=420,
+        margin={"l": 70, "r": 30, "t": 40, "b": 60},
         xaxis={"title": {"text": "epoch"}, "gridcolor": "#eee", "zeroline": False, "tick0": 1},
         yaxis={"title": {"text": plotly_text(info.metric_title)}, "gridcolor": "#eee", "zeroline": False},
-        plot_bgcolor="white", paper_bgcolor="white",
+        plot_bgcolor="white",
+        paper_bgcolor="white",
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"},
     )
     if not info.top:
@@ -88,15 +92,29 @@ def curves_figure(info: CurvesInfo) -> go.Figure:
         for c in info.others:
             xs += [*c.epochs, None]
             ys += [*c.values, None]
-        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name="other trials", hoverinfo="skip",
-                                   line={"color": "rgba(120,120,120,0.25)", "width": 1}))
+        fig.add_trace(
+            go.Scattergl(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name="other trials",
+                hoverinfo="skip",
+                line={"color": "rgba(120,120,120,0.25)", "width": 1},
+            )
+        )
     for c in info.top:
         stopped = " (stopped early)" if c.status == "KILLED" else ""
-        fig.add_trace(go.Scatter(
-            x=c.epochs, y=c.values, mode="lines+markers",
-            name=plotly_text(f"#{c.rank} {c.trial_id}{stopped}"),
-            line={"color": _PALETTE[(c.rank - 1) % len(_PALETTE)], "width": 2}, marker={"size": 5},
-            hovertemplate=plotly_text(f"#{c.rank} {c.trial_id}") + "<br>epoch %{x}: %{y:.4g}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=c.epochs,
+                y=c.values,
+                mode="lines+markers",
+                name=plotly_text(f"#{c.rank} {c.trial_id}{stopped}"),
+                line={"color": _PALETTE[(c.rank - 1) % len(_PALETTE)], "width": 2},
+                marker={"size": 5},
+                hovertemplate=plotly_text(f"#{c.rank} {c.trial_id}") + "<br>epoch %{x}: %{y:.4g}<extra></extra>",
+            )
+        )
     max_epoch = max(e for c in info.top + info.others for e in c.epochs)
     fig.update_xaxes(dtick=max(1, math.ceil(max_epoch / 12)))
     return fig

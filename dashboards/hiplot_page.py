@@ -50,8 +50,7 @@ def crowded_columns(table: pd.DataFrame) -> dict[str, int]:
 
 def constant_columns(table: pd.DataFrame) -> list[str]:
     """Columns with one distinct value (HiPlot does not draw them)."""
-    return [str(c) for c in table.columns
-            if len({value_label(v) for v in table[c] if v is not None and v == v}) == 1]
+    return [str(c) for c in table.columns if len({value_label(v) for v in table[c] if v is not None and v == v}) == 1]
 
 
 def hiplot_notes(table: pd.DataFrame) -> list[str]:
@@ -60,8 +59,10 @@ def hiplot_notes(table: pd.DataFrame) -> list[str]:
     crowded = crowded_columns(table)
     if crowded:
         listed = ", ".join(f"{c} ({n} values)" for c, n in crowded.items())
-        notes.append(f"Shown although HiPlot hides categorical columns with more than "
-                     f"{HIPLOT_CATEGORICAL_LIMIT} values: {listed}.")
+        notes.append(
+            f"Shown although HiPlot hides categorical columns with more than "
+            f"{HIPLOT_CATEGORICAL_LIMIT} values: {listed}."
+        )
     constant = constant_columns(table)
     if constant:
         notes.append(f"Not drawn by HiPlot (one value for every trial): {', '.join(constant)}.")
@@ -95,10 +96,7 @@ def write_hiplot_page(table: pd.DataFrame, path: Path) -> Path:
 
     page = _escape_payload(page_of(rows))
     if page is None:
-        safe_rows = [
-            {k: v.replace("<", "\u2039") if isinstance(v, str) else v for k, v in row.items()}
-            for row in rows
-        ]
+        safe_rows = [{k: v.replace("<", "\u2039") if isinstance(v, str) else v for k, v in row.items()} for row in rows]
         page = page_of(safe_rows)
     write_text_atomic(Path(path), page)
     return Path(path)

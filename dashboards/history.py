@@ -67,8 +67,11 @@ def history_figure(info: HistoryInfo) -> go.Figure:
         height=420,
         margin={"l": 70, "r": 30, "t": 60, "b": 60},
         # integer ticks only: at most ~10 of them, on whole trial numbers
-        xaxis={"title": {"text": "trial # (start order)"}, "tick0": 1,
-               "dtick": max(1, math.ceil(len(info.values) / 10))},
+        xaxis={
+            "title": {"text": "trial # (start order)"},
+            "tick0": 1,
+            "dtick": max(1, math.ceil(len(info.values) / 10)),
+        },
         yaxis={"title": {"text": plotly_text(info.metric_title)}},
         plot_bgcolor="white",
         paper_bgcolor="white",

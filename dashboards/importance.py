@@ -67,8 +67,7 @@ def rebuild_study(result: SweepResult) -> tuple[Any, list[str]]:
         if len({value_label(v) for v in values}) < 2:
             continue
         varied.append(path)
-        distributions[path], encoders[path] = _distribution(
-            declared.get(path, ParamInfo(path, "unknown")), values)
+        distributions[path], encoders[path] = _distribution(declared.get(path, ParamInfo(path, "unknown")), values)
     direction = "minimize" if result.goal == "minimize" else "maximize"
     study = optuna.create_study(direction=direction, sampler=optuna.samplers.RandomSampler(seed=SEED))
     trials = []
@@ -76,8 +75,9 @@ def rebuild_study(result: SweepResult) -> tuple[Any, list[str]]:
         if not all(p in trial.params for p in varied):
             continue
         params = {p: encoders[p](trial.params[p]) for p in varied}
-        trials.append(optuna.trial.create_trial(params=params, distributions={p: distributions[p] for p in varied},
-                                                value=value))
+        trials.append(
+            optuna.trial.create_trial(params=params, distributions={p: distributions[p] for p in varied}, value=value)
+        )
     study.add_trials(trials)
     return study, varied
 
@@ -108,7 +108,8 @@ def importance_info(result: SweepResult) -> ImportanceInfo:
         warnings.simplefilter("ignore")
         try:
             scores = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=SEED), normalize=True)
+                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=SEED), normalize=True
+            )
         except (RuntimeError, ValueError, ZeroDivisionError) as e:
             return ImportanceInfo([], [], n, f"not computed: {e}")
     pairs = [(p, float(v)) for p, v in scores.items() if math.isfinite(v)]
@@ -120,19 +121,35 @@ def importance_figure(info: ImportanceInfo) -> go.Figure:
     """Horizontal bars, most important on top; an annotated empty figure with ``note``."""
     fig = go.Figure()
     height = max(220, 60 + 28 * len(info.params))
-    fig.update_layout(title={"text": "Parameter importance (fANOVA)"}, height=height,
-                      margin={"l": 220, "r": 30, "t": 40, "b": 50}, plot_bgcolor="white", paper_bgcolor="white",
-                      xaxis={"title": {"text": "share of the metric's variance"}, "tickformat": ".0%",
-                             "gridcolor": "#eee", "rangemode": "tozero"})
+    fig.update_layout(
+        title={"text": "Parameter importance (fANOVA)"},
+        height=height,
+        margin={"l": 220, "r": 30, "t": 40, "b": 50},
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+        xaxis={
+            "title": {"text": "share of the metric's variance"},
+            "tickformat": ".0%",
+            "gridcolor": "#eee",
+            "rangemode": "tozero",
+        },
+    )
     if info.note:
         add_empty_note(fig, info.note)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
         return fig
-    fig.add_trace(go.Bar(
-        x=info.importances[::-1], y=[plotly_text(p) for p in info.params[::-1]], orientation="h",
-        marker={"color": "#1f5fa8"}, text=[f"{v:.0%}" for v in info.importances[::-1]], textposition="auto",
-        hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            x=info.importances[::-1],
+            y=[plotly_text(p) for p in info.params[::-1]],
+            orientation="h",
+            marker={"color": "#1f5fa8"},
+            text=[f"{v:.0%}" for v in info.importances[::-1]],
+            textposition="auto",
+            hovertemplate="%{y}: %{x:.1%}<extra></extra>",
+        )
+    )
     return fig
 
 

@@ -114,13 +114,13 @@ def paired_test(a: int, b: int, scores_a: list[float], scores_b: list[float], go
     """
     n = len(scores_a)
     if n != len(scores_b) or n < 2:
-        return PairedTest(a, b, n, None, None, None,
-                          f"#{a} and #{b} cannot be compared: fewer than 2 folds scored for both")
+        return PairedTest(
+            a, b, n, None, None, None, f"#{a} and #{b} cannot be compared: fewer than 2 folds scored for both"
+        )
     diff = np.asarray(scores_a, dtype=float) - np.asarray(scores_b, dtype=float)
     mean_diff = float(diff.mean())
     if np.allclose(diff, 0.0):
-        return PairedTest(a, b, n, mean_diff, None, None,
-                          f"#{a} and #{b} scored the same on every fold")
+        return PairedTest(a, b, n, mean_diff, None, None, f"#{a} and #{b} scored the same on every fold")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if np.allclose(diff, diff[0]):  # no spread: the t statistic is infinite
@@ -133,8 +133,7 @@ def paired_test(a: int, b: int, scores_a: list[float], scores_b: list[float], go
         first, second = (a, b) if better_a else (b, a)
         verdict = f"#{first} is better than #{second} at 5 % (paired t-test p = {t_p:.3g}, {n} folds)"
     else:
-        verdict = (f"#{a} and #{b} are not distinguishable at 5 % "
-                   f"(paired t-test p = {t_p:.3g}, {n} folds)")
+        verdict = f"#{a} and #{b} are not distinguishable at 5 % (paired t-test p = {t_p:.3g}, {n} folds)"
     return PairedTest(a, b, n, mean_diff, t_p, w_p, verdict)
 
 
@@ -160,17 +159,25 @@ def kfold_info(result: SweepResult) -> KFoldInfo | None:
     tests_ = [None if r.test_score is None else float(r.test_score) for r in records]
     searched = [search.get(r.trial_id) for r in records]
     cv_gaps = [sign * (t - m) for t, m in zip(tests_, means, strict=True) if t is not None and m is not None]
-    search_gaps = [sign * (t - s) for t, s in zip(tests_, searched, strict=True)
-                   if t is not None and s is not None]
+    search_gaps = [sign * (t - s) for t, s in zip(tests_, searched, strict=True) if t is not None and s is not None]
     pairs = []
     for ra, rb in combinations(records, 2):
         if ra.failed_folds or rb.failed_folds:
-            pairs.append(PairedTest(ra.config_rank, rb.config_rank, 0, None, None, None,
-                                    f"#{ra.config_rank} and #{rb.config_rank} cannot be compared "
-                                    "fold by fold: a fold failed"))
+            pairs.append(
+                PairedTest(
+                    ra.config_rank,
+                    rb.config_rank,
+                    0,
+                    None,
+                    None,
+                    None,
+                    f"#{ra.config_rank} and #{rb.config_rank} cannot be compared fold by fold: a fold failed",
+                )
+            )
         else:
-            pairs.append(paired_test(ra.config_rank, rb.config_rank, list(ra.fold_scores),
-                                     list(rb.fold_scores), result.goal))
+            pairs.append(
+                paired_test(ra.config_rank, rb.config_rank, list(ra.fold_scores), list(rb.fold_scores), result.goal)
+            )
     metric = records[0].metric
     return KFoldInfo(
         labels=[f"config #{r.config_rank} (trial {r.trial_id})" for r in records],
@@ -216,65 +223,136 @@ def kfold_figure(info: KFoldInfo) -> go.Figure:
     configuration, with the y = x line (:func:`optimism_sentence` puts the gap in words).
     """
     labels = [plotly_text(f"#{r}") for r in info.ranks]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
-                        subplot_titles=("Folds, mean with 95 % CI, test",
-                                        "CV mean vs test (y = x: no optimism)"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.6, 0.4],
+        horizontal_spacing=0.1,
+        subplot_titles=("Folds, mean with 95 % CI, test", "CV mean vs test (y = x: no optimism)"),
+    )
     fold_x = [labels[i] for i, scores in enumerate(info.fold_scores) for _ in scores]
     fold_y = [s for scores in info.fold_scores for s in scores]
     fold_n = [n for scores in info.fold_scores for n in range(1, len(scores) + 1)]
-    fig.add_trace(go.Scatter(
-        x=fold_x, y=fold_y, mode="markers", name="fold score",
-        marker={"size": 7, "color": "rgba(31, 95, 168, 0.45)"}, customdata=fold_n,
-        hovertemplate="fold %{customdata}: %{y:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=fold_x,
+            y=fold_y,
+            mode="markers",
+            name="fold score",
+            marker={"size": 7, "color": "rgba(31, 95, 168, 0.45)"},
+            customdata=fold_n,
+            hovertemplate="fold %{customdata}: %{y:.4g}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     with_mean = [i for i, m in enumerate(info.means) if m is not None]
-    fig.add_trace(go.Scatter(
-        x=[labels[i] for i in with_mean], y=[info.means[i] for i in with_mean], mode="markers",
-        name="fold mean, 95 % CI",
-        marker={"size": 14, "color": "#1f5fa8", "symbol": "line-ew-open", "line": {"width": 3, "color": "#1f5fa8"}},
-        error_y={"type": "data", "symmetric": False, "visible": True, "thickness": 1.5, "width": 10,
-                 "color": "#1f5fa8",
-                 "array": [_up(info.ci_highs[i], info.means[i]) for i in with_mean],
-                 "arrayminus": [_down(info.ci_lows[i], info.means[i]) for i in with_mean]},
-        hovertemplate="mean %{y:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[labels[i] for i in with_mean],
+            y=[info.means[i] for i in with_mean],
+            mode="markers",
+            name="fold mean, 95 % CI",
+            marker={"size": 14, "color": "#1f5fa8", "symbol": "line-ew-open", "line": {"width": 3, "color": "#1f5fa8"}},
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "visible": True,
+                "thickness": 1.5,
+                "width": 10,
+                "color": "#1f5fa8",
+                "array": [_up(info.ci_highs[i], info.means[i]) for i in with_mean],
+                "arrayminus": [_down(info.ci_lows[i], info.means[i]) for i in with_mean],
+            },
+            hovertemplate="mean %{y:.4g}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     with_search = [i for i, s in enumerate(info.search_scores) if s is not None]
-    fig.add_trace(go.Scatter(
-        x=[labels[i] for i in with_search], y=[info.search_scores[i] for i in with_search], mode="markers",
-        name="search (validation)",
-        marker={"size": 10, "color": "#555", "symbol": "circle-open", "line": {"width": 2}},
-        hovertemplate="search %{y:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[labels[i] for i in with_search],
+            y=[info.search_scores[i] for i in with_search],
+            mode="markers",
+            name="search (validation)",
+            marker={"size": 10, "color": "#555", "symbol": "circle-open", "line": {"width": 2}},
+            hovertemplate="search %{y:.4g}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     with_test = [i for i, t in enumerate(info.test_scores) if t is not None]
-    fig.add_trace(go.Scatter(
-        x=[labels[i] for i in with_test], y=[info.test_scores[i] for i in with_test], mode="markers",
-        name="test score",
-        marker={"size": 13, "color": "#d62728", "symbol": "diamond", "line": {"width": 1, "color": "white"}},
-        hovertemplate="test %{y:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[labels[i] for i in with_test],
+            y=[info.test_scores[i] for i in with_test],
+            mode="markers",
+            name="test score",
+            marker={"size": 13, "color": "#d62728", "symbol": "diamond", "line": {"width": 1, "color": "white"}},
+            hovertemplate="test %{y:.4g}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
 
     both = [i for i in range(len(labels)) if info.means[i] is not None and info.test_scores[i] is not None]
-    fig.add_trace(go.Scatter(
-        x=[info.means[i] for i in both], y=[info.test_scores[i] for i in both], mode="markers+text",
-        name="configuration", showlegend=False, text=[labels[i] for i in both], textposition="top center",
-        marker={"size": 11, "color": "#d62728", "symbol": "diamond"},
-        error_x={"type": "data", "symmetric": False, "visible": True, "color": "#1f5fa8", "thickness": 1.2,
-                 "array": [_up(info.ci_highs[i], info.means[i]) for i in both],
-                 "arrayminus": [_down(info.ci_lows[i], info.means[i]) for i in both]},
-        hovertemplate="CV mean %{x:.4g}<br>test %{y:.4g}<extra></extra>"), row=1, col=2)
+    fig.add_trace(
+        go.Scatter(
+            x=[info.means[i] for i in both],
+            y=[info.test_scores[i] for i in both],
+            mode="markers+text",
+            name="configuration",
+            showlegend=False,
+            text=[labels[i] for i in both],
+            textposition="top center",
+            marker={"size": 11, "color": "#d62728", "symbol": "diamond"},
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "visible": True,
+                "color": "#1f5fa8",
+                "thickness": 1.2,
+                "array": [_up(info.ci_highs[i], info.means[i]) for i in both],
+                "arrayminus": [_down(info.ci_lows[i], info.means[i]) for i in both],
+            },
+            hovertemplate="CV mean %{x:.4g}<br>test %{y:.4g}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
     span = _y_range(info)
     if span is not None:
-        fig.add_trace(go.Scatter(x=span, y=span, mode="lines", name="y = x", showlegend=False,
-                                 line={"color": "#999", "dash": "dash", "width": 1}, hoverinfo="skip"),
-                      row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=span,
+                y=span,
+                mode="lines",
+                name="y = x",
+                showlegend=False,
+                line={"color": "#999", "dash": "dash", "width": 1},
+                hoverinfo="skip",
+            ),
+            row=1,
+            col=2,
+        )
         fig.update_xaxes(range=span, row=1, col=2)
         fig.update_yaxes(range=span, row=1, col=2)
         fig.update_yaxes(range=span, row=1, col=1)
     fig.update_layout(
-        title={"text": "K-fold vs test"}, height=460, margin={"l": 70, "r": 30, "t": 80, "b": 60},
-        plot_bgcolor="white", paper_bgcolor="white",
+        title={"text": "K-fold vs test"},
+        height=460,
+        margin={"l": 70, "r": 30, "t": 80, "b": 60},
+        plot_bgcolor="white",
+        paper_bgcolor="white",
         # folds, mean, search and test side by side within a configuration (category axis only)
-        scattermode="group", scattergap=0.5,
+        scattermode="group",
+        scattergap=0.5,
         legend={"orientation": "h", "y": 1.12, "yanchor": "bottom", "x": 0, "xanchor": "left"},
     )
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, title_text="configuration",
-                     row=1, col=1)
+    fig.update_xaxes(
+        type="category", categoryorder="array", categoryarray=labels, title_text="configuration", row=1, col=1
+    )
     fig.update_yaxes(title_text=plotly_text(info.y_title), row=1, col=1)
     fig.update_xaxes(title_text=plotly_text(f"CV mean {info.metric}"), row=1, col=2)
     fig.update_yaxes(title_text=plotly_text(f"test {info.metric}"), row=1, col=2)

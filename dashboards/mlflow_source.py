@@ -149,10 +149,7 @@ def sweep_from_runs(
 
     search = [c for c in children if "kfold" not in c.tags]
     search.sort(key=lambda c: (c.start_s or 0.0, c.tags.get("trial_id", c.run_id)))
-    trials = tuple(
-        _trial(c, metric, sign, declared, now_s, known=set(declared) if declared else None)
-        for c in search
-    )
+    trials = tuple(_trial(c, metric, sign, declared, now_s, known=set(declared) if declared else None) for c in search)
     if not parameters:
         paths = sorted({p for t in trials for p in t.params})
         parameters = tuple(ParamInfo(p, "unknown") for p in paths)
@@ -226,8 +223,7 @@ def _trial(
             for step, value in points:
                 by_step.setdefault(step, {})[key] = value
     history = tuple(
-        EpochRecord(epoch=step, objective=value, metrics=by_step.get(step, {}))
-        for step, value in objective
+        EpochRecord(epoch=step, objective=value, metrics=by_step.get(step, {})) for step, value in objective
     )
     finite = [h.objective for h in history if math.isfinite(h.objective)]
     status = run.tags.get("status") or run.status
@@ -322,9 +318,7 @@ def fetch_sweep_runs(
         parent = _snapshot(client, parent_run, with_history=False)
         children = [
             _snapshot(client, run, with_history=True)
-            for run in _search_all(
-                client, experiment_ids, f"tags.`{PARENT_TAG}` = '{parent.run_id}'"
-            )
+            for run in _search_all(client, experiment_ids, f"tags.`{PARENT_TAG}` = '{parent.run_id}'")
         ]
     except TrackingError:
         raise
@@ -345,9 +339,7 @@ def load_sweep(
     Raises:
         TrackingError: see :func:`fetch_sweep_runs`.
     """
-    parent, children, space = fetch_sweep_runs(
-        uri, experiment=experiment, run_id=run_id, output_dir=output_dir
-    )
+    parent, children, space = fetch_sweep_runs(uri, experiment=experiment, run_id=run_id, output_dir=output_dir)
     return sweep_from_runs(parent, children, space, tracking_uri=uri)
 
 
@@ -373,9 +365,7 @@ def _client(uri: str):
 
 def _store_error(uri: str, e: Exception) -> TrackingError:
     first = (str(e).splitlines() or [type(e).__name__])[0][:300]
-    return TrackingError(
-        f"cannot read the MLflow store: {first}", source=uri, fix="check --tracking-uri"
-    )
+    return TrackingError(f"cannot read the MLflow store: {first}", source=uri, fix="check --tracking-uri")
 
 
 def _get_run(client, uri: str, run_id: str):
@@ -430,9 +420,7 @@ def _latest_parent(client, uri: str, experiment_ids, experiment, output_dir):
 def _search_all(client, experiment_ids, filter_string: str) -> list:
     runs, token = [], None
     while True:
-        page = client.search_runs(
-            experiment_ids, filter_string=filter_string, max_results=1000, page_token=token
-        )
+        page = client.search_runs(experiment_ids, filter_string=filter_string, max_results=1000, page_token=token)
         runs.extend(page)
         token = page.token
         if not token:

@@ -23,8 +23,10 @@ from ludwig_hpo.results import ParamInfo, SweepResult, TrialRecord
 _MISSING = object()  # a trial without the parameter
 # Blues without its near-white end, so the worst lines stay visible on white:
 # light = worse, dark = better once the direction is applied
-COLOR_SCALE = [[i / 7, c] for i, c in enumerate(
-    ("#a9cce3", "#85b6dc", "#6aaed6", "#4292c6", "#2171b5", "#08519c", "#08306b", "#041e45"))]
+COLOR_SCALE = [
+    [i / 7, c]
+    for i, c in enumerate(("#a9cce3", "#85b6dc", "#6aaed6", "#4292c6", "#2171b5", "#08519c", "#08306b", "#041e45"))
+]
 NO_METRIC_COLOR = "#c8c8c8"
 NO_METRIC_LABEL = "no metric"
 STATUS_AXIS = "status"
@@ -90,9 +92,7 @@ class ParallelCoordinatesInfo(NamedTuple):
     notes: list[str] = []
 
 
-def parallel_coordinates_info(
-    result: SweepResult, importance: list[str] | None = None
-) -> ParallelCoordinatesInfo:
+def parallel_coordinates_info(result: SweepResult, importance: list[str] | None = None) -> ParallelCoordinatesInfo:
     """Build the axes of the parallel coordinates plot of ``result``'s trials.
 
     Args:
@@ -208,8 +208,7 @@ def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     span = high - low
     raw = span / max(count - 1, 1)
     exponent = math.floor(math.log10(raw)) if raw > 0 else 0
-    step = min((m * 10.0**exponent for m in (1, 2, 5, 10) if m * 10.0**exponent >= raw),
-               default=10.0 ** (exponent + 1))
+    step = min((m * 10.0**exponent for m in (1, 2, 5, 10) if m * 10.0**exponent >= raw), default=10.0 ** (exponent + 1))
     first = math.ceil(low / step - 1e-9) * step
     ticks = []
     value = first
@@ -310,13 +309,10 @@ def _colour_scale(info: ParallelCoordinatesInfo) -> Any:
     if info.no_metric_value is None:
         return COLOR_SCALE
     low, high = min(info.metric_values), max(info.metric_values)
-    nearest = min((abs(v - info.no_metric_value) for v in info.metric_values if v != info.no_metric_value),
-                  default=0.0)
+    nearest = min((abs(v - info.no_metric_value) for v in info.metric_values if v != info.no_metric_value), default=0.0)
     cut = nearest / (high - low) / 2 if high > low else 0.05
     blues = COLOR_SCALE
-    return [[0.0, NO_METRIC_COLOR], [cut, NO_METRIC_COLOR]] + [
-        [cut + (1 - cut) * float(p), c] for p, c in blues
-    ]
+    return [[0.0, NO_METRIC_COLOR], [cut, NO_METRIC_COLOR]] + [[cut + (1 - cut) * float(p), c] for p, c in blues]
 
 
 def _param_axis(info: ParamInfo, values: list[Any], trial_ids: list[str]) -> ParallelAxis:
@@ -328,8 +324,7 @@ def _param_axis(info: ParamInfo, values: list[Any], trial_ids: list[str]) -> Par
         for value, trial_id in zip(numbers, trial_ids, strict=True):
             if not math.isnan(value) and value <= 0:
                 raise ValueError(
-                    f"a log-scaled parameter must be > 0, but {info.path!r} = {value!r} "
-                    f"in trial {trial_id!r}"
+                    f"a log-scaled parameter must be > 0, but {info.path!r} = {value!r} in trial {trial_id!r}"
                 )
         bounds = [b for b in (info.lower, info.upper) if b is not None and b > 0]
         return _log_axis(info.path, numbers, bounds)
@@ -351,9 +346,7 @@ def _integer_axis(label: str, values: list[float]) -> ParallelAxis:
     if high - low > 12:  # plotly's own ticks read better than a crowd of integers
         return ParallelAxis(label, values, None, None, (low, high))
     ticks = list(range(math.ceil(low), math.floor(high) + 1))
-    return ParallelAxis(
-        label, values, [float(t) for t in ticks], [str(t) for t in ticks], (low, high)
-    )
+    return ParallelAxis(label, values, [float(t) for t in ticks], [str(t) for t in ticks], (low, high))
 
 
 def _categorical_axis(info: ParamInfo, values: list[Any]) -> ParallelAxis:

@@ -25,8 +25,11 @@ def pareto_front(xs: list[float], ys: list[float], x_goal: str, y_goal: str) -> 
     """
     sx = 1.0 if x_goal == "minimize" else -1.0
     sy = 1.0 if y_goal == "minimize" else -1.0
-    points = [(sx * x, sy * y, i) for i, (x, y) in enumerate(zip(xs, ys, strict=True))
-              if math.isfinite(x) and math.isfinite(y)]
+    points = [
+        (sx * x, sy * y, i)
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True))
+        if math.isfinite(x) and math.isfinite(y)
+    ]
     points.sort()
     front: list[int] = []
     best_y = math.inf
@@ -103,8 +106,11 @@ def pareto_figure(info: ParetoInfo) -> go.Figure:
     """Trials as points (stopped-early ones hollow), the front as a red step line."""
     fig = go.Figure()
     fig.update_layout(
-        title={"text": plotly_text(info.title)}, height=400,
-        margin={"l": 70, "r": 30, "t": 40, "b": 60}, plot_bgcolor="white", paper_bgcolor="white",
+        title={"text": plotly_text(info.title)},
+        height=400,
+        margin={"l": 70, "r": 30, "t": 40, "b": 60},
+        plot_bgcolor="white",
+        paper_bgcolor="white",
         xaxis={"title": {"text": plotly_text(info.x_title)}, "gridcolor": "#eee", "zeroline": False},
         yaxis={"title": {"text": plotly_text(info.metric_title)}, "gridcolor": "#eee", "zeroline": False},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"},
@@ -112,21 +118,36 @@ def pareto_figure(info: ParetoInfo) -> go.Figure:
     if not info.trial_ids:
         add_empty_note(fig, "No trial has both a metric and a wall time.")
         return fig
-    for status, symbol, name in (("FINISHED", "circle", "finished"), ("KILLED", "circle-open", "stopped early"),
-                                 ("RUNNING", "square-open", "running")):
+    for status, symbol, name in (
+        ("FINISHED", "circle", "finished"),
+        ("KILLED", "circle-open", "stopped early"),
+        ("RUNNING", "square-open", "running"),
+    ):
         idx = [i for i, s in enumerate(info.statuses) if s == status]
         if idx:
-            fig.add_trace(go.Scattergl(
-                x=[info.costs[i] for i in idx], y=[info.values[i] for i in idx], mode="markers", name=name,
-                marker={"size": 7, "symbol": symbol, "color": "#1f5fa8"},
-                customdata=[plotly_text(info.trial_ids[i]) for i in idx],
-                hovertemplate="trial %{customdata}<br>%{x:.4g}: %{y:.4g}<extra></extra>"))
-    fig.add_trace(go.Scatter(
-        x=[info.costs[i] for i in info.front], y=[info.values[i] for i in info.front], mode="lines+markers",
-        name="Pareto front", line={"shape": "hv", "color": "#d62728", "width": 2},
-        marker={"size": 9, "color": "#d62728"},
-        customdata=[plotly_text(info.trial_ids[i]) for i in info.front],
-        hovertemplate="trial %{customdata}<br>%{x:.4g}: %{y:.4g}<extra></extra>"))
+            fig.add_trace(
+                go.Scattergl(
+                    x=[info.costs[i] for i in idx],
+                    y=[info.values[i] for i in idx],
+                    mode="markers",
+                    name=name,
+                    marker={"size": 7, "symbol": symbol, "color": "#1f5fa8"},
+                    customdata=[plotly_text(info.trial_ids[i]) for i in idx],
+                    hovertemplate="trial %{customdata}<br>%{x:.4g}: %{y:.4g}<extra></extra>",
+                )
+            )
+    fig.add_trace(
+        go.Scatter(
+            x=[info.costs[i] for i in info.front],
+            y=[info.values[i] for i in info.front],
+            mode="lines+markers",
+            name="Pareto front",
+            line={"shape": "hv", "color": "#d62728", "width": 2},
+            marker={"size": 9, "color": "#d62728"},
+            customdata=[plotly_text(info.trial_ids[i]) for i in info.front],
+            hovertemplate="trial %{customdata}<br>%{x:.4g}: %{y:.4g}<extra></extra>",
+        )
+    )
     return fig
 
 

@@ -81,9 +81,7 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
     ]
     if kfold is not None:
         figures.append((kfold_figure(kfold), KFOLD_DIV_ID))
-    html = {
-        div_id: _figure_html(fig, div_id, first=i == 0) for i, (fig, div_id) in enumerate(figures)
-    }
+    html = {div_id: _figure_html(fig, div_id, first=i == 0) for i, (fig, div_id) in enumerate(figures)}
 
     page = (
         _environment()
@@ -104,9 +102,7 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
             kfold_test_rows=_test_rows(kfold) if kfold is not None else [],
             hiplot_file=HIPLOT_FILE,
             hiplot_notes=hiplot_notes(table),
-            failed=[
-                (t.trial_id, t.error or MISSING) for t in result.trials if t.status == "FAILED"
-            ],
+            failed=[(t.trial_id, t.error or MISSING) for t in result.trials if t.status == "FAILED"],
             table_columns=list(table.columns),
             table_align=[_alignment(table[c]) for c in table.columns],
             table_rows=[[format_cell(v) for v in row] for row in table.itertuples(index=False)],
@@ -195,8 +191,11 @@ def best_config_yaml(params: dict[str, Any]) -> str:
     for key, value in tree.items():
         if key not in _CONFIG_SECTIONS:
             lines.append(f"# {key}: the feature named {key!r} (input_features / output_features)")
-        lines.append(yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True,
-                                    default_flow_style=False, width=100).rstrip())
+        lines.append(
+            yaml.safe_dump(
+                {key: value}, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+            ).rstrip()
+        )
     return "\n".join(lines)
 
 
@@ -223,8 +222,10 @@ def _best_metrics(best: Any) -> list[tuple[str, str]]:
 def _importance_note(info: Any) -> str:
     if info.note:
         return f"Not computed: {info.note}."
-    return (f"fANOVA (Optuna) on a study rebuilt from {info.n_trials} scored trials; early-stopped "
-            "trials count with the best value they reached.")
+    return (
+        f"fANOVA (Optuna) on a study rebuilt from {info.n_trials} scored trials; early-stopped "
+        "trials count with the best value they reached."
+    )
 
 
 def _kfold_rows(info: KFoldInfo) -> list[dict[str, str]]:

@@ -73,8 +73,13 @@ def epochs_table(result: SweepResult) -> pd.DataFrame:
     """
     keys = sorted({k for t in result.trials for h in t.history for k in h.metrics})
     rows = [
-        {"trial_id": t.trial_id, "status": t.status, "epoch": h.epoch, "objective": h.objective,
-         **{k: h.metrics.get(k, float("nan")) for k in keys}}
+        {
+            "trial_id": t.trial_id,
+            "status": t.status,
+            "epoch": h.epoch,
+            "objective": h.objective,
+            **{k: h.metrics.get(k, float("nan")) for k in keys},
+        }
         for t in result.trials
         for h in t.history
     ]
@@ -93,9 +98,21 @@ def kfold_table(result: SweepResult) -> pd.DataFrame:
     rows = []
     for record in sorted(result.kfold, key=lambda r: r.config_rank):
         for fold, score in enumerate(record.fold_scores):
-            rows.append({"config_rank": record.config_rank, "trial_id": record.trial_id,
-                         "fold": str(fold), "score": float(score)})
+            rows.append(
+                {
+                    "config_rank": record.config_rank,
+                    "trial_id": record.trial_id,
+                    "fold": str(fold),
+                    "score": float(score),
+                }
+            )
         if record.test_score is not None:
-            rows.append({"config_rank": record.config_rank, "trial_id": record.trial_id,
-                         "fold": "test", "score": float(record.test_score)})
+            rows.append(
+                {
+                    "config_rank": record.config_rank,
+                    "trial_id": record.trial_id,
+                    "fold": "test",
+                    "score": float(record.test_score),
+                }
+            )
     return pd.DataFrame(rows, columns=["config_rank", "trial_id", "fold", "score"])

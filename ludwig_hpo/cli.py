@@ -22,8 +22,12 @@ from ludwig_hpo.errors import ConfigError, UserError
 if TYPE_CHECKING:
     from ludwig_hpo.driver.sweep import Sweep
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Declarative hyperparameter sweeps for PyTorch: Optuna + Ray Tune + Ray Train DDP + MLflow.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Declarative hyperparameter sweeps for PyTorch: Optuna + Ray Tune + Ray Train DDP + MLflow.",
+)
 # Plain text by default: user strings (paths, keys, values) may hold "[...]", which rich
 # would take for markup. Styled output passes markup=True with user parts escaped.
 out = Console(highlight=False, soft_wrap=True, markup=False)
@@ -70,8 +74,10 @@ def _guard(fn: Callable) -> Callable:
     return wrapper
 
 
-_ADDRESS_HELP = ("A running Ray cluster (host:port of its head, as printed by 'ray start --head'); "
-                 "default: RAY_ADDRESS, else a private local cluster.")
+_ADDRESS_HELP = (
+    "A running Ray cluster (host:port of its head, as printed by 'ray start --head'); "
+    "default: RAY_ADDRESS, else a private local cluster."
+)
 _WORKERS_HELP = "Workers per trial (DDP world size); overrides backend.num_workers."
 
 
@@ -88,10 +94,12 @@ def _with_cli_overrides(loaded, num_workers: int | None, sets: list[str] | None 
 def sweep(
     sweep_file: Path = typer.Argument(..., help="The sweep YAML file."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
-    restart: bool = typer.Option(False, "--restart",
-                                 help="Discard an unfinished sweep of this name instead of resuming it."),
-    dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source "
-                                        "(runs a Ludwig config unchanged)."),
+    restart: bool = typer.Option(
+        False, "--restart", help="Discard an unfinished sweep of this name instead of resuming it."
+    ),
+    dataset: Path | None = typer.Option(
+        None, "--dataset", help="CSV/Parquet file replacing dataset.source (runs a Ludwig config unchanged)."
+    ),
     num_workers: int | None = typer.Option(None, "--num-workers", min=1, help=_WORKERS_HELP),
     address: str | None = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=_ADDRESS_HELP),
 ) -> None:
@@ -112,9 +120,18 @@ def sweep(
         if (old := read_state(target)) is not None and old.phase != "finished":
             shutil.rmtree(target)
             out.print(f"--restart: removed the unfinished sweep in {target}", highlight=False)
-    _run_sweep(Sweep(loaded, out, output_root=output, resume=state, resume_dir=target if state else None,
-                     dataset=dataset, address=address or None),
-               f"{loaded.config.name} ({sweep_file})")
+    _run_sweep(
+        Sweep(
+            loaded,
+            out,
+            output_root=output,
+            resume=state,
+            resume_dir=target if state else None,
+            dataset=dataset,
+            address=address or None,
+        ),
+        f"{loaded.config.name} ({sweep_file})",
+    )
 
 
 @app.command()
@@ -127,11 +144,17 @@ def resume(results_dir: Path = typer.Argument(..., help="The output folder of an
 
     state = read_state(results_dir)
     if state is None:
-        raise ConfigError(f"no sweep state ({results_dir / 'state.json'}) in this folder", source=str(results_dir),
-                          fix="pass the output folder of a sweep (it holds state.json)")
+        raise ConfigError(
+            f"no sweep state ({results_dir / 'state.json'}) in this folder",
+            source=str(results_dir),
+            fix="pass the output folder of a sweep (it holds state.json)",
+        )
     if state.phase == "finished":
-        raise ConfigError("this sweep has finished; there is nothing to resume", source=str(results_dir),
-                          fix=f"rebuild its report with `hpo report {results_dir}` or start a new sweep")
+        raise ConfigError(
+            "this sweep has finished; there is nothing to resume",
+            source=str(results_dir),
+            fix=f"rebuild its report with `hpo report {results_dir}` or start a new sweep",
+        )
     sweep_file = Path(state.sweep_file)
     loaded = load_sweep(sweep_file, dataset=state.dataset) if sweep_file.is_file() else None
     if loaded is None or fingerprint(loaded.text, loaded.raw) != state.fingerprint:
@@ -140,8 +163,10 @@ def resume(results_dir: Path = typer.Argument(..., help="The output folder of an
         import dataclasses
 
         loaded = dataclasses.replace(load_sweep(results_dir / "sweep.yaml", dataset=state.dataset), path=sweep_file)
-    _run_sweep(Sweep(loaded, out, resume=state, resume_dir=results_dir, dataset=state.dataset),
-               f"{loaded.config.name} ({results_dir})")
+    _run_sweep(
+        Sweep(loaded, out, resume=state, resume_dir=results_dir, dataset=state.dataset),
+        f"{loaded.config.name} ({results_dir})",
+    )
 
 
 def _run_sweep(sweep_: Sweep, title: str) -> None:
@@ -161,8 +186,11 @@ def _print_sweep_summary(result) -> None:
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
     out.print()
     counts = {s: sum(t.status == s for t in result.trials) for s in ("FINISHED", "KILLED", "FAILED")}
-    out.print(f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {counts['FINISHED']} finished, "
-              f"{counts['KILLED']} stopped early, {counts['FAILED']} failed", markup=True)
+    out.print(
+        f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {counts['FINISHED']} finished, "
+        f"{counts['KILLED']} stopped early, {counts['FAILED']} failed",
+        markup=True,
+    )
     if best is None:
         err.print(f"error: no trial produced a result; {_failure_summary(result.trials)}")
         raise typer.Exit(1)
@@ -176,8 +204,10 @@ def _print_sweep_summary(result) -> None:
         test = f"{k.test_score:.6g}" if k.test_score is not None else "failed"
         folds = len(k.fold_scores) + k.failed_folds
         failed = f" ({k.failed_folds} failed)" if k.failed_folds else ""
-        out.print(f"config #{k.config_rank} ({k.trial_id}): mean {k.metric} over {len(k.fold_scores)}/{folds} "
-                  f"folds{failed} = {mean:.6g}, test = {test}")
+        out.print(
+            f"config #{k.config_rank} ({k.trial_id}): mean {k.metric} over {len(k.fold_scores)}/{folds} "
+            f"folds{failed} = {mean:.6g}, test = {test}"
+        )
     root = Path(result.output_dir)
     out.print(f"report:  {root / 'report.html'}")
     out.print(f"results: {root}")
@@ -214,21 +244,28 @@ def _describe_search(cfg) -> list[str]:
         lines.append(f"scheduler: fifo (every trial runs all {cfg.trainer.epochs} epochs)")
     else:
         unit = "epochs" if sch.in_epochs else "s"
-        shown = {k: v for k, v in sch.model_dump().items()
-                 if k not in ("type", "time_attr", "max_t", "hyperparam_mutations")}
+        shown = {
+            k: v for k, v in sch.model_dump().items() if k not in ("type", "time_attr", "max_t", "hyperparam_mutations")
+        }
         max_t = getattr(sch, "max_t", None)
         if hasattr(sch, "max_t"):
-            shown["max_t"] = (f"{max_t} {unit}" if max_t is not None and not sch.in_epochs
-                              else f"{cfg.trainer.epochs} epochs (trainer.epochs)")
-        lines.append(f"scheduler: {sch.type} on {sch.time_attr} ("
-                     + ", ".join(f"{k} {_show(v)}" for k, v in shown.items()) + ")")
+            shown["max_t"] = (
+                f"{max_t} {unit}"
+                if max_t is not None and not sch.in_epochs
+                else f"{cfg.trainer.epochs} epochs (trainer.epochs)"
+            )
+        lines.append(
+            f"scheduler: {sch.type} on {sch.time_attr} (" + ", ".join(f"{k} {_show(v)}" for k, v in shown.items()) + ")"
+        )
         if sch.type == "pbt":
             from ludwig_hpo.search.schedulers import pbt_checkpoints
 
             first, every = pbt_checkpoints(hp)
-            lines.append("pbt perturbs: " + ", ".join(
-                f"{p} ({'its own space' if v is None else _show(v)})" for p, v in hp.pbt_mutated.items())
-                + f"; the rest stays as sampled; trials checkpoint at epoch {first} and every {every} after")
+            lines.append(
+                "pbt perturbs: "
+                + ", ".join(f"{p} ({'its own space' if v is None else _show(v)})" for p, v in hp.pbt_mutated.items())
+                + f"; the rest stays as sampled; trials checkpoint at epoch {first} and every {every} after"
+            )
     budget = hp.executor.time_budget_s
     lines.append(f"time budget: {f'{budget:g} s (no trial starts after it)' if budget else 'none (all trials run)'}")
     lines.append(f"search space ({len(hp.parameters)} parameter(s)):")
@@ -263,10 +300,14 @@ def _failure_summary(trials) -> str:
 def train(
     sweep_file: Path = typer.Argument(..., help="The sweep YAML file (its base configuration is trained)."),
     num_workers: int | None = typer.Option(None, "--num-workers", min=1, help=_WORKERS_HELP),
-    set_: list[str] | None = typer.Option(None, "--set", help="PATH=VALUE (YAML), e.g. trainer.learning_rate=0.01; "
-                                          "repeatable."),
-    from_sweep: Path | None = typer.Option(None, "--from-sweep", help="Train the best configuration of this "
-                                           "finished sweep's output folder instead of the base configuration."),
+    set_: list[str] | None = typer.Option(
+        None, "--set", help="PATH=VALUE (YAML), e.g. trainer.learning_rate=0.01; repeatable."
+    ),
+    from_sweep: Path | None = typer.Option(
+        None,
+        "--from-sweep",
+        help="Train the best configuration of this finished sweep's output folder instead of the base configuration.",
+    ),
     output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
     address: str | None = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=_ADDRESS_HELP),
 ) -> None:
@@ -291,8 +332,11 @@ def train(
     last = run.history[-1] if run.history else None
     best_epoch = min(run.history, key=lambda e: cfg.goal_sign * e.objective).epoch if run.history else None
     out.print()
-    out.print(f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {len(run.history)} epochs, "
-              f"{cfg.backend.num_workers} worker(s), {cfg.backend.strategy}, {cfg.trainer.precision}", markup=True)
+    out.print(
+        f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {len(run.history)} epochs, "
+        f"{cfg.backend.num_workers} worker(s), {cfg.backend.strategy}, {cfg.trainer.precision}",
+        markup=True,
+    )
     out.print(f"{result.metric}: best {run.objective_best:.6g} (epoch {best_epoch}), last {run.objective_last:.6g}")
     if last is not None:
         shown = {k: v for k, v in last.metrics.items() if k.startswith(("validation/", "train/combined"))}
@@ -321,25 +365,30 @@ def validate(
     hp = cfg.hyperopt
     out.print(f"{sweep_file}: valid")
     out.print(f"name: {cfg.name}   dataset: {cfg.dataset.source}")
-    out.print(f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
-              f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}")
+    out.print(
+        f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
+        f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}"
+    )
     metrics = ", ".join(f"{k} ({g})" for k, g in cfg.objectives)
-    out.print(f"metric{'s (Pareto front)' if hp.multi_objective else ''}: {metrics}   "
-              f"epochs per trial: {cfg.trainer.epochs}")
+    out.print(
+        f"metric{'s (Pareto front)' if hp.multi_objective else ''}: {metrics}   epochs per trial: {cfg.trainer.epochs}"
+    )
     for line in _describe_search(cfg):
         out.print(line)
     from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
 
-    data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg,
-                   dataset_folder(cfg.dataset.source, loaded.base_dir))
-    out.print(f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
-              f"features read and preprocessed without error")
+    data = prepare(
+        load_dataframe(cfg.dataset.source, loaded.base_dir), cfg, dataset_folder(cfg.dataset.source, loaded.base_dir)
+    )
+    out.print(
+        f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
+        f"features read and preprocessed without error"
+    )
     plan = local_plan(cfg)
     out.print(f"resources: {plan.describe()}")
     from ludwig_hpo.execution.executor import choose_executor
 
-    choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu,
-                                pbt=cfg.hyperopt.scheduler.type == "pbt")
+    choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt")
     out.print(f"trial executor: {choice.executor} ({choice.reason})")
     if cfg.kfold:
         out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
@@ -367,13 +416,16 @@ def schema() -> None:
 @_guard
 def report(
     results_dir: Path | None = typer.Argument(None, help="A sweep's output folder (holding mlflow.db)."),
-    experiment: str | None = typer.Option(None, "--experiment", "-e",
-                                          help="MLflow experiment: report its latest sweep."),
+    experiment: str | None = typer.Option(
+        None, "--experiment", "-e", help="MLflow experiment: report its latest sweep."
+    ),
     run_id: str | None = typer.Option(None, "--run-id", help="The sweep's MLflow parent run id."),
-    tracking_uri: str | None = typer.Option(None, "--tracking-uri",
-                                            help="MLflow store (default: DIR/mlflow.db, else MLFLOW_TRACKING_URI)."),
-    output: Path | None = typer.Option(None, "--output", "-o",
-                                       help="Folder for report.html (default: DIR, else hpo_reports/<sweep name>)."),
+    tracking_uri: str | None = typer.Option(
+        None, "--tracking-uri", help="MLflow store (default: DIR/mlflow.db, else MLFLOW_TRACKING_URI)."
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Folder for report.html (default: DIR, else hpo_reports/<sweep name>)."
+    ),
 ) -> None:
     """Rebuild a sweep's report.html from MLflow alone (finished or still running)."""
     from dashboards import build_report
@@ -381,8 +433,11 @@ def report(
     from ludwig_hpo.errors import DataError
 
     if results_dir is None and not (experiment or run_id):
-        raise DataError("nothing to report on", key="hpo report",
-                        fix="pass a sweep output folder, --experiment NAME or --run-id PARENT_RUN_ID")
+        raise DataError(
+            "nothing to report on",
+            key="hpo report",
+            fix="pass a sweep output folder, --experiment NAME or --run-id PARENT_RUN_ID",
+        )
     if results_dir is not None and not results_dir.is_dir():
         raise DataError("no such folder", source=str(results_dir), fix="pass the output folder printed by 'hpo sweep'")
     uri = tracking_uri
@@ -392,14 +447,19 @@ def report(
     if uri is None and results_dir is not None and (results_dir / "results.json").is_file():
         result = _read_results_json(results_dir / "results.json")  # a sweep tracked on a server
     elif uri is None:
-        raise DataError("no MLflow store to read", source=str(results_dir) if results_dir else None,
-                        fix="pass --tracking-uri (or set MLFLOW_TRACKING_URI), or a sweep output folder")
+        raise DataError(
+            "no MLflow store to read",
+            source=str(results_dir) if results_dir else None,
+            fix="pass --tracking-uri (or set MLFLOW_TRACKING_URI), or a sweep output folder",
+        )
     else:
         result = load_sweep(uri, experiment=experiment, run_id=run_id, output_dir=results_dir)
     target = output or results_dir or Path("hpo_reports") / result.name
     n = len(result.trials)
-    out.print(f"{result.name}: {n} trial{'s' if n != 1 else ''}, {len(result.kfold)} k-fold configuration(s)"
-              f" from {uri or results_dir}")
+    out.print(
+        f"{result.name}: {n} trial{'s' if n != 1 else ''}, {len(result.kfold)} k-fold configuration(s)"
+        f" from {uri or results_dir}"
+    )
     out.print(f"report: {build_report(result, target)}")
 
 
@@ -410,8 +470,9 @@ def _read_results_json(path: Path):
     try:
         return read_result(path)
     except (ValueError, KeyError, TypeError) as e:
-        raise DataError(f"results.json is malformed ({type(e).__name__}: {e})", source=str(path),
-                        fix="rerun the sweep") from None
+        raise DataError(
+            f"results.json is malformed ({type(e).__name__}: {e})", source=str(path), fix="rerun the sweep"
+        ) from None
 
 
 def _default_ui_dir() -> Path:
@@ -424,16 +485,22 @@ def _default_ui_dir() -> Path:
         return Path(".")
     stores = sorted(DEFAULT_OUTPUT_ROOT.glob("*/mlflow.db"), key=lambda p: p.stat().st_mtime)
     if not stores:
-        raise DataError("no mlflow.db here nor in any sweep under this folder's hpo_results/", source=str(Path.cwd()),
-                        fix="pass the output folder printed by 'hpo sweep' (hpo ui DIR)")
+        raise DataError(
+            "no mlflow.db here nor in any sweep under this folder's hpo_results/",
+            source=str(Path.cwd()),
+            fix="pass the output folder printed by 'hpo sweep' (hpo ui DIR)",
+        )
     return stores[-1].parent
 
 
 @app.command()
 @_guard
 def ui(
-    results_dir: Path | None = typer.Argument(None, help="A sweep's output folder (holding mlflow.db); default: "
-                                                         "the current folder, else the newest sweep in hpo_results/."),
+    results_dir: Path | None = typer.Argument(
+        None,
+        help="A sweep's output folder (holding mlflow.db); default: "
+        "the current folder, else the newest sweep in hpo_results/.",
+    ),
     port: int = typer.Option(5000, help="Port of the MLflow UI."),
     host: str = typer.Option("127.0.0.1", help="Interface to bind (default: this machine only)."),
 ) -> None:
@@ -445,16 +512,20 @@ def ui(
     results_dir = results_dir if results_dir is not None else _default_ui_dir()
     db = results_dir / "mlflow.db"
     if not db.is_file():
-        raise DataError("no mlflow.db in this folder", source=str(results_dir),
-                        fix="pass the output folder printed by 'hpo sweep'")
+        raise DataError(
+            "no mlflow.db in this folder", source=str(results_dir), fix="pass the output folder printed by 'hpo sweep'"
+        )
     if not 0 < port < 65536:
         raise DataError(f"port {port} is out of range", key="--port", fix="use a port between 1 and 65535")
     with socket.socket() as probe:  # a taken port would fail inside MLflow with a page of logs
         try:
             probe.bind((host, port))
         except OSError as e:
-            raise DataError(f"cannot listen on {host}:{port} ({e.strerror or e})", key="--port",
-                            fix="choose a free port, e.g. --port 5001") from None
+            raise DataError(
+                f"cannot listen on {host}:{port} ({e.strerror or e})",
+                key="--port",
+                fix="choose a free port, e.g. --port 5001",
+            ) from None
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
     uri = f"sqlite:///{db.resolve()}"
     shown = f"[{host}]" if ":" in host else host
@@ -462,8 +533,9 @@ def ui(
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     sys.stdout.flush()
     # Become the MLflow UI process: Ctrl-C and SIGTERM reach it directly, and its exit code is ours.
-    os.execve(mlflow, [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port),
-                       "--workers", "1"], env)
+    os.execve(
+        mlflow, [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", "1"], env
+    )
 
 
 def main() -> None:

@@ -24,8 +24,9 @@ class UserError(HpoError):
         fix: how to fix it, as an imperative sentence.
     """
 
-    def __init__(self, message: str, *, source: str | None = None, key: str | None = None,
-                 fix: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, source: str | None = None, key: str | None = None, fix: str | None = None
+    ) -> None:
         self.message = message
         self.source = source
         self.key = key

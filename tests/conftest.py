@@ -45,7 +45,11 @@ def _no_leaked_env():
     before = dict(os.environ)
     yield
     after = dict(os.environ)
-    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)
-                     and not k.startswith(("PYTEST_", "COV_", "KMP_", "TORCHINDUCTOR_"))
-                     and k != "RAY_CLIENT_MODE")
+    changed = sorted(
+        k
+        for k in set(before) | set(after)
+        if before.get(k) != after.get(k)
+        and not k.startswith(("PYTEST_", "COV_", "KMP_", "TORCHINDUCTOR_"))
+        and k != "RAY_CLIENT_MODE"
+    )
     assert not changed, f"test leaked environment variables: {changed}"

@@ -4,5 +4,4 @@ from ludwig_hpo.config.loader import LoadedSweep, load_sweep, resolve_trial_conf
 from ludwig_hpo.config.paths import PathError, apply_params
 from ludwig_hpo.config.schema import METRICS, SweepConfig
 
-__all__ = ["LoadedSweep", "METRICS", "PathError", "SweepConfig", "apply_params", "load_sweep",
-           "resolve_trial_config"]
+__all__ = ["LoadedSweep", "METRICS", "PathError", "SweepConfig", "apply_params", "load_sweep", "resolve_trial_config"]

@@ -54,15 +54,19 @@ class SearchAlgConfig(_Base):
     def _options_fit_sampler(self) -> SearchAlgConfig:
         given = self.model_fields_set
         if self.type != "optuna" and "sampler" in given:
-            raise RuleError(f"sampler {self.sampler!r} is set but search_alg.type is {self.type!r}",
-                            path=("hyperopt", "search_alg", "sampler"),
-                            fix="remove sampler, or use type: optuna")
+            raise RuleError(
+                f"sampler {self.sampler!r} is set but search_alg.type is {self.type!r}",
+                path=("hyperopt", "search_alg", "sampler"),
+                fix="remove sampler, or use type: optuna",
+            )
         sampler = self.sampler if self.type == "optuna" else "random"
         for option, samplers in SAMPLER_OPTIONS.items():
             if option in given and sampler not in samplers:
-                raise RuleError(f"{option} does not apply to the {sampler!r} sampler (only to "
-                                f"{', '.join(samplers)})", path=("hyperopt", "search_alg", option),
-                                fix=f"remove {option}")
+                raise RuleError(
+                    f"{option} does not apply to the {sampler!r} sampler (only to {', '.join(samplers)})",
+                    path=("hyperopt", "search_alg", option),
+                    fix=f"remove {option}",
+                )
         return self
 
     @property
@@ -92,8 +96,11 @@ class _Scheduler(_Base):
 
 def _max_t_in_seconds(sch: Any) -> Any:
     if not sch.in_epochs and sch.max_t is None:
-        raise RuleError(f"{sch.type} with time_attr: time_total_s needs max_t in seconds",
-                        path=("hyperopt", "scheduler", "time_attr"), fix="add max_t: <seconds>")
+        raise RuleError(
+            f"{sch.type} with time_attr: time_total_s needs max_t in seconds",
+            path=("hyperopt", "scheduler", "time_attr"),
+            fix="add max_t: <seconds>",
+        )
     return sch
 
 
@@ -200,8 +207,9 @@ class ExecutorConfig(_Base):
     max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
     time_budget_s: float | None = Field(None, gt=0)
     max_failures: int = Field(0, ge=0, le=100)
-    scheduler: Scheduler | None = Field(None, exclude=True, description="Ludwig's place of hyperopt.scheduler "
-                                           "(read as hyperopt.scheduler)")
+    scheduler: Scheduler | None = Field(
+        None, exclude=True, description="Ludwig's place of hyperopt.scheduler (read as hyperopt.scheduler)"
+    )
 
 
 class Objective(_Base):
@@ -214,15 +222,27 @@ class Objective(_Base):
     output_feature: str | None = None
 
 
-_OBJECTIVE_JSON = {"type": "object", "additionalProperties": False, "required": [],
-                   "properties": {"metric": {"type": "string"}, "name": {"type": "string"},
-                                  "goal": {"enum": ["minimize", "maximize"]}, "output_feature": {"type": "string"}}}
+_OBJECTIVE_JSON = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": [],
+    "properties": {
+        "metric": {"type": "string"},
+        "name": {"type": "string"},
+        "goal": {"enum": ["minimize", "maximize"]},
+        "output_feature": {"type": "string"},
+    },
+}
 #: What the sweep file may write under ``hyperopt.metric``: one metric, or a list of metrics
 #: (names or ``{metric | name, goal, output_feature}``) for a multi-objective search.
-METRIC_JSON_SCHEMA = {"anyOf": [{"type": "string"},
-                                {"type": "array", "minItems": 1,
-                                 "items": {"anyOf": [{"type": "string"}, _OBJECTIVE_JSON]}}],
-                      "default": "loss", "title": "Metric"}
+METRIC_JSON_SCHEMA = {
+    "anyOf": [
+        {"type": "string"},
+        {"type": "array", "minItems": 1, "items": {"anyOf": [{"type": "string"}, _OBJECTIVE_JSON]}},
+    ],
+    "default": "loss",
+    "title": "Metric",
+}
 
 #: Samplers that optimize several objectives at once (Pareto front).
 MULTI_OBJECTIVE_SAMPLERS = ("tpe", "nsga2", "random", "grid")
@@ -233,6 +253,7 @@ def _fill_type(default: str):
         if isinstance(value, dict) and "type" not in value:
             return {"type": default, **value}
         return value
+
     return fill
 
 
@@ -259,14 +280,23 @@ class HyperoptConfig(_Base):
         if not isinstance(data, dict) or not isinstance(data.get("metric"), list):
             return data
         if "objectives" in data:
-            raise RuleError("objectives are set twice: a metric list and objectives",
-                            path=("hyperopt", "objectives"), fix="keep only one of them")
-        items = [{"metric": m} if isinstance(m, str) else
-                 ({("metric" if k == "name" else k): v for k, v in m.items()} if isinstance(m, dict) else m)
-                 for m in data["metric"]]
+            raise RuleError(
+                "objectives are set twice: a metric list and objectives",
+                path=("hyperopt", "objectives"),
+                fix="keep only one of them",
+            )
+        items = [
+            {"metric": m}
+            if isinstance(m, str)
+            else ({("metric" if k == "name" else k): v for k, v in m.items()} if isinstance(m, dict) else m)
+            for m in data["metric"]
+        ]
         if not items or not isinstance(items[0], dict) or not isinstance(items[0].get("metric"), str):
-            raise RuleError("a metric list needs at least one metric name", path=("hyperopt", "metric"),
-                            fix="write metric: [loss, accuracy] or metric: loss")
+            raise RuleError(
+                "a metric list needs at least one metric name",
+                path=("hyperopt", "metric"),
+                fix="write metric: [loss, accuracy] or metric: loss",
+            )
         first = items[0]
         out = {**data, "metric": first["metric"], "objectives": items}
         for key in ("goal", "output_feature"):
@@ -281,8 +311,11 @@ class HyperoptConfig(_Base):
         ex = data.get("executor") if isinstance(data, dict) else None
         if isinstance(ex, dict) and "scheduler" in ex:
             if "scheduler" in data:
-                raise RuleError("the scheduler is set twice: hyperopt.scheduler and hyperopt.executor.scheduler",
-                                path=("hyperopt", "executor", "scheduler"), fix="keep only one of them")
+                raise RuleError(
+                    "the scheduler is set twice: hyperopt.scheduler and hyperopt.executor.scheduler",
+                    path=("hyperopt", "executor", "scheduler"),
+                    fix="keep only one of them",
+                )
             ex = dict(ex)
             return {**data, "scheduler": ex.pop("scheduler"), "executor": ex}
         return data
@@ -302,17 +335,22 @@ class HyperoptConfig(_Base):
         if sa is None:
             return {**data, "search_alg": {"type": "random"}}
         if isinstance(sa, dict) and sa.get("type", "optuna") not in ("random", "variant_generator"):
-            raise RuleError(f"the pbt scheduler samples its first population at random and then explores by "
-                            f"itself; it cannot follow search_alg.type {sa.get('type', 'optuna')!r}",
-                            path=("hyperopt", "search_alg", "type"), fix="use search_alg: {type: random} with pbt")
+            raise RuleError(
+                f"the pbt scheduler samples its first population at random and then explores by "
+                f"itself; it cannot follow search_alg.type {sa.get('type', 'optuna')!r}",
+                path=("hyperopt", "search_alg", "type"),
+                fix="use search_alg: {type: random} with pbt",
+            )
         return data
 
     @field_validator("split", mode="before")
     @classmethod
     def _no_test(cls, v: Any) -> Any:
         if v == "test":
-            raise ValueError("selecting trials on the test split leaks it into the search; "
-                             "use 'validation' (the test split scores the top configurations after the search)")
+            raise ValueError(
+                "selecting trials on the test split leaks it into the search; "
+                "use 'validation' (the test split scores the top configurations after the search)"
+            )
         return v
 
     @model_validator(mode="after")
@@ -322,62 +360,91 @@ class HyperoptConfig(_Base):
         if root is not None:
             where = ("hyperopt", "parameters", ROOT_PATH)
             if not isinstance(root, LISTED_SPACES):
-                raise KeyedValueError(f"the '.' parameter must be a choice or grid_search of config blocks, "
-                                      f"not {root.space}", where, fix="use space: choice with categories that are mappings")
+                raise KeyedValueError(
+                    f"the '.' parameter must be a choice or grid_search of config blocks, not {root.space}",
+                    where,
+                    fix="use space: choice with categories that are mappings",
+                )
             for block in root.probe_values():
                 if not isinstance(block, dict) or not block:
-                    raise KeyedValueError(f"each category of the '.' parameter must be a non-empty mapping of "
-                                          f"config sections, got {block!r}", where,
-                                          fix="write categories like {trainer: {learning_rate: 0.01}}")
+                    raise KeyedValueError(
+                        f"each category of the '.' parameter must be a non-empty mapping of "
+                        f"config sections, got {block!r}",
+                        where,
+                        fix="write categories like {trainer: {learning_rate: 0.01}}",
+                    )
                 bad = sorted(set(block) - set(ROOT_BLOCK_SECTIONS))
                 if bad:
-                    raise KeyedValueError(f"a '.' block may set only {', '.join(ROOT_BLOCK_SECTIONS)}, not {bad[0]!r}",
-                                          where, fix="move that setting out of the search or into its section")
+                    raise KeyedValueError(
+                        f"a '.' block may set only {', '.join(ROOT_BLOCK_SECTIONS)}, not {bad[0]!r}",
+                        where,
+                        fix="move that setting out of the search or into its section",
+                    )
         sa = self.search_alg
         if self.multi_objective:
             if sa.effective_sampler not in MULTI_OBJECTIVE_SAMPLERS:
-                raise KeyedValueError(f"the {sa.effective_sampler!r} sampler optimizes one metric, but "
-                                      f"{len(self.objectives)} are given", ("hyperopt", "search_alg", "sampler"),
-                                      fix="use sampler: nsga2 or tpe, or a single metric")
+                raise KeyedValueError(
+                    f"the {sa.effective_sampler!r} sampler optimizes one metric, but {len(self.objectives)} are given",
+                    ("hyperopt", "search_alg", "sampler"),
+                    fix="use sampler: nsga2 or tpe, or a single metric",
+                )
             if self.scheduler.type != "fifo":
-                raise KeyedValueError(f"scheduler {self.scheduler.type!r} stops trials on one metric, but "
-                                      f"{len(self.objectives)} are optimized", ("hyperopt", "scheduler"),
-                                      fix="use scheduler: {type: fifo} with several metrics")
+                raise KeyedValueError(
+                    f"scheduler {self.scheduler.type!r} stops trials on one metric, but "
+                    f"{len(self.objectives)} are optimized",
+                    ("hyperopt", "scheduler"),
+                    fix="use scheduler: {type: fifo} with several metrics",
+                )
         if self.scheduler.type == "pbt":
             self._check_pbt()
         if sa.type == "grid":
             others = [p for p, s in params.items() if not isinstance(s, GridSearchSpace)]
             if others:
-                raise KeyedValueError(f"search_alg.type grid needs every parameter to be grid_search, but {others[0]!r} "
-                                      f"is {params[others[0]].space}", ("hyperopt", "parameters", others[0]),
-                                      fix="use space: grid_search with values, or search_alg.type: optuna")
+                raise KeyedValueError(
+                    f"search_alg.type grid needs every parameter to be grid_search, but {others[0]!r} "
+                    f"is {params[others[0]].space}",
+                    ("hyperopt", "parameters", others[0]),
+                    fix="use space: grid_search with values, or search_alg.type: optuna",
+                )
             n = grid_size(params)
             if "num_samples" in self.executor.model_fields_set and self.executor.num_samples not in (1, n):
-                raise KeyedValueError(f"num_samples ({self.executor.num_samples}) contradicts the grid's {n} points "
-                                      "(a grid runs each point once)", ("hyperopt", "executor", "num_samples"),
-                                      fix="remove num_samples")
+                raise KeyedValueError(
+                    f"num_samples ({self.executor.num_samples}) contradicts the grid's {n} points "
+                    "(a grid runs each point once)",
+                    ("hyperopt", "executor", "num_samples"),
+                    fix="remove num_samples",
+                )
         for i, point in enumerate(sa.points_to_evaluate):
             where = ("hyperopt", "search_alg", "points_to_evaluate", i)
             if any(isinstance(s, GridSearchSpace) for s in params.values()):
-                raise KeyedValueError("points_to_evaluate cannot be combined with grid_search parameters",
-                                      where, fix="remove points_to_evaluate (the grid fixes the points)")
+                raise KeyedValueError(
+                    "points_to_evaluate cannot be combined with grid_search parameters",
+                    where,
+                    fix="remove points_to_evaluate (the grid fixes the points)",
+                )
             for path, value in point.items():
                 if path not in params:
                     import difflib
 
                     close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
-                    raise KeyedValueError(f"{path!r} is not a searched parameter", (*where, path),
-                                          fix=f"did you mean {close[0]!r}?" if close else
-                                          f"use one of {', '.join(params)}")
+                    raise KeyedValueError(
+                        f"{path!r} is not a searched parameter",
+                        (*where, path),
+                        fix=f"did you mean {close[0]!r}?" if close else f"use one of {', '.join(params)}",
+                    )
                 problem = params[path].problem_with(value)
                 if problem:
-                    raise KeyedValueError(f"{problem} of the {params[path].space} space of {path!r}", (*where, path),
-                                          fix="use a value inside the parameter's space")
+                    raise KeyedValueError(
+                        f"{problem} of the {params[path].space} space of {path!r}",
+                        (*where, path),
+                        fix="use a value inside the parameter's space",
+                    )
         if len(sa.points_to_evaluate) > self.num_trials:
-            raise KeyedValueError(f"{len(sa.points_to_evaluate)} points_to_evaluate exceed the "
-                                  f"{self.num_trials} trials of the sweep",
-                                  ("hyperopt", "search_alg", "points_to_evaluate"),
-                                  fix="raise executor.num_samples or remove points")
+            raise KeyedValueError(
+                f"{len(sa.points_to_evaluate)} points_to_evaluate exceed the {self.num_trials} trials of the sweep",
+                ("hyperopt", "search_alg", "points_to_evaluate"),
+                fix="raise executor.num_samples or remove points",
+            )
         return self
 
     def _check_pbt(self) -> None:
@@ -388,38 +455,55 @@ class HyperoptConfig(_Base):
         given = self.scheduler.hyperparam_mutations
         if given is None:
             if not any(pbt_mutable(p) for p in params):
-                raise KeyedValueError("pbt has no parameter it may change: none of hyperopt.parameters is a "
-                                      "training setting (trainer.*) or a dropout rate", ("hyperopt", "scheduler"),
-                                      fix="search e.g. trainer.learning_rate, or use another scheduler")
+                raise KeyedValueError(
+                    "pbt has no parameter it may change: none of hyperopt.parameters is a "
+                    "training setting (trainer.*) or a dropout rate",
+                    ("hyperopt", "scheduler"),
+                    fix="search e.g. trainer.learning_rate, or use another scheduler",
+                )
             return
         if not given:
-            raise KeyedValueError("hyperparam_mutations is empty", where,
-                                  fix="list the parameters to perturb, or remove it to perturb all that may change")
+            raise KeyedValueError(
+                "hyperparam_mutations is empty",
+                where,
+                fix="list the parameters to perturb, or remove it to perturb all that may change",
+            )
         for path, values in given.items():
             if path not in params:
                 close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
-                raise KeyedValueError(f"{path!r} is not a searched parameter (PBT perturbs parameters of "
-                                      "hyperopt.parameters)", (*where, path),
-                                      fix=f"did you mean {close[0]!r}?" if close else f"add {path} to hyperopt.parameters")
+                raise KeyedValueError(
+                    f"{path!r} is not a searched parameter (PBT perturbs parameters of hyperopt.parameters)",
+                    (*where, path),
+                    fix=f"did you mean {close[0]!r}?" if close else f"add {path} to hyperopt.parameters",
+                )
             if not pbt_mutable(path):
-                raise KeyedValueError(f"PBT cannot change {path!r} mid-trial: a cloned checkpoint would not fit "
-                                      "(only trainer.* settings other than epochs, optimizer.type and seed, and "
-                                      "dropout rates may change)", (*where, path),
-                                      fix=f"remove {path} from hyperparam_mutations")
+                raise KeyedValueError(
+                    f"PBT cannot change {path!r} mid-trial: a cloned checkpoint would not fit "
+                    "(only trainer.* settings other than epochs, optimizer.type and seed, and "
+                    "dropout rates may change)",
+                    (*where, path),
+                    fix=f"remove {path} from hyperparam_mutations",
+                )
             if values is None:
                 continue  # the parameter's own space
             if isinstance(values, dict):
                 self._check_mutation_space(path, values, (*where, path))
                 continue
             if not isinstance(values, list) or not values:
-                raise KeyedValueError(f"mutations of {path!r} must be a non-empty list of values, a space "
-                                      f"mapping or null, got {values!r}", (*where, path),
-                                      fix="write e.g. [0.001, 0.01, 0.1], or null for the parameter's own space")
+                raise KeyedValueError(
+                    f"mutations of {path!r} must be a non-empty list of values, a space "
+                    f"mapping or null, got {values!r}",
+                    (*where, path),
+                    fix="write e.g. [0.001, 0.01, 0.1], or null for the parameter's own space",
+                )
             for v in values:
                 problem = params[path].problem_with(v)
                 if problem:
-                    raise KeyedValueError(f"{problem} of the {params[path].space} space of {path!r}", (*where, path),
-                                          fix="list values inside the parameter's space")
+                    raise KeyedValueError(
+                        f"{problem} of the {params[path].space} space of {path!r}",
+                        (*where, path),
+                        fix="list values inside the parameter's space",
+                    )
 
     def _check_mutation_space(self, path: str, values: dict, where: tuple) -> None:
         from pydantic import TypeAdapter, ValidationError
@@ -428,17 +512,26 @@ class HyperoptConfig(_Base):
 
         own = self.parameters[path]
         if isinstance(own, (RandnSpace, *LISTED_SPACES)):
-            raise KeyedValueError(f"a mutation space needs a numeric parameter with bounds, but {path!r} is "
-                                  f"{own.space}", where, fix="list the values to try, or write null (its own space)")
+            raise KeyedValueError(
+                f"a mutation space needs a numeric parameter with bounds, but {path!r} is {own.space}",
+                where,
+                fix="list the values to try, or write null (its own space)",
+            )
         try:
             space = TypeAdapter(ParamSpace).validate_python(values)
         except ValidationError as e:
             err = e.errors()[0]
-            raise KeyedValueError(f"invalid mutation space: {err['msg']}", where,
-                                  fix="write e.g. {space: loguniform, lower: 1.0e-4, upper: 0.1}") from None
+            raise KeyedValueError(
+                f"invalid mutation space: {err['msg']}",
+                where,
+                fix="write e.g. {space: loguniform, lower: 1.0e-4, upper: 0.1}",
+            ) from None
         if isinstance(space, (RandnSpace, *LISTED_SPACES)):
-            raise KeyedValueError(f"a mutation space must be a bounded numeric space, not {space.space}", where,
-                                  fix="use uniform, loguniform, randint, ... or a list of values")
+            raise KeyedValueError(
+                f"a mutation space must be a bounded numeric space, not {space.space}",
+                where,
+                fix="use uniform, loguniform, randint, ... or a list of values",
+            )
 
     @property
     def pbt_mutated(self) -> dict[str, Any]:

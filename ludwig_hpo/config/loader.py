@@ -64,12 +64,18 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
             hash(key)
         except TypeError:
             m = key_node.start_mark
-            raise ConfigError("a key must be a plain value, not a list or mapping",
-                              source=f"{loader.name}:{m.line + 1}:{m.column + 1}", fix="use a string key") from None
+            raise ConfigError(
+                "a key must be a plain value, not a list or mapping",
+                source=f"{loader.name}:{m.line + 1}:{m.column + 1}",
+                fix="use a string key",
+            ) from None
         if key in seen:
             m = key_node.start_mark
-            raise ConfigError(f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
-                              source=f"{loader.name}:{m.line + 1}:{m.column + 1}", fix="keep only one of them")
+            raise ConfigError(
+                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                source=f"{loader.name}:{m.line + 1}:{m.column + 1}",
+                fix="keep only one of them",
+            )
         seen[key] = key_node
     return loader.construct_mapping(node, deep=deep)
 
@@ -84,8 +90,13 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int
     if depth > 200:  # a recursive alias: its size is unbounded
         return MAX_NODES + 1
     memo[id(node)] = MAX_NODES + 1  # a cycle back to this node counts as unbounded
-    children = ([v for pair in node.value for v in pair] if isinstance(node, yaml.MappingNode)
-                else node.value if isinstance(node, yaml.SequenceNode) else [])
+    children = (
+        [v for pair in node.value for v in pair]
+        if isinstance(node, yaml.MappingNode)
+        else node.value
+        if isinstance(node, yaml.SequenceNode)
+        else []
+    )
     memo[id(node)] = min(MAX_NODES + 1, 1 + sum(_expanded_size(c, memo, depth + 1) for c in children))
     return memo[id(node)]
 
@@ -125,8 +136,11 @@ def _read(path: Path) -> tuple[str, dict, dict[tuple, Mark]]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         size = _expanded_size(node, {}) if node is not None else 0
         if size > MAX_NODES:
-            raise ConfigError(f"the file expands to over {MAX_NODES} values through YAML aliases", source=src,
-                              fix="write the values out instead of nesting anchors")
+            raise ConfigError(
+                f"the file expands to over {MAX_NODES} values through YAML aliases",
+                source=src,
+                fix="write the values out instead of nesting anchors",
+            )
         loader = _UniqueKeyLoader(text)
         loader.name = src
         try:
@@ -136,18 +150,23 @@ def _read(path: Path) -> tuple[str, dict, dict[tuple, Mark]]:
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{src}:{m.line + 1}:{m.column + 1}" if m else src
-        raise ConfigError(f"invalid YAML: {e.problem or e.context}", source=where,
-                          fix="fix the YAML syntax at that position") from None
+        raise ConfigError(
+            f"invalid YAML: {e.problem or e.context}", source=where, fix="fix the YAML syntax at that position"
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"invalid YAML: {e}", source=src, fix="fix the YAML syntax") from None
     except RecursionError:
-        raise ConfigError("invalid YAML: an alias refers to itself", source=src,
-                          fix="remove the recursive anchor/alias") from None
+        raise ConfigError(
+            "invalid YAML: an alias refers to itself", source=src, fix="remove the recursive anchor/alias"
+        ) from None
     if data is None:
         raise ConfigError("the file is empty", source=src, fix="write a sweep file (see README.md)")
     if not isinstance(data, dict):
-        raise ConfigError(f"the top level must be a mapping of sections, not a {type(data).__name__}",
-                          source=src, fix="start the file with 'name:', 'dataset:', ... keys")
+        raise ConfigError(
+            f"the top level must be a mapping of sections, not a {type(data).__name__}",
+            source=src,
+            fix="start the file with 'name:', 'dataset:', ... keys",
+        )
     return text, data, _marks(node) if node is not None else {}
 
 
@@ -213,7 +232,11 @@ def _display(raw: dict, path: tuple) -> str:
     out, node = "", raw
     for step in path:
         if isinstance(step, int):
-            name = node[step].get("name") if isinstance(node, list) and step < len(node) and isinstance(node[step], dict) else None
+            name = (
+                node[step].get("name")
+                if isinstance(node, list) and step < len(node) and isinstance(node[step], dict)
+                else None
+            )
             out += f"[{name}]" if isinstance(name, str) else f"[{step}]"
         else:
             s = str(step)
@@ -235,8 +258,9 @@ def _mark_for(marks: dict[tuple, Mark], path: tuple) -> Mark | None:
 _PRIORITY = {"extra_forbidden": 0, "missing": 2}
 
 
-def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, src: str,
-                                key_prefix: str = "") -> ConfigError:
+def _validation_to_config_error(
+    err: ValidationError, raw: dict, marks: dict, src: str, key_prefix: str = ""
+) -> ConfigError:
     errors = err.errors(include_url=False)
     located = []
     for e in errors:
@@ -247,8 +271,9 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
         located.append((e, model, path, cause))
     # An unknown key explains a "missing" one (a misspelt section), so it goes first.
     # defaults are merged into the features: an error in a default is reported at the default
-    e, model, path, cause = min(located, key=lambda x: (_PRIORITY.get(x[0]["type"], 1),
-                                                        0 if x[2][:1] == ("defaults",) else 1))
+    e, model, path, cause = min(
+        located, key=lambda x: (_PRIORITY.get(x[0]["type"], 1), 0 if x[2][:1] == ("defaults",) else 1)
+    )
     key = _display(raw, path) or "(top level)"
     if key_prefix:
         key = f"{key_prefix} -> {key}"
@@ -289,9 +314,13 @@ def _validation_to_config_error(err: ValidationError, raw: dict, marks: dict, sr
 # ---------------------------------------------------------------------------- search space checks
 #: Paths a trial may not change: the data is prepared once per sweep from the base config,
 #: and the scheduler's budget is fixed by trainer.epochs.
-_FIXED = {"preprocessing": "preprocessing is fitted once per sweep, before any trial",
-          "column": "the data is prepared once per sweep", "type": "the data is prepared once per sweep",
-          "name": "feature names identify the prepared data", "epochs": "it sets the scheduler's max_t"}
+_FIXED = {
+    "preprocessing": "preprocessing is fitted once per sweep, before any trial",
+    "column": "the data is prepared once per sweep",
+    "type": "the data is prepared once per sweep",
+    "name": "feature names identify the prepared data",
+    "epochs": "it sets the scheduler's max_t",
+}
 
 
 def _fixed_reason(path: str) -> str | None:
@@ -340,38 +369,59 @@ def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> Non
         key = _param_key(path)
         mark = _mark_for(marks, ("hyperopt", "parameters", path))
         source = f"{src}:{mark[0]}:{mark[1]}" if mark else src
-        leaves = ([p for block in space.probe_values() for p in _leaf_paths(block)] if path == ROOT else [path])
+        leaves = [p for block in space.probe_values() for p in _leaf_paths(block)] if path == ROOT else [path]
         for leaf in leaves:
             reason = _fixed_reason(leaf)
             if reason:
-                raise ConfigError(f"{leaf!r} cannot be searched: {reason}", source=source, key=key,
-                                  fix="set it in the config instead of hyperopt.parameters")
+                raise ConfigError(
+                    f"{leaf!r} cannot be searched: {reason}",
+                    source=source,
+                    key=key,
+                    fix="set it in the config instead of hyperopt.parameters",
+                )
         for value in space.probe_values():
             try:
                 inner = _first_error(raw, {path: value}, src)
                 if inner is not None and inner.message.startswith("unknown key"):
                     # a field that exists only under another sampled value (e.g. an encoder type)
-                    if any(_first_error(raw, {other: v, path: value}, src) is None
-                           for other, v in _enablers(path, spaces)):
+                    if any(
+                        _first_error(raw, {other: v, path: value}, src) is None for other, v in _enablers(path, spaces)
+                    ):
                         inner = None
             except PathError as e:
-                raise ConfigError(str(e), source=source, key=key, fix="use a path such as "
-                                  "'trainer.learning_rate', '<feature>.encoder.<field>' or "
-                                  "'defaults.<feature type>.encoder.<field>'") from None
+                raise ConfigError(
+                    str(e),
+                    source=source,
+                    key=key,
+                    fix="use a path such as "
+                    "'trainer.learning_rate', '<feature>.encoder.<field>' or "
+                    "'defaults.<feature type>.encoder.<field>'",
+                ) from None
             if inner is None:
                 continue
             if inner.message.startswith("unknown key") and not isinstance(value, dict):
-                raise ConfigError(f"{path!r} is not a field of the config: {inner.key}: {inner.message}",
-                                  source=source, key=key, fix=inner.fix) from None
+                raise ConfigError(
+                    f"{path!r} is not a field of the config: {inner.key}: {inner.message}",
+                    source=source,
+                    key=key,
+                    fix=inner.fix,
+                ) from None
             if path.startswith(f"{inner.key}.") and "valid" in inner.message:
-                raise ConfigError(f"path {path!r} walks into {inner.key!r}, which is a value, not a section",
-                                  source=source, key=key, fix="end the path at a field") from None
+                raise ConfigError(
+                    f"path {path!r} walks into {inner.key!r}, which is a value, not a section",
+                    source=source,
+                    key=key,
+                    fix="end the path at a field",
+                ) from None
             shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else repr(value)
-            fix = ("use an integer space (randint, qrandint, lograndint) for an integer field"
-                   if not isinstance(space, (*INT_SPACES, *LISTED_SPACES)) and "integer" in inner.message
-                   else inner.fix or "change the range or categories")
-            raise ConfigError(f"value {shown} is invalid for {inner.key}: {inner.message}",
-                              source=source, key=key, fix=fix) from None
+            fix = (
+                "use an integer space (randint, qrandint, lograndint) for an integer field"
+                if not isinstance(space, (*INT_SPACES, *LISTED_SPACES)) and "integer" in inner.message
+                else inner.fix or "change the range or categories"
+            )
+            raise ConfigError(
+                f"value {shown} is invalid for {inner.key}: {inner.message}", source=source, key=key, fix=fix
+            ) from None
 
 
 # ---------------------------------------------------------------------------- Ludwig configs

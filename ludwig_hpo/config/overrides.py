@@ -29,23 +29,29 @@ def parse_set(item: str) -> tuple[str, Any]:
     path, eq, text = item.partition("=")
     path = path.strip()
     if not eq or not path:
-        raise ConfigError(f"--set {item!r} must be PATH=VALUE", key="--set",
-                          fix="write e.g. --set trainer.learning_rate=0.01")
+        raise ConfigError(
+            f"--set {item!r} must be PATH=VALUE", key="--set", fix="write e.g. --set trainer.learning_rate=0.01"
+        )
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as e:
-        raise ConfigError(f"--set {item!r}: the value is not YAML ({type(e).__name__})", key="--set",
-                          fix="quote the value, e.g. --set 'trainer.optimizer={type: sgd}'") from None
+        raise ConfigError(
+            f"--set {item!r}: the value is not YAML ({type(e).__name__})",
+            key="--set",
+            fix="quote the value, e.g. --set 'trainer.optimizer={type: sgd}'",
+        ) from None
     return path, value
 
 
 def _set(raw: dict, path: str) -> tuple[dict, str]:
     parts = path.split(".")
     if any(not p for p in parts):
-        raise ConfigError(f"--set path {path!r} has an empty part", key="--set",
-                          fix="write dotted keys, e.g. trainer.learning_rate")
-    features = {f.get("name"): f for s in ("input_features", "output_features")
-                for f in raw.get(s) or [] if isinstance(f, dict)}
+        raise ConfigError(
+            f"--set path {path!r} has an empty part", key="--set", fix="write dotted keys, e.g. trainer.learning_rate"
+        )
+    features = {
+        f.get("name"): f for s in ("input_features", "output_features") for f in raw.get(s) or [] if isinstance(f, dict)
+    }
     if parts[0] in features and len(parts) > 1:
         node, rest = features[parts[0]], parts[1:]
     else:
@@ -55,8 +61,12 @@ def _set(raw: dict, path: str) -> tuple[dict, str]:
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"--set path {path!r} walks into {'.'.join(parts[: i + 1 + len(parts) - len(rest)])!r}, "
-                              f"which is a value, not a section", key="--set", fix="set the value itself")
+            raise ConfigError(
+                f"--set path {path!r} walks into {'.'.join(parts[: i + 1 + len(parts) - len(rest)])!r}, "
+                f"which is a value, not a section",
+                key="--set",
+                fix="set the value itself",
+            )
         node = child
     return node, rest[-1]
 
@@ -83,8 +93,12 @@ def with_overrides(loaded: LoadedSweep, sets: Sequence[tuple[str, Any]], *, sour
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
         given = ", ".join(f"{p}={v!r}" for p, v in sets)
-        raise ConfigError(f"{where}: {err['msg']} (after {source} {given})", source=str(loaded.path), key=source,
-                          fix="use a key and value the sweep file accepts (see README: sweep file reference)") from None
+        raise ConfigError(
+            f"{where}: {err['msg']} (after {source} {given})",
+            source=str(loaded.path),
+            key=source,
+            fix="use a key and value the sweep file accepts (see README: sweep file reference)",
+        ) from None
     return dataclasses.replace(loaded, config=cfg, raw=raw)
 
 
@@ -98,12 +112,18 @@ def best_config_of(sweep_dir: Path, loaded: LoadedSweep) -> LoadedSweep:
     """
     path = sweep_dir / "best_model" / "config.yaml"
     if not path.is_file():
-        raise DataError("no best_model/config.yaml in this folder", source=str(sweep_dir),
-                        fix="pass the output folder printed by 'hpo sweep' (a sweep with at least one finished trial)")
+        raise DataError(
+            "no best_model/config.yaml in this folder",
+            source=str(sweep_dir),
+            fix="pass the output folder printed by 'hpo sweep' (a sweep with at least one finished trial)",
+        )
     raw = yaml.safe_load(path.read_text())
     try:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(f"the best configuration does not validate ({e.errors()[0]['msg']})", source=str(path),
-                          fix="rerun the sweep with this version of hpo") from None
+        raise ConfigError(
+            f"the best configuration does not validate ({e.errors()[0]['msg']})",
+            source=str(path),
+            fix="rerun the sweep with this version of hpo",
+        ) from None
     return dataclasses.replace(loaded, config=cfg, raw=raw)

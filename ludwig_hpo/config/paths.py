@@ -63,8 +63,10 @@ def set_path(raw: dict, path: str, value: Any) -> None:
     elif head in features:
         node = features[head]
     else:
-        raise PathError(f"path {path!r} starts with {head!r}, which is neither a section "
-                        f"({', '.join(SECTIONS)}) nor a feature name; {_suggest(head, [*SECTIONS, *features])}")
+        raise PathError(
+            f"path {path!r} starts with {head!r}, which is neither a section "
+            f"({', '.join(SECTIONS)}) nor a feature name; {_suggest(head, [*SECTIONS, *features])}"
+        )
     for i, part in enumerate(rest[:-1]):
         child = node.get(part)
         if child is None:

@@ -30,8 +30,22 @@ from ludwig_hpo.config.spaces import (  # noqa: F401 (re-exported)
 )
 
 RESERVED_NAMES = frozenset(
-    {"trainer", "combiner", "backend", "hyperopt", "dataset", "defaults", "kfold", "tracking",
-     "report", "input_features", "output_features", "combined", "name", "output_dir"}
+    {
+        "trainer",
+        "combiner",
+        "backend",
+        "hyperopt",
+        "dataset",
+        "defaults",
+        "kfold",
+        "tracking",
+        "report",
+        "input_features",
+        "output_features",
+        "combined",
+        "name",
+        "output_dir",
+    }
 )
 #: Metrics each output feature type reports, and whether larger is better.
 METRICS: dict[str, dict[str, bool]] = {
@@ -58,7 +72,8 @@ class SplitConfig(_Base):
         if abs(total - 1.0) > 1e-6:
             raise ValueError(
                 f"train + validation + test must sum to 1, but got {total:g} "
-                f"(train={self.train:g}, validation={self.validation:g}, test={self.test:g})")
+                f"(train={self.train:g}, validation={self.validation:g}, test={self.test:g})"
+            )
         return self
 
 
@@ -111,6 +126,7 @@ def _default_type(default: str):
         if isinstance(value, dict) and "type" not in value:
             return {"type": default, **value}
         return value
+
     return fill
 
 
@@ -143,9 +159,11 @@ class ImagePreprocessing(_Base):
             given, other = ("height", "width") if self.height is not None else ("width", "height")
             raise RuleError(f"{given} is set but {other} is not", fix=f"set {other} too (or remove {given})")
         if self.num_channels is not None and self.num_channels != 1:
-            raise RuleError(f"num_channels {self.num_channels} is not supported: image features are one-channel "
-                            "(height, width) arrays and image files are converted to grayscale",
-                            fix="set num_channels: 1 or remove it")
+            raise RuleError(
+                f"num_channels {self.num_channels} is not supported: image features are one-channel "
+                "(height, width) arrays and image files are converted to grayscale",
+                fix="set num_channels: 1 or remove it",
+            )
         return self
 
 
@@ -402,8 +420,10 @@ class LudwigSplitConfig(_Base):
         if self.type == "random" and self.column:
             raise RuleError("column does not apply to a random split", fix="remove column, or use type: fixed")
         if abs(sum(self.probabilities) - 1) > 1e-6 or min(self.probabilities) <= 0:
-            raise RuleError(f"probabilities must be three positive fractions summing to 1, got {list(self.probabilities)}",
-                            fix="use e.g. [0.7, 0.1, 0.2]")
+            raise RuleError(
+                f"probabilities must be three positive fractions summing to 1, got {list(self.probabilities)}",
+                fix="use e.g. [0.7, 0.1, 0.2]",
+            )
         return self
 
 
@@ -452,8 +472,12 @@ class SweepConfig(_Base):
         sch = _raw_scheduler(data)
         trainer = data.get("trainer") or {} if isinstance(data, dict) else None
         max_t = sch.get("max_t")
-        if (max_t is not None and sch.get("time_attr", "epoch") != "time_total_s"
-                and isinstance(trainer, dict) and "epochs" not in trainer):
+        if (
+            max_t is not None
+            and sch.get("time_attr", "epoch") != "time_total_s"
+            and isinstance(trainer, dict)
+            and "epochs" not in trainer
+        ):
             return {**data, "trainer": {**trainer, "epochs": max_t}}
         return data
 
@@ -475,65 +499,91 @@ class SweepConfig(_Base):
     @model_validator(mode="after")
     def _cross_checks(self) -> SweepConfig:
         if self.preprocessing is not None and "split" in self.dataset.model_fields_set:
-            raise KeyedValueError("the split is set twice: dataset.split and preprocessing.split",
-                                  ("preprocessing", "split"), fix="keep only one of them")
+            raise KeyedValueError(
+                "the split is set twice: dataset.split and preprocessing.split",
+                ("preprocessing", "split"),
+                fix="keep only one of them",
+            )
         names = [f.name for f in (*self.input_features, *self.output_features)]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise KeyedValueError(f"feature names must be unique, but {dupes} appear more than once",
-                                  ("input_features",))
+            raise KeyedValueError(
+                f"feature names must be unique, but {dupes} appear more than once", ("input_features",)
+            )
         hp = self.hyperopt
         outputs = {f.name: f.type for f in self.output_features}
         if hp.output_feature != "combined" and hp.output_feature not in outputs:
             raise KeyedValueError(
                 f"{hp.output_feature!r} is not an output feature; use one of {sorted(outputs) + ['combined']}",
-                ("hyperopt", "output_feature"))
+                ("hyperopt", "output_feature"),
+            )
         ftype = "combined" if hp.output_feature == "combined" else outputs[hp.output_feature]
         allowed = METRICS[ftype]
         if hp.metric not in allowed:
-            raise KeyedValueError(f"{hp.metric!r} is not reported for a {ftype} output; use one of {sorted(allowed)}",
-                                  ("hyperopt", "metric"))
+            raise KeyedValueError(
+                f"{hp.metric!r} is not reported for a {ftype} output; use one of {sorted(allowed)}",
+                ("hyperopt", "metric"),
+            )
         want = "maximize" if allowed[hp.metric] else "minimize"
         if hp.goal != want:
-            raise KeyedValueError(f"goal is {hp.goal!r} but {hp.metric!r} is better when "
-                                  f"{'larger' if want == 'maximize' else 'smaller'}; set goal: {want}", ("hyperopt", "goal"))
+            raise KeyedValueError(
+                f"goal is {hp.goal!r} but {hp.metric!r} is better when "
+                f"{'larger' if want == 'maximize' else 'smaller'}; set goal: {want}",
+                ("hyperopt", "goal"),
+            )
         for i, o in enumerate(hp.objectives):
             where = ("hyperopt", "metric", i)
             feature = o.output_feature or hp.output_feature
             if feature != "combined" and feature not in outputs:
-                raise KeyedValueError(f"{feature!r} is not an output feature; use one of "
-                                      f"{sorted(outputs) + ['combined']}", where)
+                raise KeyedValueError(
+                    f"{feature!r} is not an output feature; use one of {sorted(outputs) + ['combined']}", where
+                )
             kind = "combined" if feature == "combined" else outputs[feature]
             if o.metric not in METRICS[kind]:
-                raise KeyedValueError(f"{o.metric!r} is not reported for a {kind} output; use one of "
-                                      f"{sorted(METRICS[kind])}", where)
+                raise KeyedValueError(
+                    f"{o.metric!r} is not reported for a {kind} output; use one of {sorted(METRICS[kind])}", where
+                )
             better = "maximize" if METRICS[kind][o.metric] else "minimize"
             if o.goal is not None and o.goal != better:
-                raise KeyedValueError(f"goal of {o.metric!r} is {o.goal!r} but it is better when "
-                                      f"{'larger' if better == 'maximize' else 'smaller'}; set goal: {better}", where)
+                raise KeyedValueError(
+                    f"goal of {o.metric!r} is {o.goal!r} but it is better when "
+                    f"{'larger' if better == 'maximize' else 'smaller'}; set goal: {better}",
+                    where,
+                )
         sch = hp.scheduler
         in_epochs = getattr(sch, "in_epochs", False)
         if in_epochs and getattr(sch, "max_t", None) is not None and sch.max_t != self.trainer.epochs:
-            raise KeyedValueError(f"max_t ({sch.max_t}) contradicts trainer.epochs ({self.trainer.epochs}); "
-                                  "set only one of them", ("hyperopt", "scheduler", "max_t"))
+            raise KeyedValueError(
+                f"max_t ({sch.max_t}) contradicts trainer.epochs ({self.trainer.epochs}); set only one of them",
+                ("hyperopt", "scheduler", "max_t"),
+            )
         if in_epochs and getattr(sch, "grace_period", 0) > self.trainer.epochs:
-            raise KeyedValueError(f"grace_period ({sch.grace_period:g}) must be <= trainer.epochs "
-                                  f"({self.trainer.epochs})", ("hyperopt", "scheduler", "grace_period"))
+            raise KeyedValueError(
+                f"grace_period ({sch.grace_period:g}) must be <= trainer.epochs ({self.trainer.epochs})",
+                ("hyperopt", "scheduler", "grace_period"),
+            )
         if sch.type == "pbt":
             if in_epochs and sch.perturbation_interval >= self.trainer.epochs:
-                raise KeyedValueError(f"perturbation_interval ({sch.perturbation_interval:g}) must be below "
-                                      f"trainer.epochs ({self.trainer.epochs}), or no trial is ever perturbed",
-                                      ("hyperopt", "scheduler", "perturbation_interval"),
-                                      fix="use a smaller interval or more epochs")
+                raise KeyedValueError(
+                    f"perturbation_interval ({sch.perturbation_interval:g}) must be below "
+                    f"trainer.epochs ({self.trainer.epochs}), or no trial is ever perturbed",
+                    ("hyperopt", "scheduler", "perturbation_interval"),
+                    fix="use a smaller interval or more epochs",
+                )
             if in_epochs and sch.burn_in_period >= self.trainer.epochs:
-                raise KeyedValueError(f"burn_in_period ({sch.burn_in_period:g}) must be below trainer.epochs "
-                                      f"({self.trainer.epochs}), or no trial is ever perturbed",
-                                      ("hyperopt", "scheduler", "burn_in_period"),
-                                      fix="use a shorter burn-in or more epochs")
+                raise KeyedValueError(
+                    f"burn_in_period ({sch.burn_in_period:g}) must be below trainer.epochs "
+                    f"({self.trainer.epochs}), or no trial is ever perturbed",
+                    ("hyperopt", "scheduler", "burn_in_period"),
+                    fix="use a shorter burn-in or more epochs",
+                )
             if self.backend.trial_executor == "fresh" and self.backend.num_workers > 1:
-                raise KeyedValueError("pbt needs the checkpoints of multi-worker trials in Tune, which only pooled "
-                                      "worker groups hand over", ("backend", "trial_executor"),
-                                      fix="use trial_executor: pooled (or auto) with pbt")
+                raise KeyedValueError(
+                    "pbt needs the checkpoints of multi-worker trials in Tune, which only pooled "
+                    "worker groups hand over",
+                    ("backend", "trial_executor"),
+                    fix="use trial_executor: pooled (or auto) with pbt",
+                )
         return self
 
     @property

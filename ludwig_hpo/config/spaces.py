@@ -72,8 +72,9 @@ class _Bounded(_Space):
     @model_validator(mode="after")
     def _ordered(self):
         if not self.lower < self.upper:
-            raise RuleError(f"lower < upper must hold, but got (lower={self.lower:g}, upper={self.upper:g})",
-                            fix=_BOUNDS_FIX)
+            raise RuleError(
+                f"lower < upper must hold, but got (lower={self.lower:g}, upper={self.upper:g})", fix=_BOUNDS_FIX
+            )
         return self
 
 
@@ -86,8 +87,10 @@ class _Log(_Space):
     @model_validator(mode="after")
     def _log_ok(self):
         if self.lower <= 0:
-            raise RuleError(f"{self.space} needs lower > 0, but got lower={self.lower:g} "
-                            "(bounds are values, not exponents)", fix="use a positive lower bound, e.g. 1.0e-5")
+            raise RuleError(
+                f"{self.space} needs lower > 0, but got lower={self.lower:g} (bounds are values, not exponents)",
+                fix="use a positive lower bound, e.g. 1.0e-5",
+            )
         if self.base <= 1:
             raise RuleError(f"base must be > 1, but got base={self.base:g}", fix="use base: 10 (the default)")
         return self
@@ -102,12 +105,17 @@ class _Quantized:
         if integer and self.q != int(self.q):
             raise RuleError(f"q must be an integer for {self.space}, but got q={self.q:g}", fix="use an integer q")
         if self.q > self.upper - self.lower:
-            raise RuleError(f"q={self.q:g} is larger than the range upper - lower = {self.upper - self.lower:g}",
-                            fix="use a smaller q or wider bounds")
+            raise RuleError(
+                f"q={self.q:g} is larger than the range upper - lower = {self.upper - self.lower:g}",
+                fix="use a smaller q or wider bounds",
+            )
         bad = [f"{n}={getattr(self, n):g}" for n in ("lower", "upper") if not _is_multiple(getattr(self, n), self.q)]
         if bad:
-            raise RuleError(f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a multiple of q={self.q:g} "
-                            "(values are rounded to multiples of q)", fix="use bounds that are multiples of q")
+            raise RuleError(
+                f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a multiple of q={self.q:g} "
+                "(values are rounded to multiples of q)",
+                fix="use bounds that are multiples of q",
+            )
 
     def _grid_problem(self, value: Any) -> str | None:
         if not _is_multiple(float(value), self.q):
@@ -284,8 +292,9 @@ class QRandIntSpace(_IntBounds, _Quantized):
         return self.lower, self.upper
 
     def describe(self) -> str:
-        return (f"qrandint [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper} step {self.q}, "
-                "linear scale")
+        return (
+            f"qrandint [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper} step {self.q}, linear scale"
+        )
 
     def probe_values(self) -> list[Any]:
         return sorted({self.lower, self.upper})
@@ -320,8 +329,9 @@ class QLogRandIntSpace(_IntBounds, _Log, _Quantized):
         return self.lower, self.upper
 
     def describe(self) -> str:
-        return (f"qlograndint [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper} step {self.q}, "
-                "log scale")
+        return (
+            f"qlograndint [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper} step {self.q}, log scale"
+        )
 
     probe_values = QRandIntSpace.probe_values
     problem_with = QRandIntSpace.problem_with
@@ -376,8 +386,20 @@ class GridSearchSpace(_Listed):
 
 
 ParamSpace = Annotated[
-    Union[UniformSpace, QUniformSpace, LogUniformSpace, QLogUniformSpace, RandnSpace, QRandnSpace,
-          RandIntSpace, QRandIntSpace, LogRandIntSpace, QLogRandIntSpace, ChoiceSpace, GridSearchSpace],
+    Union[
+        UniformSpace,
+        QUniformSpace,
+        LogUniformSpace,
+        QLogUniformSpace,
+        RandnSpace,
+        QRandnSpace,
+        RandIntSpace,
+        QRandIntSpace,
+        LogRandIntSpace,
+        QLogRandIntSpace,
+        ChoiceSpace,
+        GridSearchSpace,
+    ],
     Field(discriminator="space"),
 ]
 #: Spaces whose values are integers.

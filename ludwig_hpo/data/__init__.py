@@ -4,5 +4,12 @@ from ludwig_hpo.data.preprocess import FeatureMeta, PreparedData, prepare
 from ludwig_hpo.data.sources import dataset_folder, load_dataframe
 from ludwig_hpo.data.split import kfold_indices, split_indices
 
-__all__ = ["FeatureMeta", "PreparedData", "dataset_folder", "kfold_indices", "load_dataframe", "prepare",
-           "split_indices"]
+__all__ = [
+    "FeatureMeta",
+    "PreparedData",
+    "dataset_folder",
+    "kfold_indices",
+    "load_dataframe",
+    "prepare",
+    "split_indices",
+]

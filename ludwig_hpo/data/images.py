@@ -37,14 +37,15 @@ def _resize(img: np.ndarray, size: tuple[int, int], method: str) -> np.ndarray:
     if method == "interpolate":
         from PIL import Image
 
-        return np.asarray(Image.fromarray(img, mode="F").resize((size[1], size[0]), Image.Resampling.BILINEAR),
-                          dtype=np.float32)
+        return np.asarray(
+            Image.fromarray(img, mode="F").resize((size[1], size[0]), Image.Resampling.BILINEAR), dtype=np.float32
+        )
     out = np.zeros(size, dtype=np.float32)
     (h, w), (H, W) = img.shape, size
     sy, sx = max(0, (h - H) // 2), max(0, (w - W) // 2)  # crop offsets in the source
     dy, dx = max(0, (H - h) // 2), max(0, (W - w) // 2)  # pad offsets in the target
     ch, cw = min(h, H), min(w, W)
-    out[dy:dy + ch, dx:dx + cw] = img[sy:sy + ch, sx:sx + cw]
+    out[dy : dy + ch, dx : dx + cw] = img[sy : sy + ch, sx : sx + cw]
     return out
 
 
@@ -59,44 +60,68 @@ def _read(path: Path, key: str, where: str) -> np.ndarray:
                 return np.asarray(im, dtype=np.float32)
             return np.asarray(im.convert("L"), dtype=np.float32)
     except PermissionError:
-        raise DataError(f"permission denied ({where})", source=str(path), key=key,
-                        fix="make the image files readable") from None
+        raise DataError(
+            f"permission denied ({where})", source=str(path), key=key, fix="make the image files readable"
+        ) from None
     except (UnidentifiedImageError, OSError, ValueError) as e:
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise DataError(f"cannot read the image ({where}): {text}", source=str(path), key=key,
-                        fix="replace the file with a PNG, JPEG, BMP or TIFF image, or drop the row") from None
+        raise DataError(
+            f"cannot read the image ({where}): {text}",
+            source=str(path),
+            key=key,
+            fix="replace the file with a PNG, JPEG, BMP or TIFF image, or drop the row",
+        ) from None
 
 
 def _paths(s: pd.Series, key: str, column: str, data_dir: Path | None) -> list[Path]:
     missing = [i for i, v in enumerate(s) if _is_missing(v) or (isinstance(v, str) and not v.strip())]
     if missing:
-        raise DataError(f"{len(missing)} rows have no image path in column {column!r} (e.g. row {missing[0]})",
-                        key=key, fix="fill or drop those rows")
+        raise DataError(
+            f"{len(missing)} rows have no image path in column {column!r} (e.g. row {missing[0]})",
+            key=key,
+            fix="fill or drop those rows",
+        )
     other = [i for i, v in enumerate(s) if not isinstance(v, str)]
     if other:
-        raise DataError(f"column {column!r} mixes image paths and other values (row {other[0]}: "
-                        f"{type(s.iloc[other[0]]).__name__})", key=key,
-                        fix="give every row an image file path")
+        raise DataError(
+            f"column {column!r} mixes image paths and other values (row {other[0]}: {type(s.iloc[other[0]]).__name__})",
+            key=key,
+            fix="give every row an image file path",
+        )
     base = data_dir if data_dir is not None else Path.cwd()
     out = []
     for v in s:
         text = v.strip()
         if "://" in text:
-            raise DataError(f"image URLs are not downloaded ({text!r} in column {column!r})", key=key,
-                            fix="download the images and list their file paths")
+            raise DataError(
+                f"image URLs are not downloaded ({text!r} in column {column!r})",
+                key=key,
+                fix="download the images and list their file paths",
+            )
         p = Path(text).expanduser()
         out.append(p if p.is_absolute() else base / p)
     absent = [i for i, p in enumerate(out) if not p.is_file()]
     if absent:
         first = absent[0]
-        raise DataError(f"image file not found (row {first} of column {column!r}; {len(absent)} of {len(out)} "
-                        f"files missing)", source=str(out[first]), key=key,
-                        fix=f"check the paths in column {column!r} (relative paths start at the dataset file's folder)")
+        raise DataError(
+            f"image file not found (row {first} of column {column!r}; {len(absent)} of {len(out)} files missing)",
+            source=str(out[first]),
+            key=key,
+            fix=f"check the paths in column {column!r} (relative paths start at the dataset file's folder)",
+        )
     return out
 
 
-def load_images(s: pd.Series, *, key: str, column: str, height: int | None, width: int | None,
-                resize_method: str, data_dir: Path | None) -> np.ndarray:
+def load_images(
+    s: pd.Series,
+    *,
+    key: str,
+    column: str,
+    height: int | None,
+    width: int | None,
+    resize_method: str,
+    data_dir: Path | None,
+) -> np.ndarray:
     """Every cell of an image column as one (N, H, W) float32 array of raw pixel values.
 
     Args:
@@ -118,18 +143,23 @@ def load_images(s: pd.Series, *, key: str, column: str, height: int | None, widt
         try:
             images = [np.asarray(v, dtype=np.float32) for v in s]
         except (ValueError, TypeError):
-            raise DataError("image cells must be 2-D arrays of one shape (e.g. a Parquet list column) or image file "
-                            "paths", key=key, fix="store each image as an (H, W) array or a path to an image file") from None
+            raise DataError(
+                "image cells must be 2-D arrays of one shape (e.g. a Parquet list column) or image file paths",
+                key=key,
+                fix="store each image as an (H, W) array or a path to an image file",
+            ) from None
         bad = next((i for i, im in enumerate(images) if im.ndim != 2), None)
         if bad is not None:
-            raise DataError(f"image cells must be 2-D (H, W) arrays, got shape {images[bad].shape} (row {bad})",
-                            key=key, fix="store grayscale images as (H, W) arrays")
+            raise DataError(
+                f"image cells must be 2-D (H, W) arrays, got shape {images[bad].shape} (row {bad})",
+                key=key,
+                fix="store grayscale images as (H, W) arrays",
+            )
     else:
         # Pillow decodes without holding the GIL: a few threads read a large folder faster.
         # map() yields in row order, so the first bad file raised is the first in the column.
         with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(paths))) as pool:
-            images = list(pool.map(lambda ip: _read(ip[1], key, f"row {ip[0]} of column {column!r}"),
-                                   enumerate(paths)))
+            images = list(pool.map(lambda ip: _read(ip[1], key, f"row {ip[0]} of column {column!r}"), enumerate(paths)))
     if height is not None and width is not None:
         return np.stack([_resize(im, (height, width), resize_method) for im in images])
     first = images[0].shape
@@ -137,9 +167,12 @@ def load_images(s: pd.Series, *, key: str, column: str, height: int | None, widt
         if im.shape != first:
             what = f"row {i} of column {column!r}"
             ref = f"the first image ({paths[0].name})" if paths else "the first image"
-            raise DataError(f"image is {im.shape[0]}x{im.shape[1]} pixels ({what}) but {ref} is "
-                            f"{first[0]}x{first[1]} (height x width)",
-                            source=str(paths[i]) if paths else None, key=key,
-                            fix=f"set preprocessing: {{height: {first[0]}, width: {first[1]}}} on the feature to "
-                                f"resize every image")
+            raise DataError(
+                f"image is {im.shape[0]}x{im.shape[1]} pixels ({what}) but {ref} is "
+                f"{first[0]}x{first[1]} (height x width)",
+                source=str(paths[i]) if paths else None,
+                key=key,
+                fix=f"set preprocessing: {{height: {first[0]}, width: {first[1]}}} on the feature to "
+                f"resize every image",
+            )
     return np.stack(images)

@@ -72,31 +72,41 @@ def _column(df: pd.DataFrame, feat: Any, section: str) -> pd.Series:
     if col not in df.columns:
         close = [c for c in df.columns if str(c).lower() == col.lower()]
         hint = f"did you mean {close[0]!r}?" if close else "set 'column:' to one of the dataset's columns"
-        raise DataError(f"column {col!r} is not in the dataset (it has {len(df.columns)} columns)",
-                        key=f"{section}[{feat.name}]", fix=hint)
+        raise DataError(
+            f"column {col!r} is not in the dataset (it has {len(df.columns)} columns)",
+            key=f"{section}[{feat.name}]",
+            fix=hint,
+        )
     return df[col]
 
 
 def _to_binary(s: pd.Series, key: str) -> np.ndarray:
     if s.isna().any():
-        raise DataError(f"{int(s.isna().sum())} missing values in a binary column", key=key,
-                        fix="fill or drop those rows")
+        raise DataError(
+            f"{int(s.isna().sum())} missing values in a binary column", key=key, fix="fill or drop those rows"
+        )
     values = s.astype(str).str.strip().str.lower()
     uniq = sorted(set(values))
     if set(uniq) <= _TRUE | _FALSE:
         return values.isin(_TRUE).to_numpy(np.float32)
     if len(uniq) == 2:  # any two labels: the sorted second one is the positive class
         return (values == uniq[1]).to_numpy(np.float32)
-    raise DataError(f"a binary column needs 2 distinct values, but has {len(uniq)}: {uniq[:5]}", key=key,
-                    fix="use type: category for more than two classes")
+    raise DataError(
+        f"a binary column needs 2 distinct values, but has {len(uniq)}: {uniq[:5]}",
+        key=key,
+        fix="use type: category for more than two classes",
+    )
 
 
 def _number(s: pd.Series, key: str, train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
     x = pd.to_numeric(s, errors="coerce").to_numpy(np.float64)
     bad = np.isnan(x) & s.notna().to_numpy()
     if bad.any():
-        raise DataError(f"{int(bad.sum())} values are not numbers (e.g. {s[bad].iloc[0]!r})", key=key,
-                        fix="clean the column or use type: category")
+        raise DataError(
+            f"{int(bad.sum())} values are not numbers (e.g. {s[bad].iloc[0]!r})",
+            key=key,
+            fix="clean the column or use type: category",
+        )
     tr = x[train]
     if np.isnan(tr).all():
         raise DataError("every training value is missing", key=key, fix="drop this feature")
@@ -105,18 +115,33 @@ def _number(s: pd.Series, key: str, train: np.ndarray) -> tuple[np.ndarray, dict
         raise DataError("the column holds infinite values", key=key, fix="clean the column")
     peak = float(np.abs(present).max())
     if peak > FLOAT32_MAX:
-        raise DataError(f"values up to {peak:.3g} do not fit float32 (largest {FLOAT32_MAX:.3g})", key=key,
-                        fix="rescale the column (e.g. take its log) before the sweep")
-    stats = {"mean": float(np.nanmean(tr)), "std": float(np.nanstd(tr)),
-             "min": float(np.nanmin(tr)), "max": float(np.nanmax(tr))}
+        raise DataError(
+            f"values up to {peak:.3g} do not fit float32 (largest {FLOAT32_MAX:.3g})",
+            key=key,
+            fix="rescale the column (e.g. take its log) before the sweep",
+        )
+    stats = {
+        "mean": float(np.nanmean(tr)),
+        "std": float(np.nanstd(tr)),
+        "min": float(np.nanmin(tr)),
+        "max": float(np.nanmax(tr)),
+    }
     return np.where(np.isnan(x), stats["mean"], x), stats
 
 
-def _image(s: pd.Series, key: str, train: np.ndarray, feat: Any,
-           data_dir: Path | None) -> tuple[np.ndarray, dict[str, float]]:
+def _image(
+    s: pd.Series, key: str, train: np.ndarray, feat: Any, data_dir: Path | None
+) -> tuple[np.ndarray, dict[str, float]]:
     prep = feat.preprocessing
-    arr = load_images(s, key=key, column=feat.source_column, height=prep.height, width=prep.width,
-                      resize_method=prep.resize_method, data_dir=data_dir)
+    arr = load_images(
+        s,
+        key=key,
+        column=feat.source_column,
+        height=prep.height,
+        width=prep.width,
+        resize_method=prep.resize_method,
+        data_dir=data_dir,
+    )
     s_val = float(arr[train].max()) if prep.scale == "auto" else float(prep.scale)
     return arr / (s_val or 1.0), {"scale": s_val}
 
@@ -129,19 +154,33 @@ def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.nda
     need = {"train": 2 * workers, "validation": max(2, n_classes), "test": max(2, n_classes)}
     for name, minimum in need.items():
         if len(splits[name]) < minimum:
-            why = f"{workers} DDP workers" if name == "train" else (f"{n_classes} classes" if n_classes > 1 else "scoring")
-            raise DataError(f"the {name} split has {len(splits[name])} rows, too few for {why} (at least {minimum})",
-                            key="dataset.split", fix=f"use more rows or a larger {name} fraction")
+            why = (
+                f"{workers} DDP workers"
+                if name == "train"
+                else (f"{n_classes} classes" if n_classes > 1 else "scoring")
+            )
+            raise DataError(
+                f"the {name} split has {len(splits[name])} rows, too few for {why} (at least {minimum})",
+                key="dataset.split",
+                fix=f"use more rows or a larger {name} fraction",
+            )
     batch = cfg.trainer.batch_size
     if isinstance(batch, int) and batch * workers > len(splits["train"]):
-        raise DataError(f"one step of {workers} DDP worker(s) x batch_size {batch} needs {batch * workers} rows, but "
-                        f"the train split has {len(splits['train'])}", key="trainer.batch_size",
-                        fix="lower trainer.batch_size (it is per worker) or use batch_size: auto")
+        raise DataError(
+            f"one step of {workers} DDP worker(s) x batch_size {batch} needs {batch * workers} rows, but "
+            f"the train split has {len(splits['train'])}",
+            key="trainer.batch_size",
+            fix="lower trainer.batch_size (it is per worker) or use batch_size: auto",
+        )
     if cfg.kfold is not None:
         rows = len(splits["train"]) + len(splits["validation"])
         if rows // cfg.kfold.k < max(2, n_classes):
-            raise DataError(f"{cfg.kfold.k} folds of {rows} train+validation rows hold about {rows // cfg.kfold.k} rows "
-                            f"each, too few to score {n_classes} classes", key="kfold.k", fix="lower kfold.k")
+            raise DataError(
+                f"{cfg.kfold.k} folds of {rows} train+validation rows hold about {rows // cfg.kfold.k} rows "
+                f"each, too few to score {n_classes} classes",
+                key="kfold.k",
+                fix="lower kfold.k",
+            )
 
 
 def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -154,13 +193,17 @@ def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None) -> dict
     key = "preprocessing.split.column"
     if lsp.type == "fixed":
         if lsp.column not in df.columns:
-            raise DataError(f"split column {lsp.column!r} is not in the dataset", key=key,
-                            fix="add the column (0 = train, 1 = validation, 2 = test) or change column")
+            raise DataError(
+                f"split column {lsp.column!r} is not in the dataset",
+                key=key,
+                fix="add the column (0 = train, 1 = validation, 2 = test) or change column",
+            )
         return fixed_split_indices(df[lsp.column].to_numpy(), key)
     if lsp.type == "stratify":
         if lsp.column not in df.columns:
-            raise DataError(f"stratify column {lsp.column!r} is not in the dataset", key=key,
-                            fix="use one of the dataset's columns")
+            raise DataError(
+                f"stratify column {lsp.column!r} is not in the dataset", key=key, fix="use one of the dataset's columns"
+            )
         strat = pd.factorize(df[lsp.column].astype(str))[0]
     return split_indices(len(df), tuple(lsp.probabilities), sp.seed, strat)
 
@@ -182,12 +225,18 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
     if first_out.type in ("category", "binary"):
         col = _column(df, first_out, "output_features")
         if col.isna().any():
-            raise DataError(f"{int(col.isna().sum())} rows have no target value",
-                            key=f"output_features[{first_out.name}]", fix="drop or fill those rows")
+            raise DataError(
+                f"{int(col.isna().sum())} rows have no target value",
+                key=f"output_features[{first_out.name}]",
+                fix="drop or fill those rows",
+            )
         strat = pd.factorize(col.astype(str))[0]
         if len(np.unique(strat)) < 2:
-            raise DataError("the target has a single class; there is nothing to learn",
-                            key=f"output_features[{first_out.name}]", fix="use a column with at least 2 classes")
+            raise DataError(
+                "the target has a single class; there is nothing to learn",
+                key=f"output_features[{first_out.name}]",
+                fix="use a column with at least 2 classes",
+            )
     splits = _split(df, cfg, strat)
     _check_sizes(cfg, splits, strat)
     train = splits["train"]
@@ -228,16 +277,16 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
         key = f"output_features[{feat.name}]"
         s = _column(df, feat, "output_features")
         if s.isna().any():
-            raise DataError(f"{int(s.isna().sum())} rows have no target value", key=key,
-                            fix="drop or fill those rows")
+            raise DataError(f"{int(s.isna().sum())} rows have no target value", key=key, fix="drop or fill those rows")
         if feat.type == "category":
             classes = tuple(sorted(s.unique(), key=lambda v: (str(type(v)), v)))
             lookup = {v: i for i, v in enumerate(classes)}
             if len(classes) < 2:
                 raise DataError("the target has a single class", key=key, fix="use a column with at least 2 classes")
             targets[feat.name] = s.map(lookup).to_numpy(np.int64)
-            meta[feat.name] = FeatureMeta(feat.name, "category", vocab=tuple(c.item() if hasattr(c, "item") else c
-                                                                             for c in classes))
+            meta[feat.name] = FeatureMeta(
+                feat.name, "category", vocab=tuple(c.item() if hasattr(c, "item") else c for c in classes)
+            )
         elif feat.type == "binary":
             targets[feat.name] = _to_binary(s, key)
             meta[feat.name] = FeatureMeta(feat.name, "binary")

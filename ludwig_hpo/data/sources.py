@@ -35,8 +35,11 @@ def _bundled(name: str) -> pd.DataFrame:
         df = pd.DataFrame(d.data, columns=[_clean(c) for c in d.feature_names])
         df["cultivar"] = [f"cultivar_{t}" for t in d.target]
         return df
-    raise DataError(f"unknown bundled dataset {name!r}", key="dataset.source",
-                    fix=f"use one of {', '.join('sklearn:' + b for b in BUNDLED)} or a CSV/Parquet path")
+    raise DataError(
+        f"unknown bundled dataset {name!r}",
+        key="dataset.source",
+        fix=f"use one of {', '.join('sklearn:' + b for b in BUNDLED)} or a CSV/Parquet path",
+    )
 
 
 def dataset_path(source: str, base_dir: Path | None) -> Path:
@@ -72,8 +75,12 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
         return _bundled(source.split(":", 1)[1])
     path = dataset_path(source, base_dir)
     if not path.is_file():
-        raise DataError("dataset file not found", source=str(path), key="dataset.source",
-                        fix="check the path (relative paths start at the sweep file's folder)")
+        raise DataError(
+            "dataset file not found",
+            source=str(path),
+            key="dataset.source",
+            fix="check the path (relative paths start at the sweep file's folder)",
+        )
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
@@ -81,19 +88,29 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
         elif suffix in (".parquet", ".pq"):
             df = pd.read_parquet(path)
         else:
-            raise DataError(f"unknown dataset format {suffix!r}", source=str(path), key="dataset.source",
-                            fix="use a .csv, .tsv or .parquet file")
+            raise DataError(
+                f"unknown dataset format {suffix!r}",
+                source=str(path),
+                key="dataset.source",
+                fix="use a .csv, .tsv or .parquet file",
+            )
     except DataError:
         raise
     except PermissionError:
-        raise DataError("permission denied", source=str(path), key="dataset.source",
-                        fix="make the file readable") from None
+        raise DataError(
+            "permission denied", source=str(path), key="dataset.source", fix="make the file readable"
+        ) from None
     except Exception as e:  # pandas/pyarrow parse errors have many types
-        raise DataError(f"cannot read the dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                        source=str(path), key="dataset.source", fix="check the file's format") from None
+        raise DataError(
+            f"cannot read the dataset: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+            source=str(path),
+            key="dataset.source",
+            fix="check the file's format",
+        ) from None
     if len(df) == 0:
-        raise DataError("the dataset has no rows", source=str(path), key="dataset.source",
-                        fix="point to a file with data")
+        raise DataError(
+            "the dataset has no rows", source=str(path), key="dataset.source", fix="point to a file with data"
+        )
     if suffix in (".csv", ".tsv"):
         _refuse_duplicate_header(path, "\t" if suffix == ".tsv" else ",")
     return df
@@ -108,5 +125,9 @@ def _refuse_duplicate_header(path: Path, sep: str) -> None:
         header = next(csv.reader(f, delimiter=sep), [])
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
-        raise DataError(f"the header repeats column name(s) {dupes}", source=str(path), key="dataset.source",
-                        fix="give every column a unique name")
+        raise DataError(
+            f"the header repeats column name(s) {dupes}",
+            source=str(path),
+            key="dataset.source",
+            fix="give every column a unique name",
+        )

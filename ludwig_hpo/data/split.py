@@ -16,8 +16,9 @@ def _can_stratify(labels: np.ndarray | None, n_parts: int) -> bool:
     return counts.min() >= n_parts
 
 
-def split_indices(n_rows: int, fractions: tuple[float, float, float], seed: int,
-                  labels: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def split_indices(
+    n_rows: int, fractions: tuple[float, float, float], seed: int, labels: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """Split row indices ``0..n_rows-1`` into train / validation / test.
 
     Args:
@@ -36,8 +37,11 @@ def split_indices(n_rows: int, fractions: tuple[float, float, float], seed: int,
     idx = np.arange(n_rows)
     n_test, n_val = round(n_rows * test_f), round(n_rows * val_f)
     if min(n_test, n_val, n_rows - n_test - n_val) < 1:
-        raise DataError(f"{n_rows} rows are too few for the split {fractions} (a split would be empty)",
-                        key="dataset.split", fix="use more rows or larger fractions")
+        raise DataError(
+            f"{n_rows} rows are too few for the split {fractions} (a split would be empty)",
+            key="dataset.split",
+            fix="use more rows or larger fractions",
+        )
     n_classes = len(np.unique(labels)) if labels is not None else 0
     # stratify when every class can appear in every split; else a plain seeded split
     strat = labels if _can_stratify(labels, 3) and min(n_test, n_val) >= n_classes else None
@@ -70,19 +74,29 @@ def fixed_split_indices(values: np.ndarray, key: str = "preprocessing.split.colu
             codes[i] = int(f)
     bad = np.flatnonzero(codes < 0)
     if len(bad):
-        raise DataError(f"the split column holds {values[bad[0]]!r} in row {bad[0]} ({len(bad)} such rows); "
-                        "it may hold only 0 (train), 1 (validation), 2 (test)", key=key, fix="fix those rows")
-    out = {name: np.flatnonzero(codes == code).astype(np.int64)
-           for code, name in enumerate(("train", "validation", "test"))}
+        raise DataError(
+            f"the split column holds {values[bad[0]]!r} in row {bad[0]} ({len(bad)} such rows); "
+            "it may hold only 0 (train), 1 (validation), 2 (test)",
+            key=key,
+            fix="fix those rows",
+        )
+    out = {
+        name: np.flatnonzero(codes == code).astype(np.int64)
+        for code, name in enumerate(("train", "validation", "test"))
+    }
     empty = [name for name, idx in out.items() if len(idx) == 0]
     if empty:
-        raise DataError(f"the split column assigns no row to {empty[0]} ({('0', '1', '2')[list(out).index(empty[0])]})",
-                        key=key, fix="give every split some rows")
+        raise DataError(
+            f"the split column assigns no row to {empty[0]} ({('0', '1', '2')[list(out).index(empty[0])]})",
+            key=key,
+            fix="give every split some rows",
+        )
     return out
 
 
-def kfold_indices(rows: np.ndarray, k: int, seed: int,
-                  labels: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+def kfold_indices(
+    rows: np.ndarray, k: int, seed: int, labels: np.ndarray | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """``k`` (train, held-out) index pairs over ``rows`` (stratified when ``labels`` allow).
 
     Args:
@@ -95,8 +109,9 @@ def kfold_indices(rows: np.ndarray, k: int, seed: int,
         DataError: fewer rows than folds.
     """
     if len(rows) < k:
-        raise DataError(f"{len(rows)} train+validation rows are fewer than kfold.k={k}", key="kfold.k",
-                        fix="lower kfold.k")
+        raise DataError(
+            f"{len(rows)} train+validation rows are fewer than kfold.k={k}", key="kfold.k", fix="lower kfold.k"
+        )
     sub = labels[rows] if labels is not None else None
     if _can_stratify(sub, k):
         splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(rows, sub)

@@ -63,19 +63,29 @@ class ConsoleSink:
                 if b is not None and (self.best is None or self.sign * b < self.sign * self.best[0]):
                     self.best = (b, t)
         c = self.counts
-        self.console.print(f"      kept from before: {c['FINISHED']} finished, {c['KILLED']} stopped, "
-                           f"{c['FAILED']} failed of {self.total}", highlight=False)
+        self.console.print(
+            f"      kept from before: {c['FINISHED']} finished, {c['KILLED']} stopped, "
+            f"{c['FAILED']} failed of {self.total}",
+            highlight=False,
+        )
 
     def trial_retried(self, t: LiveTrial) -> None:
         self.counts["RUNNING"] -= 1  # it starts again
-        self.console.print(f"{self._stamp()} {escape(t.name)} [red]failed[/red], running it again "
-                           f"(retry {t.retries}): {escape(t.error or '')}", highlight=False, markup=True)
+        self.console.print(
+            f"{self._stamp()} {escape(t.name)} [red]failed[/red], running it again "
+            f"(retry {t.retries}): {escape(t.error or '')}",
+            highlight=False,
+            markup=True,
+        )
 
     def trial_started(self, t: LiveTrial) -> None:
         self.counts["RUNNING"] += 1
         n = sum(self.counts.values())
-        self.console.print(f"{self._stamp()} {escape(t.name)} started ({n}/{self.total}) "
-                           f"{escape(fmt_params(t.params))}", highlight=False, markup=True)
+        self.console.print(
+            f"{self._stamp()} {escape(t.name)} started ({n}/{self.total}) {escape(fmt_params(t.params))}",
+            highlight=False,
+            markup=True,
+        )
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         v = t.history[-1].objective
@@ -85,8 +95,11 @@ class ConsoleSink:
     def trial_ended(self, t: LiveTrial) -> None:
         self.counts["RUNNING"] -= 1
         self.counts[t.status] += 1
-        word = {"FINISHED": "[green]finished[/green]", "KILLED": "[yellow]stopped early[/yellow]",
-                "FAILED": "[red]failed[/red]"}[t.status]
+        word = {
+            "FINISHED": "[green]finished[/green]",
+            "KILLED": "[yellow]stopped early[/yellow]",
+            "FAILED": "[red]failed[/red]",
+        }[t.status]
         if t.stopped_by:
             word += f" ({t.stopped_by})"
         last = t.history[-1] if t.history else None
@@ -97,10 +110,17 @@ class ConsoleSink:
         if t.error:
             detail += f": {escape(t.error)}"
         c = self.counts
-        best = (f"best {fmt(self.best[0])} ({self.best[1].trial_id}: {escape(fmt_params(self.best[1].params))})"
-                if self.best else "best -")
+        best = (
+            f"best {fmt(self.best[0])} ({self.best[1].trial_id}: {escape(fmt_params(self.best[1].params))})"
+            if self.best
+            else "best -"
+        )
         self.console.print(f"{self._stamp()} {escape(t.name)} {word} {detail}", highlight=False, markup=True)
         if not self.show_best:
             return
-        self.console.print(f"      [dim]{c['RUNNING']} running, {c['FINISHED']} finished, {c['KILLED']} stopped, "
-                           f"{c['FAILED']} failed of {self.total} | {best}[/dim]", highlight=False, markup=True)
+        self.console.print(
+            f"      [dim]{c['RUNNING']} running, {c['FINISHED']} finished, {c['KILLED']} stopped, "
+            f"{c['FAILED']} failed of {self.total} | {best}[/dim]",
+            highlight=False,
+            markup=True,
+        )

@@ -55,15 +55,30 @@ class JournalSink:
         best = t.checkpoint_epoch
         results = []
         for h in t.history:
-            r = {**base, **{k: v for k, v in h.metrics.items() if _scalar(v)}, OBJECTIVE: h.objective, TIME_ATTR: h.epoch}
+            r = {
+                **base,
+                **{k: v for k, v in h.metrics.items() if _scalar(v)},
+                OBJECTIVE: h.objective,
+                TIME_ATTR: h.epoch,
+            }
             r.pop("checkpoint_path", None)
             if t.checkpoint and best is not None and h.epoch == best:
                 r["checkpoint_path"] = t.checkpoint
             results.append(r)
-        line = json.dumps({"trial_id": t.trial_id, "experiment": self.experiment,
-                           "config": {k: v for k, v in t.config.items() if _scalar(v) or v is None},
-                           "status": t.status, "stopped_by": t.stopped_by, "started": t.started, "ended": t.ended,
-                           "checkpoint": t.checkpoint, "checkpoint_epoch": t.checkpoint_epoch, "results": results})
+        line = json.dumps(
+            {
+                "trial_id": t.trial_id,
+                "experiment": self.experiment,
+                "config": {k: v for k, v in t.config.items() if _scalar(v) or v is None},
+                "status": t.status,
+                "stopped_by": t.stopped_by,
+                "started": t.started,
+                "ended": t.ended,
+                "checkpoint": t.checkpoint,
+                "checkpoint_epoch": t.checkpoint_epoch,
+                "results": results,
+            }
+        )
         with self.path.open("a") as f:
             f.write(line + "\n")
             f.flush()
@@ -93,9 +108,12 @@ def restore_trial(t, entry: dict) -> None:
     scheduler of a resumed sweep may cut a replay short, but the trial had ended."""
     from ludwig_hpo.results import EpochRecord
 
-    t.history = [EpochRecord(epoch=int(r[TIME_ATTR]), objective=float(r[OBJECTIVE]),
-                             metrics={k: v for k, v in r.items() if "/" in k})
-                 for r in entry["results"]]
+    t.history = [
+        EpochRecord(
+            epoch=int(r[TIME_ATTR]), objective=float(r[OBJECTIVE]), metrics={k: v for k, v in r.items() if "/" in k}
+        )
+        for r in entry["results"]
+    ]
     t.status, t.stopped_by = entry["status"], entry.get("stopped_by")
     t.checkpoint, t.checkpoint_epoch = entry.get("checkpoint"), entry.get("checkpoint_epoch")
     if entry["results"]:
@@ -173,5 +191,6 @@ def ended_outside_state(journal: dict[str, dict], experiment: str, experiment_di
     saved = saved_trial_ids(experiment_dir)
     if saved is None:
         return {}
-    return {tid: e for tid, e in journal.items()
-            if e.get("experiment") == experiment and "config" in e and tid not in saved}
+    return {
+        tid: e for tid, e in journal.items() if e.get("experiment") == experiment and "config" in e and tid not in saved
+    }

@@ -46,9 +46,15 @@ class SweepMonitor(Callback):
         sinks: receivers of the events, called in order.
     """
 
-    def __init__(self, *, epochs: int, goal_sign: float,
-                 describe: Callable[[str, dict], TrialDescription], sinks: list[TrialSink],
-                 early_stopping: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        epochs: int,
+        goal_sign: float,
+        describe: Callable[[str, dict], TrialDescription],
+        sinks: list[TrialSink],
+        early_stopping: bool = True,
+    ) -> None:
         self.epochs = epochs
         self.early_stopping = early_stopping
         self.sign = goal_sign
@@ -124,8 +130,9 @@ class SweepMonitor(Callback):
     def _start(self, trial) -> LiveTrial:
         d = self.describe(trial.trial_id, trial.config)
         before = self.trials.get(trial.trial_id)
-        t = self.trials[trial.trial_id] = LiveTrial(trial.trial_id, d.params, d.tags, d.name, current=dict(d.params),
-                                                    config=dict(trial.config))
+        t = self.trials[trial.trial_id] = LiveTrial(
+            trial.trial_id, d.params, d.tags, d.name, current=dict(d.params), config=dict(trial.config)
+        )
         if before is not None:  # run again after a failure: it continues from its checkpoint
             t.retries, t.history = before.retries, list(before.history)
         self._emit("trial_started", t)

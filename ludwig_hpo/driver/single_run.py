@@ -25,8 +25,9 @@ def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
     no k-fold, no report; named ``<name>-train``, tracked in the file's MLflow experiment. Pure."""
     raw = copy.deepcopy(loaded.raw)
     hp = dict(raw.get("hyperopt") or {})
-    hp["parameters"] = {"trainer.learning_rate": {"space": "choice",
-                                                  "categories": [loaded.config.trainer.learning_rate]}}
+    hp["parameters"] = {
+        "trainer.learning_rate": {"space": "choice", "categories": [loaded.config.trainer.learning_rate]}
+    }
     hp["scheduler"] = {"type": "fifo"}
     hp["executor"] = {"num_samples": 1, "max_concurrent_trials": 1}
     raw["hyperopt"] = hp
@@ -34,13 +35,16 @@ def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
     raw["report"] = {"enabled": False}
     raw["name"] = f"{loaded.config.name}-train"
     # tracked beside the file's sweeps
-    raw["tracking"] = {**(raw.get("tracking") or {}),
-                       "experiment": loaded.config.tracking.experiment or loaded.config.name}
+    raw["tracking"] = {
+        **(raw.get("tracking") or {}),
+        "experiment": loaded.config.tracking.experiment or loaded.config.name,
+    }
     return dataclasses.replace(loaded, raw=raw, config=SweepConfig.model_validate(raw))
 
 
-def train_once(loaded: LoadedSweep, console: Console, *, output_root: Path | None = None,
-               address: str | None = None) -> SweepResult:
+def train_once(
+    loaded: LoadedSweep, console: Console, *, output_root: Path | None = None, address: str | None = None
+) -> SweepResult:
     """Train ``loaded``'s configuration once; returns the one-trial result.
 
     Raises:

@@ -118,6 +118,7 @@ def decide(root: Path, text: str, raw: dict, *, restart: bool) -> tuple[Decision
     except (OSError, ValueError):
         keys = []
     which = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "") if keys else "comments only"
-    raise ConfigError(f"{root} holds an unfinished sweep of a different version of this file (changed: {which})",
-                      fix=f"pass --restart to discard it, `hpo resume {root}` to finish it as it was, "
-                          f"or change 'name:'")
+    raise ConfigError(
+        f"{root} holds an unfinished sweep of a different version of this file (changed: {which})",
+        fix=f"pass --restart to discard it, `hpo resume {root}` to finish it as it was, or change 'name:'",
+    )

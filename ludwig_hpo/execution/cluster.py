@@ -77,12 +77,21 @@ def cluster_plan(cfg: SweepConfig, nodes: list[NodeShape], *, existing: bool) ->
     gpus = sum(n.gpus for n in nodes)
     use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
     if use_gpu and not gpus:
-        raise ResourceError(f"backend.use_gpu is true but {'the cluster has' if existing else 'this machine has'} "
-                            f"no GPU", key="backend.use_gpu", fix="set use_gpu: auto or false")
-    return plan_resources(num_workers=b.num_workers, use_gpu=use_gpu, cpus_per_worker=b.cpus_per_worker,
-                          gpus_per_worker=b.gpus_per_worker, nodes=nodes, existing_cluster=existing,
-                          max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
-                          num_samples=cfg.hyperopt.num_trials)
+        raise ResourceError(
+            f"backend.use_gpu is true but {'the cluster has' if existing else 'this machine has'} no GPU",
+            key="backend.use_gpu",
+            fix="set use_gpu: auto or false",
+        )
+    return plan_resources(
+        num_workers=b.num_workers,
+        use_gpu=use_gpu,
+        cpus_per_worker=b.cpus_per_worker,
+        gpus_per_worker=b.gpus_per_worker,
+        nodes=nodes,
+        existing_cluster=existing,
+        max_concurrent=cfg.hyperopt.executor.max_concurrent_trials,
+        num_samples=cfg.hyperopt.num_trials,
+    )
 
 
 def free_port() -> int:
@@ -127,9 +136,12 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as e:
-        raise ResourceError(f"cannot connect to the Ray cluster at {address!r} ({e.strerror or e})", key="--address",
-                            fix="pass the address printed by 'ray start --head' (host:port), or unset "
-                                "RAY_ADDRESS to start a local cluster") from None
+        raise ResourceError(
+            f"cannot connect to the Ray cluster at {address!r} ({e.strerror or e})",
+            key="--address",
+            fix="pass the address printed by 'ray start --head' (host:port), or unset "
+            "RAY_ADDRESS to start a local cluster",
+        ) from None
 
 
 @contextlib.contextmanager
@@ -151,14 +163,25 @@ def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
     with scoped_env(env):
         on_term = signal.getsignal(signal.SIGTERM)
         try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True,
-                     runtime_env={"env_vars": {k: v for k, v in RAY_ENV.items()
-                                               if k.startswith(("RAY_TRAIN", "RAY_DEDUP", "RAY_AIR"))}})
+            ray.init(
+                address=address,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+                configure_logging=True,
+                runtime_env={
+                    "env_vars": {
+                        k: v for k, v in RAY_ENV.items() if k.startswith(("RAY_TRAIN", "RAY_DEDUP", "RAY_AIR"))
+                    }
+                },
+            )
         except (ConnectionError, RuntimeError, ValueError) as e:
             first = (str(e).splitlines() or [""])[0]
-            raise ResourceError(f"cannot connect to the Ray cluster at {address!r} ({first})", key="--address",
-                                fix="pass the address printed by 'ray start --head' (host:port), or unset "
-                                    "RAY_ADDRESS to start a local cluster") from None
+            raise ResourceError(
+                f"cannot connect to the Ray cluster at {address!r} ({first})",
+                key="--address",
+                fix="pass the address printed by 'ray start --head' (host:port), or unset "
+                "RAY_ADDRESS to start a local cluster",
+            ) from None
         if callable(on_term) and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, on_term)
         try:
@@ -221,10 +244,18 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
         try:
             on_term = signal.getsignal(signal.SIGTERM)
             with _daemons_in_their_own_session():
-                ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources={"trial_slot": trial_slots},
-                         include_dashboard=True, dashboard_host="127.0.0.1", dashboard_port=port,
-                         _temp_dir=temp_dir, log_to_driver=False, logging_level=logging.ERROR,
-                         configure_logging=True)
+                ray.init(
+                    num_cpus=num_cpus,
+                    num_gpus=num_gpus,
+                    resources={"trial_slot": trial_slots},
+                    include_dashboard=True,
+                    dashboard_host="127.0.0.1",
+                    dashboard_port=port,
+                    _temp_dir=temp_dir,
+                    log_to_driver=False,
+                    logging_level=logging.ERROR,
+                    configure_logging=True,
+                )
             if callable(on_term) and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, on_term)  # the caller's handler, not Ray's abort
             yield

@@ -35,11 +35,18 @@ def choose_executor(requested: str, *, use_gpu: bool, pbt: bool = False) -> Exec
     if requested == "pooled":
         return ExecutorChoice("pooled", "backend.trial_executor: pooled (warm worker groups, one per trial slot)")
     if pbt:
-        return ExecutorChoice("pooled", "auto: PBT pauses trials and clones their checkpoints, which warm worker "
-                                        "groups hand to Tune")
+        return ExecutorChoice(
+            "pooled", "auto: PBT pauses trials and clones their checkpoints, which warm worker groups hand to Tune"
+        )
     if use_gpu:
-        return ExecutorChoice("fresh", "auto: GPU trials run as a new Ray Train job each, so every trial starts "
-                                       "with clean device memory (set trial_executor: pooled to reuse processes)")
-    return ExecutorChoice("pooled", "auto: CPU trials run on warm worker groups started once per sweep, "
-                                    "saving the process start-up of every trial (set trial_executor: fresh "
-                                    "for a new Ray Train job per trial)")
+        return ExecutorChoice(
+            "fresh",
+            "auto: GPU trials run as a new Ray Train job each, so every trial starts "
+            "with clean device memory (set trial_executor: pooled to reuse processes)",
+        )
+    return ExecutorChoice(
+        "pooled",
+        "auto: CPU trials run on warm worker groups started once per sweep, "
+        "saving the process start-up of every trial (set trial_executor: fresh "
+        "for a new Ray Train job per trial)",
+    )

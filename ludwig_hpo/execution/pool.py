@@ -93,11 +93,17 @@ class PoolWorker:
 
         self.rank, self.world, self.local_world = rank, world, local_world
         if world > 1:
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
-                                    init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
-                                    timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
-            DDP(torch.nn.Linear(1, 1).to(self.device),
-                device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            dist.init_process_group(
+                "nccl" if self.device.type == "cuda" else "gloo",
+                init_method=f"tcp://{master}:{port}",
+                rank=rank,
+                world_size=world,
+                timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+            )
+            DDP(
+                torch.nn.Linear(1, 1).to(self.device),
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            )
             dist.barrier()
 
     def run(self, spec: dict[str, Any]) -> str:
@@ -127,8 +133,15 @@ class PoolWorker:
         np.random.seed(seed % 2**32)
         report = _Reporter(spec, self.rank, self.world, self.device)
         try:
-            train_loop(cfg, self.data, Job(**spec["job"]), report, device=self.device,
-                       cache=cache_for(spec["batch_cache"]), local_world_size=self.local_world)
+            train_loop(
+                cfg,
+                self.data,
+                Job(**spec["job"]),
+                report,
+                device=self.device,
+                cache=cache_for(spec["batch_cache"]),
+                local_world_size=self.local_world,
+            )
             return "finished"
         except _Stopped:
             return "stopped"
@@ -238,15 +251,20 @@ class WorkerPools:
     async def _build(self, g: _Group) -> None:
         import ray
 
-        cls = ray.remote(PoolWorker).options(num_cpus=self.cpus_per_worker, num_gpus=1 if self.use_gpu else 0,
-                                             max_restarts=0, max_concurrency=1)
+        cls = ray.remote(PoolWorker).options(
+            num_cpus=self.cpus_per_worker, num_gpus=1 if self.use_gpu else 0, max_restarts=0, max_concurrency=1
+        )
         workers = [cls.remote(self.data[0], self.use_gpu) for _ in range(self.num_workers)]
         try:
             addrs = await asyncio.gather(*[w.address.remote() for w in workers])
             _, master_ip, port, _ = addrs[0]
             nodes = [a[0] for a in addrs]  # local world size: the ranks sharing a node
-            await asyncio.gather(*[w.setup.remote(r, len(workers), master_ip, port, nodes.count(nodes[r]))
-                                   for r, w in enumerate(workers)])
+            await asyncio.gather(
+                *[
+                    w.setup.remote(r, len(workers), master_ip, port, nodes.count(nodes[r]))
+                    for r, w in enumerate(workers)
+                ]
+            )
         except BaseException:
             for w in workers:
                 ray.kill(w)
@@ -333,14 +351,22 @@ class WorkerPools:
                 head = "WorkerDiedError: a worker of the trial's DDP group died (its process exited)"
             else:
                 head = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(first).__name__}: {first}"
-            run.result = {"status": "failed", "error": head, "traceback": str(first),
-                          "group_restarted": broken}
+            run.result = {"status": "failed", "error": head, "traceback": str(first), "group_restarted": broken}
         else:
             outcomes = {t.result() for t in tasks}
             run.result = {"status": "stopped" if "stopped" in outcomes else "finished"}
         run.ended = time.time()
-        self.history.append({"trial_id": run.trial_id, "slot": g.slot, "start": run.started, "end": run.ended,
-                             "status": run.result["status"], "build": g.builds, "epochs": run.epochs})
+        self.history.append(
+            {
+                "trial_id": run.trial_id,
+                "slot": g.slot,
+                "start": run.started,
+                "end": run.ended,
+                "status": run.result["status"],
+                "build": g.builds,
+                "epochs": run.epochs,
+            }
+        )
         run.event.set()
         if run.stop:  # its trial is gone and will not collect the result
             _drop_checkpoints(run.messages)
@@ -404,9 +430,19 @@ class WorkerPools:
         ``history`` has one entry per ended run (``trial_id``, ``slot``, ``start``, ``end``
         (epoch seconds), ``status``, ``build`` (which start of the group ran it), ``epochs``
         (epochs rank 0 reported))."""
-        return {"groups": [{"slot": g.slot, "up": g.workers is not None, "pids": list(g.pids), "builds": g.builds,
-                            "trial_id": g.run.trial_id if g.run else None} for g in self.groups],
-                "history": list(self.history)}
+        return {
+            "groups": [
+                {
+                    "slot": g.slot,
+                    "up": g.workers is not None,
+                    "pids": list(g.pids),
+                    "builds": g.builds,
+                    "trial_id": g.run.trial_id if g.run else None,
+                }
+                for g in self.groups
+            ],
+            "history": list(self.history),
+        }
 
     async def idle(self, timeout_s: float) -> bool:
         """Wait until no group runs a trial (a stopped trial's group ends its epoch first);
@@ -430,8 +466,11 @@ def start_pools(*, groups: int, num_workers: int, cpus_per_worker: float, use_gp
     only, inside a running Ray cluster); returns its handle."""
     import ray
 
-    handle = ray.remote(WorkerPools).options(num_cpus=0, max_concurrency=1000).remote(
-        groups, num_workers, cpus_per_worker, use_gpu, data)
+    handle = (
+        ray.remote(WorkerPools)
+        .options(num_cpus=0, max_concurrency=1000)
+        .remote(groups, num_workers, cpus_per_worker, use_gpu, data)
+    )
     handle.warm.remote()
     return handle
 

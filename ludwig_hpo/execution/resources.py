@@ -71,15 +71,20 @@ class ResourcePlan:
         """One line for the console."""
         gpu = f" + {self.gpus_per_worker:g} GPU" if self.use_gpu else ""
         where = f"{self.nodes} node(s), " if self.nodes > 1 or self.existing_cluster else ""
-        return (f"{self.num_workers} worker(s) x {self.cpus_per_worker:g} CPU{gpu} per trial; "
-                f"cluster {where}{self.cluster_cpus:g} CPU / {self.cluster_gpus:g} GPU -> "
-                f"{self.max_concurrent} trial(s) at once")
+        return (
+            f"{self.num_workers} worker(s) x {self.cpus_per_worker:g} CPU{gpu} per trial; "
+            f"cluster {where}{self.cluster_cpus:g} CPU / {self.cluster_gpus:g} GPU -> "
+            f"{self.max_concurrent} trial(s) at once"
+        )
 
 
 def nodes_from_ray(nodes: Sequence[Mapping]) -> list[NodeShape]:
     """:class:`NodeShape` of every alive node of ``ray.nodes()``."""
-    return [NodeShape(float(n.get("Resources", {}).get("CPU", 0)), float(n.get("Resources", {}).get("GPU", 0)))
-            for n in nodes if n.get("Alive", True)]
+    return [
+        NodeShape(float(n.get("Resources", {}).get("CPU", 0)), float(n.get("Resources", {}).get("GPU", 0)))
+        for n in nodes
+        if n.get("Alive", True)
+    ]
 
 
 def _workers_on(node: NodeShape, cpus_per_worker: float, gpus_per_worker: float) -> int:
@@ -89,10 +94,19 @@ def _workers_on(node: NodeShape, cpus_per_worker: float, gpus_per_worker: float)
     return fit
 
 
-def plan_resources(*, num_workers: int, use_gpu: bool, cpus_per_worker: float, cluster_cpus: float | None = None,
-                   cluster_gpus: float = 0, max_concurrent: int | str = "auto", num_samples: int | None = None,
-                   gpus_per_worker: float = 1.0, nodes: Sequence[NodeShape] | None = None,
-                   existing_cluster: bool = False) -> ResourcePlan:
+def plan_resources(
+    *,
+    num_workers: int,
+    use_gpu: bool,
+    cpus_per_worker: float,
+    cluster_cpus: float | None = None,
+    cluster_gpus: float = 0,
+    max_concurrent: int | str = "auto",
+    num_samples: int | None = None,
+    gpus_per_worker: float = 1.0,
+    nodes: Sequence[NodeShape] | None = None,
+    existing_cluster: bool = False,
+) -> ResourcePlan:
     """Compute how many trials run at once.
 
     Args:
@@ -117,34 +131,52 @@ def plan_resources(*, num_workers: int, use_gpu: bool, cpus_per_worker: float, c
         where = "the cluster has" if len(nodes) == 1 else "the largest node has"
         raise ResourceError(
             f"one worker needs {cpus_per_worker:g} CPUs but {where} {biggest.cpus:g}",
-            key="backend.cpus_per_worker", fix=f"set backend.cpus_per_worker <= {biggest.cpus:g}")
+            key="backend.cpus_per_worker",
+            fix=f"set backend.cpus_per_worker <= {biggest.cpus:g}",
+        )
     if gpw and not any(n.gpus + _EPS >= gpw for n in nodes):
         most = max((n.gpus for n in nodes), default=0)
         raise ResourceError(
-            f"a trial needs {gpus:g} GPUs ({gpw:g} per worker) but no node has {gpw:g} "
-            f"(most on one node: {most:g})", key="backend.use_gpu",
-            fix="set backend.use_gpu: false" if not total_gpus else "lower backend.gpus_per_worker")
+            f"a trial needs {gpus:g} GPUs ({gpw:g} per worker) but no node has {gpw:g} (most on one node: {most:g})",
+            key="backend.use_gpu",
+            fix="set backend.use_gpu: false" if not total_gpus else "lower backend.gpus_per_worker",
+        )
     slots = [_workers_on(n, cpus_per_worker, gpw) for n in nodes]
     if sum(slots) < num_workers:
         if gpw and gpus > total_gpus + _EPS:
             raise ResourceError(
                 f"a trial needs {gpus:g} GPUs ({gpw:g} per worker) but the cluster has {total_gpus:g}",
-                key="backend.use_gpu", fix="lower backend.num_workers or set backend.use_gpu: false")
+                key="backend.use_gpu",
+                fix="lower backend.num_workers or set backend.use_gpu: false",
+            )
         if len(nodes) == 1:
             raise ResourceError(
                 f"a trial needs {num_workers} workers x {cpus_per_worker:g} CPU = {cpus:g} CPUs but the cluster has "
-                f"{total_cpus:g}", key="backend.num_workers",
-                fix=f"set backend.num_workers <= {sum(slots)} or lower backend.cpus_per_worker")
+                f"{total_cpus:g}",
+                key="backend.num_workers",
+                fix=f"set backend.num_workers <= {sum(slots)} or lower backend.cpus_per_worker",
+            )
         raise ResourceError(
             f"a trial needs {num_workers} workers of {cpus_per_worker:g} CPU{f' + {gpw:g} GPU' if gpw else ''} but "
-            f"the cluster's {len(nodes)} nodes hold only {sum(slots)} such workers", key="backend.num_workers",
-            fix=f"set backend.num_workers <= {sum(slots)} or lower backend.cpus_per_worker")
+            f"the cluster's {len(nodes)} nodes hold only {sum(slots)} such workers",
+            key="backend.num_workers",
+            fix=f"set backend.num_workers <= {sum(slots)} or lower backend.cpus_per_worker",
+        )
     fit = max(1, sum(slots) // num_workers)
     if max_concurrent != "auto":
         fit = min(fit, int(max_concurrent))
     if num_samples:
         fit = min(fit, num_samples)
-    return ResourcePlan(num_workers=num_workers, use_gpu=use_gpu, cpus_per_worker=cpus_per_worker,
-                        cpus_per_trial=cpus, gpus_per_trial=gpus, max_concurrent=fit,
-                        cluster_cpus=total_cpus, cluster_gpus=total_gpus, gpus_per_worker=gpw or 1.0,
-                        nodes=len(nodes), existing_cluster=existing_cluster)
+    return ResourcePlan(
+        num_workers=num_workers,
+        use_gpu=use_gpu,
+        cpus_per_worker=cpus_per_worker,
+        cpus_per_trial=cpus,
+        gpus_per_trial=gpus,
+        max_concurrent=fit,
+        cluster_cpus=total_cpus,
+        cluster_gpus=total_gpus,
+        gpus_per_worker=gpw or 1.0,
+        nodes=len(nodes),
+        existing_cluster=existing_cluster,
+    )

@@ -62,6 +62,7 @@ class TrialContext:
     #: they changed since its last checkpoint (:func:`~ludwig_hpo.search.schedulers.stop_epochs`).
     stop_epochs: tuple[int, ...] = ()
 
+
 #: Beside a trial's checkpoints: how many times it failed (a retry's seed offset).
 FAILURES_FILE = "failures.txt"
 
@@ -136,8 +137,15 @@ def _worker_entry(config: dict) -> None:
         ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         ray.train.report(metrics, checkpoint=ckpt)
 
-    train_loop(cfg, data, Job(**config["job"]), report, device=ray.train.torch.get_device(), cache=cache,
-               local_world_size=ctx.get_local_world_size())
+    train_loop(
+        cfg,
+        data,
+        Job(**config["job"]),
+        report,
+        device=ray.train.torch.get_device(),
+        cache=cache,
+        local_world_size=ctx.get_local_world_size(),
+    )
 
 
 def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
@@ -163,8 +171,13 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
         _run(params, job, ctx, trial_id)
         return
     first, every = ctx.checkpoints
-    job = replace(job, seed_offset=_failures(ctx.storage_path, trial_id), checkpoint_first=first,
-                  checkpoint_every=every, stop_epochs=ctx.stop_epochs)
+    job = replace(
+        job,
+        seed_offset=_failures(ctx.storage_path, trial_id),
+        checkpoint_first=first,
+        checkpoint_every=every,
+        stop_epochs=ctx.stop_epochs,
+    )
     try:
         with resume_point(ctx.storage_path, trial_id) as folder:
             _run(params, replace(job, resume_from=folder), ctx, trial_id)
@@ -180,9 +193,18 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
     if ctx.pools is not None:
         from ludwig_hpo.execution.pool import run_pooled
 
-        run_pooled(ctx.pools, trial_id, {"raw": ctx.raw, "params": params, "job": asdict(job),
-                                         "storage_path": ctx.storage_path, "mode": ctx.mode,
-                                         "batch_cache": ctx.batch_cache})
+        run_pooled(
+            ctx.pools,
+            trial_id,
+            {
+                "raw": ctx.raw,
+                "params": params,
+                "job": asdict(job),
+                "storage_path": ctx.storage_path,
+                "mode": ctx.mode,
+                "batch_cache": ctx.batch_cache,
+            },
+        )
         return
     if ctx.num_workers == 1:
         import torch
@@ -198,8 +220,7 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
 
         device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
         cache = cache_for(ctx.batch_cache)
-        train_loop(resolve_trial_config(ctx.raw, params), ray.get(ctx.data[0]), job, report, device=device,
-                   cache=cache)
+        train_loop(resolve_trial_config(ctx.raw, params), ray.get(ctx.data[0]), job, report, device=device, cache=cache)
         return
 
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -211,16 +232,21 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
     resources = {"CPU": ctx.cpus_per_worker, **({"GPU": ctx.gpus_per_worker} if ctx.use_gpu else {})}
     trainer = TorchTrainer(
         _worker_entry,
-        train_loop_config={"raw": ctx.raw, "params": params, "job": asdict(job), "data": ctx.data,
-                           "batch_cache": ctx.batch_cache},
-        scaling_config=ScalingConfig(num_workers=ctx.num_workers, use_gpu=ctx.use_gpu,
-                                     resources_per_worker=resources),
+        train_loop_config={
+            "raw": ctx.raw,
+            "params": params,
+            "job": asdict(job),
+            "data": ctx.data,
+            "batch_cache": ctx.batch_cache,
+        },
+        scaling_config=ScalingConfig(num_workers=ctx.num_workers, use_gpu=ctx.use_gpu, resources_per_worker=resources),
         run_config=RunConfig(
             name=trial_id,  # stable per trial: a restored trial resumes from its checkpoint
             storage_path=ctx.storage_path,
             callbacks=[TuneReportCallback()],
-            checkpoint_config=CheckpointConfig(num_to_keep=1, checkpoint_score_attribute=CHECKPOINT_OBJECTIVE,
-                                               checkpoint_score_order=ctx.mode),
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=1, checkpoint_score_attribute=CHECKPOINT_OBJECTIVE, checkpoint_score_order=ctx.mode
+            ),
             failure_config=FailureConfig(max_failures=0),
         ),
     )

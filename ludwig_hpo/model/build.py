@@ -52,8 +52,9 @@ class ECDModel(nn.Module):
         if table is not None and len(self.passthrough) == len(self.input_names) and inputs.names == self._names:
             h = table  # the concatenation of its columns, already made
         else:
-            h = torch.cat([inputs[n] if n in self.passthrough else self.encoders[n](inputs[n])
-                           for n in self.input_names], dim=-1)
+            h = torch.cat(
+                [inputs[n] if n in self.passthrough else self.encoders[n](inputs[n]) for n in self.input_names], dim=-1
+            )
         h = self.combiner(h)
         return {name: head(h) for name, head in self.heads.items()}
 

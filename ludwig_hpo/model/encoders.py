@@ -72,8 +72,9 @@ class StackedCNNEncoder(nn.Module):
                 h, w = h // 2, w // 2
             in_ch = cfg.channels
         self.conv = nn.Sequential(*blocks)
-        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(cfg.dropout),
-                                  nn.Linear(in_ch * h * w, cfg.output_size), nn.ReLU())
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Dropout(cfg.dropout), nn.Linear(in_ch * h * w, cfg.output_size), nn.ReLU()
+        )
         self.output_size = cfg.output_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

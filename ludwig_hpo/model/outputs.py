@@ -52,13 +52,16 @@ def metric_sums(kind: str, logits: torch.Tensor, target: torch.Tensor) -> dict[s
     the count of correct predictions, ``mae`` as the sum of absolute errors."""
     logits, target = logits.detach().float(), target.detach()
     if kind == "category":
-        return {"loss": F.cross_entropy(logits, target, reduction="sum").double(),
-                "accuracy": (logits.argmax(-1) == target).sum().double()}
+        return {
+            "loss": F.cross_entropy(logits, target, reduction="sum").double(),
+            "accuracy": (logits.argmax(-1) == target).sum().double(),
+        }
     if kind == "binary":
-        return {"loss": F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum").double(),
-                "accuracy": ((logits > 0).float() == target).sum().double()}
-    return {"loss": F.mse_loss(logits, target, reduction="sum").double(),
-            "mae": (logits - target).abs().sum().double()}
+        return {
+            "loss": F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum").double(),
+            "accuracy": ((logits > 0).float() == target).sum().double(),
+        }
+    return {"loss": F.mse_loss(logits, target, reduction="sum").double(), "mae": (logits - target).abs().sum().double()}
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:

@@ -62,7 +62,7 @@ class FlatInputModel(nn.Module):
         """The flat columns as the model's per-feature tensors (shapes of ``PreparedData.inputs``)."""
         out, i = {}, 0
         for name, kind, shape, width in self.inputs:
-            cols = x[:, i: i + width]
+            cols = x[:, i : i + width]
             i += width
             if kind == "category":
                 out[name] = cols[:, 0].round().long()
@@ -86,8 +86,9 @@ class FlatInputModel(nn.Module):
         return torch.cat(parts, dim=-1)
 
 
-def flat_inputs(inputs: dict[str, np.ndarray], rows: np.ndarray, input_names: list[str],
-                meta: dict[str, FeatureMeta]) -> pd.DataFrame:
+def flat_inputs(
+    inputs: dict[str, np.ndarray], rows: np.ndarray, input_names: list[str], meta: dict[str, FeatureMeta]
+) -> pd.DataFrame:
     """Prepared rows (``PreparedData.inputs`` at ``rows``) as the flat model's input DataFrame."""
     blocks = [np.asarray(inputs[n][rows], dtype=np.float32).reshape(len(rows), -1) for n in input_names]
     return pd.DataFrame(np.concatenate(blocks, axis=1), columns=input_columns(input_names, meta))

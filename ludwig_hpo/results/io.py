@@ -45,16 +45,36 @@ def read_result(path: Path) -> SweepResult:
         return float(v) if isinstance(v, str) else v
 
     def epoch(h: dict) -> EpochRecord:
-        return EpochRecord(epoch=h["epoch"], objective=num(h["objective"]),
-                           metrics={k: num(x) for k, x in h["metrics"].items()})
+        return EpochRecord(
+            epoch=h["epoch"], objective=num(h["objective"]), metrics={k: num(x) for k, x in h["metrics"].items()}
+        )
 
-    trials = tuple(TrialRecord(**{**t, "objective_last": num(t["objective_last"]),
-                                  "objective_best": num(t["objective_best"]),
-                                  "history": tuple(epoch(h) for h in t["history"])}) for t in d["trials"])
-    params = tuple(ParamInfo(**{**p, "categories": tuple(p["categories"]) if p["categories"] is not None else None})
-                   for p in d["parameters"])
-    kfold = tuple(KFoldRecord(**{**k, "fold_scores": tuple(num(x) for x in k["fold_scores"]),
-                                 "test_score": num(k["test_score"])}) for k in d["kfold"])
-    return SweepResult(**{**d, "parameters": params, "trials": trials, "kfold": kfold,
-                          "objectives": tuple(d.get("objectives", ())),
-                          "pareto_trial_ids": tuple(d.get("pareto_trial_ids", ()))})
+    trials = tuple(
+        TrialRecord(
+            **{
+                **t,
+                "objective_last": num(t["objective_last"]),
+                "objective_best": num(t["objective_best"]),
+                "history": tuple(epoch(h) for h in t["history"]),
+            }
+        )
+        for t in d["trials"]
+    )
+    params = tuple(
+        ParamInfo(**{**p, "categories": tuple(p["categories"]) if p["categories"] is not None else None})
+        for p in d["parameters"]
+    )
+    kfold = tuple(
+        KFoldRecord(**{**k, "fold_scores": tuple(num(x) for x in k["fold_scores"]), "test_score": num(k["test_score"])})
+        for k in d["kfold"]
+    )
+    return SweepResult(
+        **{
+            **d,
+            "parameters": params,
+            "trials": trials,
+            "kfold": kfold,
+            "objectives": tuple(d.get("objectives", ())),
+            "pareto_trial_ids": tuple(d.get("pareto_trial_ids", ())),
+        }
+    )

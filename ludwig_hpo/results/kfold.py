@@ -38,9 +38,13 @@ def best_epoch(rec: TrialRecord) -> int | None:
 def job_tags(job: dict[str, Any]) -> dict[str, Any]:
     """MLflow tags of a k-fold job: ``kfold`` (fold index or ``test``), ``config_rank``,
     ``source_trial_id``, ``run_kind`` (``kfold`` or ``test``)."""
-    return {"phase": "kfold", "run_kind": "test" if job["kind"] == "test" else "kfold",
-            "kfold": "test" if job["kind"] == "test" else job["fold"],
-            "config_rank": job["config_rank"], "source_trial_id": job["trial_id"]}
+    return {
+        "phase": "kfold",
+        "run_kind": "test" if job["kind"] == "test" else "kfold",
+        "kfold": "test" if job["kind"] == "test" else job["fold"],
+        "config_rank": job["config_rank"],
+        "source_trial_id": job["trial_id"],
+    }
 
 
 def job_name(job: dict[str, Any]) -> str:
@@ -61,14 +65,24 @@ def aggregate_kfold(runs: Iterable[tuple[dict[str, Any], TrialRecord]], k: int, 
     """
     by_rank: dict[int, dict[str, Any]] = {}
     for tags, rec in runs:
-        slot = by_rank.setdefault(int(tags["config_rank"]), {"folds": {}, "test": None,
-                                                             "trial": tags["source_trial_id"], "params": rec.params})
+        slot = by_rank.setdefault(
+            int(tags["config_rank"]),
+            {"folds": {}, "test": None, "trial": tags["source_trial_id"], "params": rec.params},
+        )
         score = rec.objective_last if rec.status == "FINISHED" else None
         if tags["kfold"] == "test":
             slot["test"] = score
         elif score is not None:
             slot["folds"][int(tags["kfold"])] = score
-    return tuple(KFoldRecord(config_rank=r, trial_id=s["trial"], params=s["params"],
-                             fold_scores=tuple(s["folds"][f] for f in sorted(s["folds"])),
-                             test_score=s["test"], metric=metric, failed_folds=k - len(s["folds"]))
-                 for r, s in sorted(by_rank.items()))
+    return tuple(
+        KFoldRecord(
+            config_rank=r,
+            trial_id=s["trial"],
+            params=s["params"],
+            fold_scores=tuple(s["folds"][f] for f in sorted(s["folds"])),
+            test_score=s["test"],
+            metric=metric,
+            failed_folds=k - len(s["folds"]),
+        )
+        for r, s in sorted(by_rank.items())
+    )

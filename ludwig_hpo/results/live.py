@@ -54,13 +54,17 @@ class LiveTrial:
     def record(self, sign: float) -> TrialRecord:
         """Immutable snapshot."""
         return TrialRecord(
-            trial_id=self.trial_id, status=self.status, params=dict(self.params),
+            trial_id=self.trial_id,
+            status=self.status,
+            params=dict(self.params),
             objective_last=self.history[-1].objective if self.history else None,
-            objective_best=self.best(sign), history=tuple(self.history),
+            objective_best=self.best(sign),
+            history=tuple(self.history),
             batch_size=self.last.get("batch_size"),
             wall_time_s=(self.ended or time.time()) - self.started,
-            train_time_s=self.last.get("train_time_s"), error=self.error)
-
+            train_time_s=self.last.get("train_time_s"),
+            error=self.error,
+        )
 
 
 class TrialSink(Protocol):

@@ -47,8 +47,9 @@ def make_sampler(hp: HyperoptConfig) -> optuna.samplers.BaseSampler:
     if name == "gp":
         return optuna.samplers.GPSampler(warn_independent_sampling=False, **opt)
     if name == "qmc":
-        return optuna.samplers.QMCSampler(qmc_type=sa.qmc_type, scramble=sa.seed is not None,
-                                          warn_independent_sampling=False, **opt)
+        return optuna.samplers.QMCSampler(
+            qmc_type=sa.qmc_type, scramble=sa.seed is not None, warn_independent_sampling=False, **opt
+        )
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(population_size=sa.population_size or 50, **opt)
     raise ValueError(f"unknown sampler {name!r}")  # the schema admits no other
@@ -62,7 +63,9 @@ def enqueued_points(hp: HyperoptConfig) -> list[dict[str, Any]]:
     points = [{p: encode_value(spaces[p], v) for p, v in point.items()} for point in hp.search_alg.points_to_evaluate]
     grid = {p: s for p, s in spaces.items() if isinstance(s, GridSearchSpace)}
     if grid:
-        combos = [dict(zip(grid, values, strict=True)) for values in itertools.product(*(s.values for s in grid.values()))]
+        combos = [
+            dict(zip(grid, values, strict=True)) for values in itertools.product(*(s.values for s in grid.values()))
+        ]
         repeats = 1 if hp.search_alg.type == "grid" else hp.executor.num_samples
         points += [{p: encode_value(spaces[p], v) for p, v in c.items()} for _ in range(repeats) for c in combos]
     return points
@@ -79,8 +82,9 @@ class _Search(OptunaSearch):
     as the worst value seen so far (so the sampler moves away from it instead of ignoring it);
     with several objectives, the worst value of each."""
 
-    def __init__(self, *args, enqueue: list[dict[str, Any]], mode: str | list[str], limit: int | None = None,
-                 **kwargs) -> None:
+    def __init__(
+        self, *args, enqueue: list[dict[str, Any]], mode: str | list[str], limit: int | None = None, **kwargs
+    ) -> None:
         self._enqueue = enqueue
         self._limit = limit
         self._adopted: set[str] = set()
@@ -117,18 +121,24 @@ class _Search(OptunaSearch):
             if tid in adopted or not all(isinstance(last.get(k), (int, float)) for k in keys):
                 continue
             values = [float(last[k]) for k in keys]
-            self._ot_study.add_trial(optuna.trial.create_trial(
-                params=entry["config"], distributions={p: self._space[p] for p in entry["config"] if p in self._space},
-                values=values))
+            self._ot_study.add_trial(
+                optuna.trial.create_trial(
+                    params=entry["config"],
+                    distributions={p: self._space[p] for p in entry["config"] if p in self._space},
+                    values=values,
+                )
+            )
             adopted.add(tid)
         self._adopted = adopted
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         keys = self.metric if isinstance(self.metric, list) else [self.metric]
         if error and not (result and all(result.get(k) is not None for k in keys)):
-            done = [t.values for t in self._ot_study.get_trials(deepcopy=False,
-                                                                states=(optuna.trial.TrialState.COMPLETE,))
-                    if t.values is not None and all(math.isfinite(v) for v in t.values)]
+            done = [
+                t.values
+                for t in self._ot_study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if t.values is not None and all(math.isfinite(v) for v in t.values)
+            ]
             if done:
                 worst = [max((v[i] for v in done), key=lambda x, s=sign: s * x) for i, sign in enumerate(self._signs)]
                 result = {**(result or {}), **dict(zip(keys, worst, strict=True))}
@@ -146,5 +156,11 @@ def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None =
         mode: str | list[str] = ["min" if g == "minimize" else "max" for _, g in objectives]
     else:
         metric, mode = OBJECTIVE, "min" if hp.goal == "minimize" else "max"
-    return _Search(space=space, metric=metric, mode=mode, sampler=make_sampler(hp), enqueue=enqueued_points(hp),
-                   limit=hp.num_trials)
+    return _Search(
+        space=space,
+        metric=metric,
+        mode=mode,
+        sampler=make_sampler(hp),
+        enqueue=enqueued_points(hp),
+        limit=hp.num_trials,
+    )

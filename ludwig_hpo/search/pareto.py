@@ -18,8 +18,9 @@ def pareto_trial_ids(records: Iterable, objectives: list[tuple[str, str]]) -> tu
     points = []
     for r in records:
         last = r.history[-1].metrics if r.history else {}
-        if r.status == "FAILED" or any(not isinstance(last.get(k), (int, float)) or not math.isfinite(last[k])
-                                       for k, _ in objectives):
+        if r.status == "FAILED" or any(
+            not isinstance(last.get(k), (int, float)) or not math.isfinite(last[k]) for k, _ in objectives
+        ):
             continue
         points.append((r.trial_id, [last[k] * (1.0 if g == "minimize" else -1.0) for k, g in objectives]))
 

@@ -165,8 +165,11 @@ def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
         if values is None:
             dist = to_optuna(spaces[path])
             # categories shift to a neighbour or are resampled; a Tune domain would be multiplied
-            out[path] = (list(dist.choices) if isinstance(dist, optuna.distributions.CategoricalDistribution)
-                         else tune_domain(dist))
+            out[path] = (
+                list(dist.choices)
+                if isinstance(dist, optuna.distributions.CategoricalDistribution)
+                else tune_domain(dist)
+            )
         elif isinstance(values, dict):
             out[path] = tune_domain(to_optuna(TypeAdapter(ParamSpace).validate_python(values)))
         else:
@@ -226,19 +229,39 @@ def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
     common = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
     if sch.type == "pbt":
         return Pbt(
-            max_t=epochs if sch.in_epochs else None, perturbation_interval=sch.perturbation_interval, burn_in_period=sch.burn_in_period,
-            hyperparam_mutations=pbt_mutations(hp), quantile_fraction=sch.quantile_fraction,
-            resample_probability=sch.resample_probability, perturbation_factors=tuple(sch.perturbation_factors),
+            max_t=epochs if sch.in_epochs else None,
+            perturbation_interval=sch.perturbation_interval,
+            burn_in_period=sch.burn_in_period,
+            hyperparam_mutations=pbt_mutations(hp),
+            quantile_fraction=sch.quantile_fraction,
+            resample_probability=sch.resample_probability,
+            perturbation_factors=tuple(sch.perturbation_factors),
             custom_explore_fn=PbtExplore({p: to_optuna(s) for p, s in hp.parameters.items()}),
-            log_config=sch.log_config, require_attrs=sch.require_attrs, synch=sch.synch, **common)
+            log_config=sch.log_config,
+            require_attrs=sch.require_attrs,
+            synch=sch.synch,
+            **common,
+        )
     max_t = getattr(sch, "max_t", None) or epochs
     if sch.type in ("async_hyperband", "asha"):
-        return AshaScheduler(max_t=max_t, grace_period=sch.grace_period, reduction_factor=sch.reduction_factor,
-                             brackets=sch.brackets, stop_last_trials=sch.stop_last_trials, **common)
+        return AshaScheduler(
+            max_t=max_t,
+            grace_period=sch.grace_period,
+            reduction_factor=sch.reduction_factor,
+            brackets=sch.brackets,
+            stop_last_trials=sch.stop_last_trials,
+            **common,
+        )
     if sch.type == "hyperband":
-        return HyperBandScheduler(max_t=max_t, reduction_factor=sch.reduction_factor,
-                                  stop_last_trials=sch.stop_last_trials, **common)
+        return HyperBandScheduler(
+            max_t=max_t, reduction_factor=sch.reduction_factor, stop_last_trials=sch.stop_last_trials, **common
+        )
     if sch.type == "median_stopping_rule":
-        return MedianStoppingScheduler(grace_period=sch.grace_period, min_samples_required=sch.min_samples_required,
-                                       min_time_slice=sch.min_time_slice, hard_stop=sch.hard_stop, **common)
+        return MedianStoppingScheduler(
+            grace_period=sch.grace_period,
+            min_samples_required=sch.min_samples_required,
+            min_time_slice=sch.min_time_slice,
+            hard_stop=sch.hard_stop,
+            **common,
+        )
     raise ValueError(f"unknown scheduler {sch.type!r}")  # the schema admits no other

@@ -123,8 +123,11 @@ _DECODED = (RandnSpace, QLogRandIntSpace, QUniformSpace, QLogUniformSpace)
 def index_encoded_choices(spaces: dict[str, Any]) -> dict[str, Any]:
     """The parameters whose sampled value must be decoded (categories by index, normal and
     quantized spaces): ``{dotted path: space}``. Small and picklable: every trial gets it."""
-    return {path: s for path, s in spaces.items()
-            if isinstance(s, _DECODED) or (isinstance(s, LISTED_SPACES) and _by_index(s))}
+    return {
+        path: s
+        for path, s in spaces.items()
+        if isinstance(s, _DECODED) or (isinstance(s, LISTED_SPACES) and _by_index(s))
+    }
 
 
 def decode_with(decoders: dict[str, Any], sampled: dict[str, Any]) -> dict[str, Any]:
@@ -147,10 +150,10 @@ def param_infos(spaces: dict[str, Any]) -> tuple[ParamInfo, ...]:
         elif isinstance(s, RandnSpace):
             out.append(ParamInfo(path, s.space, lower=s.mean - 4.75 * s.sd, upper=s.mean + 4.75 * s.sd))
         else:
-            out.append(ParamInfo(path, s.space, log=isinstance(s, LOG_SPACES),
-                                 lower=float(s.lower), upper=float(s.upper)))
+            out.append(
+                ParamInfo(path, s.space, log=isinstance(s, LOG_SPACES), lower=float(s.lower), upper=float(s.upper))
+            )
     return tuple(out)
-
 
 
 def to_tune(space: Any) -> Any:

@@ -24,7 +24,7 @@ _METRIC_NAME_OK = re.compile(r"[^\w\-. :/]")
 
 def _chunks(items: list, n: int) -> Iterable[list]:
     for i in range(0, len(items), n):
-        yield items[i: i + n]
+        yield items[i : i + n]
 
 
 def param_value(value: Any) -> str:
@@ -88,9 +88,13 @@ def _tune_sqlite(client) -> None:
 SERVER_CHECK_TIMEOUT_S = 10.0
 
 
-def check_server(uri: str, *, key: str | None = "tracking.uri",
-                 fix: str = "start it (e.g. mlflow server --host 127.0.0.1 --port 5000), fix the URI, "
-                            "or remove tracking.uri to use the embedded store") -> None:
+def check_server(
+    uri: str,
+    *,
+    key: str | None = "tracking.uri",
+    fix: str = "start it (e.g. mlflow server --host 127.0.0.1 --port 5000), fix the URI, "
+    "or remove tracking.uri to use the embedded store",
+) -> None:
     """Fail fast, in one line, when an MLflow server does not answer its health check
     (within :data:`SERVER_CHECK_TIMEOUT_S` seconds).
 
@@ -139,8 +143,12 @@ class MlflowStore:
         if uri.startswith("sqlite:///"):
             folder = Path(uri.removeprefix("sqlite:///")).parent
             if not folder.is_dir():
-                raise TrackingError(f"the folder of the SQLite store does not exist: {folder}", source=uri,
-                                    key="tracking.uri", fix="create the folder or fix the path")
+                raise TrackingError(
+                    f"the folder of the SQLite store does not exist: {folder}",
+                    source=uri,
+                    key="tracking.uri",
+                    fix="create the folder or fix the path",
+                )
             # a local store keeps artifacts beside it (MLflow's default is ./mlruns of the current folder)
             artifact_location = artifact_location or folder / "mlartifacts"
         self.uri = uri
@@ -150,10 +158,13 @@ class MlflowStore:
                 _tune_sqlite(self.client)
             exp = self.client.get_experiment_by_name(experiment)
             if exp is not None and exp.lifecycle_stage == "deleted":
-                raise TrackingError(f"experiment {experiment!r} is deleted in this store", source=uri,
-                                    key="tracking.experiment",
-                                    fix=f"restore it (mlflow experiments restore --experiment-id {exp.experiment_id}) "
-                                        "or choose another tracking.experiment")
+                raise TrackingError(
+                    f"experiment {experiment!r} is deleted in this store",
+                    source=uri,
+                    key="tracking.experiment",
+                    fix=f"restore it (mlflow experiments restore --experiment-id {exp.experiment_id}) "
+                    "or choose another tracking.experiment",
+                )
             if exp is None:
                 loc = artifact_location.resolve().as_uri() if artifact_location else None
                 self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
@@ -163,12 +174,22 @@ class MlflowStore:
             raise
         except Exception as e:
             first = (str(e).splitlines() or [type(e).__name__])[0][:300]
-            raise TrackingError(f"cannot use the MLflow store: {first}", source=uri, key="tracking.uri",
-                                fix="start the server, fix the URI, or remove tracking.uri to use the embedded store") from None
+            raise TrackingError(
+                f"cannot use the MLflow store: {first}",
+                source=uri,
+                key="tracking.uri",
+                fix="start the server, fix the URI, or remove tracking.uri to use the embedded store",
+            ) from None
 
     # -------------------------------------------------------------------- runs
-    def start_run(self, name: str, *, parent_id: str | None = None, tags: dict[str, Any] | None = None,
-                  params: dict[str, Any] | None = None) -> str:
+    def start_run(
+        self,
+        name: str,
+        *,
+        parent_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> str:
         """Create a RUNNING run (a child of ``parent_id`` when given); returns its run id."""
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
@@ -192,9 +213,9 @@ class MlflowStore:
         token = None
         query = f"tags.mlflow.parentRunId = '{parent_id}'" + (f" and attributes.status = '{status}'" if status else "")
         while True:
-            page = self.client.search_runs([self.experiment_id], query,
-                                           order_by=["attributes.start_time DESC"], max_results=1000,
-                                           page_token=token)
+            page = self.client.search_runs(
+                [self.experiment_id], query, order_by=["attributes.start_time DESC"], max_results=1000, page_token=token
+            )
             for run in page:
                 if tag in run.data.tags:
                     found[run.data.tags[tag]] = run.info.run_id
@@ -207,8 +228,11 @@ class MlflowStore:
         their names. Driver only (a resumed sweep, at its end: runs of trials that started
         after Tune last saved its state and were lost with the interrupted driver)."""
         names = []
-        for run in self.client.search_runs([self.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}' "
-                                           "and attributes.status = 'RUNNING'", max_results=1000):
+        for run in self.client.search_runs(
+            [self.experiment_id],
+            f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'",
+            max_results=1000,
+        ):
             self.set_tags(run.info.run_id, tags)
             self.end_run(run.info.run_id, "KILLED")
             names.append(run.info.run_name)
@@ -229,13 +253,17 @@ class MlflowStore:
         from mlflow.utils.validation import MAX_METRICS_PER_BATCH
 
         now = int(time.time() * 1000)
-        items = [Metric(metric_name(k), float(v), now, step) for k, v in metrics.items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        items = [
+            Metric(metric_name(k), float(v), now, step)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        ]
         for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=chunk)
 
-    def log_batch(self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any], metrics: dict[str, Any],
-                  step: int) -> None:
+    def log_batch(
+        self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any], metrics: dict[str, Any], step: int
+    ) -> None:
         """:meth:`log_params`, :meth:`set_tags` and :meth:`log_metrics` in one write when within
         MLflow's per-request limits (each write to a SQLite store is a transaction of ~10 ms), else
         in as many as needed."""
@@ -250,10 +278,17 @@ class MlflowStore:
         now = int(time.time() * 1000)
         p = [Param(k, param_value(v)) for k, v in params.items()]
         t = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
-        m = [Metric(metric_name(k), float(v), now, step) for k, v in metrics.items()
-             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-        if (len(p) <= MAX_PARAMS_TAGS_PER_BATCH and len(t) <= MAX_PARAMS_TAGS_PER_BATCH
-                and len(m) <= MAX_METRICS_PER_BATCH and len(p) + len(t) + len(m) <= MAX_ENTITIES_PER_BATCH):
+        m = [
+            Metric(metric_name(k), float(v), now, step)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        ]
+        if (
+            len(p) <= MAX_PARAMS_TAGS_PER_BATCH
+            and len(t) <= MAX_PARAMS_TAGS_PER_BATCH
+            and len(m) <= MAX_METRICS_PER_BATCH
+            and len(p) + len(t) + len(m) <= MAX_ENTITIES_PER_BATCH
+        ):
             if p or t or m:
                 self.client.log_batch(run_id, metrics=m, params=p, tags=t)
             return
@@ -261,8 +296,9 @@ class MlflowStore:
         self.set_tags(run_id, tags)
         self.log_metrics(run_id, metrics, step)
 
-    def log_steps(self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any],
-                  metrics: list[tuple[str, Any, int, int]]) -> None:
+    def log_steps(
+        self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any], metrics: list[tuple[str, Any, int, int]]
+    ) -> None:
         """Parameters, tags and metrics logged at several steps (``(name, value, step,
         timestamp ms)``; non-finite and non-numeric values skipped) in one request, which
         MLflow's client splits at its per-request limits: one SQLite transaction for the
@@ -272,8 +308,11 @@ class MlflowStore:
 
         p = [Param(param_name(k), param_value(v)) for k, v in params.items()]
         t = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
-        m = [Metric(metric_name(k), float(v), ms, step) for k, v, step, ms in metrics
-             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        m = [
+            Metric(metric_name(k), float(v), ms, step)
+            for k, v, step, ms in metrics
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        ]
         if p or t or m:
             self.client.log_batch(run_id, metrics=m, params=p, tags=t)
 

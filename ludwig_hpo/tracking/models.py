@@ -32,12 +32,18 @@ class LoggedModel(NamedTuple):
 def _requirements() -> list[str]:
     from importlib.metadata import version
 
-    return [f"torch=={torch.__version__.split('+')[0]}", f"mlflow=={version('mlflow')}",
-            f"numpy=={version('numpy')}", f"pandas=={version('pandas')}", f"ludwig_hpo=={__version__}"]
+    return [
+        f"torch=={torch.__version__.split('+')[0]}",
+        f"mlflow=={version('mlflow')}",
+        f"numpy=={version('numpy')}",
+        f"pandas=={version('pandas')}",
+        f"ludwig_hpo=={__version__}",
+    ]
 
 
-def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.DataFrame,
-                      register_as: str | None = None) -> LoggedModel:
+def log_pytorch_model(
+    store, run_id: str, model: torch.nn.Module, example: pd.DataFrame, register_as: str | None = None
+) -> LoggedModel:
     """Save ``model`` (CPU, eval mode) with MLflow's PyTorch flavour, an input example and the
     signature inferred from ``model(example)``, log it as ``model/`` of ``run_id``, and
     optionally register it as a new version of model ``register_as``. Driver only.
@@ -67,8 +73,14 @@ def log_pytorch_model(store, run_id: str, model: torch.nn.Module, example: pd.Da
         level = log.level
         log.setLevel(logging.ERROR)
         try:
-            mlflow.pytorch.save_model(model, str(path), signature=signature, input_example=example,
-                                      pip_requirements=_requirements(), serialization_format="pickle")
+            mlflow.pytorch.save_model(
+                model,
+                str(path),
+                signature=signature,
+                input_example=example,
+                pip_requirements=_requirements(),
+                serialization_format="pickle",
+            )
         finally:
             log.setLevel(level)
         store.log_artifact(run_id, path, MODEL_ARTIFACT)

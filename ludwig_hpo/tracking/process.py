@@ -91,8 +91,9 @@ def _reply(conn, number: int, *, result: Any = None, error: BaseException | None
             pickle.loads(data)  # what the driver will do with it
         except Exception:  # noqa: BLE001
             message = (str(error).splitlines() or [""])[0][:300]
-            data = ForkingPickler.dumps((number, "error", TrackingError(
-                f"the MLflow store failed: {type(error).__name__}: {message}"), text))
+            data = ForkingPickler.dumps(
+                (number, "error", TrackingError(f"the MLflow store failed: {type(error).__name__}: {message}"), text)
+            )
     try:
         conn.send_bytes(data)
     except OSError:
@@ -118,8 +119,9 @@ class StoreProcess:
         self._methods = {n for n in dir(MlflowStore) if not n.startswith("_")}
         ctx = multiprocessing.get_context("spawn")  # the driver has threads (Ray, torch): no fork
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, uri, experiment, artifact_location),
-                                 name="hpo-mlflow-store", daemon=True)
+        self._proc = ctx.Process(
+            target=_serve, args=(child, uri, experiment, artifact_location), name="hpo-mlflow-store", daemon=True
+        )
         self._proc.start()
         child.close()
         self._lock = threading.Lock()
@@ -138,8 +140,10 @@ class StoreProcess:
         atexit.register(self.close)
 
     def _ended(self) -> TrackingError:
-        return TrackingError(f"the MLflow store's process ended (exit code {self._proc.exitcode})",
-                             fix="run again with --debug to see why")
+        return TrackingError(
+            f"the MLflow store's process ended (exit code {self._proc.exitcode})",
+            fix="run again with --debug to see why",
+        )
 
     def _answer(self, number: int) -> Any:
         """The answer to call ``number`` (answers to earlier calls, whose callers were
@@ -169,8 +173,10 @@ class StoreProcess:
     def _call(self, name: str, *args, **kwargs) -> Any:
         with self._lock:
             if self._broken:
-                raise TrackingError("the MLflow store's answers are out of step after an interruption",
-                                    fix="resume the sweep (hpo resume)")
+                raise TrackingError(
+                    "the MLflow store's answers are out of step after an interruption",
+                    fix="resume the sweep (hpo resume)",
+                )
             self._number += 1
             try:
                 self._conn.send((self._number, name, args, kwargs))

@@ -14,11 +14,26 @@ from ludwig_hpo.search.algorithms import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE,
 
 #: Result keys that are not per-epoch metrics: logged once as tags, or Tune's bookkeeping.
 _ONCE_TAGS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size", "seed")
-_NOT_METRICS = frozenset(_ONCE_TAGS + (TIME_ATTR, "training_iteration", "batch_size_cache_hit", "setup_time_s",
-                                       "eval_time_s", "timestamp", "pid", "time_this_iter_s", "time_total_s",
-                                       "time_since_restore", "iterations_since_restore",
-                                       CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, "resumed_from_epoch",
-                                       "checkpoint_improved"))  # in journals of earlier versions
+_NOT_METRICS = frozenset(
+    _ONCE_TAGS
+    + (
+        TIME_ATTR,
+        "training_iteration",
+        "batch_size_cache_hit",
+        "setup_time_s",
+        "eval_time_s",
+        "timestamp",
+        "pid",
+        "time_this_iter_s",
+        "time_total_s",
+        "time_since_restore",
+        "iterations_since_restore",
+        CHECKPOINT_EPOCH,
+        CHECKPOINT_OBJECTIVE,
+        "resumed_from_epoch",
+        "checkpoint_improved",
+    )
+)  # in journals of earlier versions
 
 
 def wall_time_split(t: LiveTrial) -> dict[str, float]:
@@ -36,8 +51,13 @@ def wall_time_split(t: LiveTrial) -> dict[str, float]:
     tuning = float(last.get("batch_size_tuning_s") or 0.0)
     evaluation = float(last.get("eval_time_s") or 0.0)
     training = max(float(last.get("train_time_s") or 0.0) - evaluation, 0.0)
-    return {"time/total_s": total, "time/setup_s": max(total - tuning - training - evaluation, 0.0),
-            "time/batch_size_tuning_s": tuning, "time/training_s": training, "time/evaluation_s": evaluation}
+    return {
+        "time/total_s": total,
+        "time/setup_s": max(total - tuning - training - evaluation, 0.0),
+        "time/batch_size_tuning_s": tuning,
+        "time/training_s": training,
+        "time/evaluation_s": evaluation,
+    }
 
 
 def _is_number(v: Any) -> bool:
@@ -90,9 +110,16 @@ class MlflowSink:
             resumed sweep continues its trials' runs instead of duplicating them.
     """
 
-    def __init__(self, store, parent_id: str, *, run_kind: str = "trial",
-                 config_text: Callable[[dict[str, Any]], str] | None = None, rungs: tuple[int, ...] = (),
-                 resume: bool = False) -> None:
+    def __init__(
+        self,
+        store,
+        parent_id: str,
+        *,
+        run_kind: str = "trial",
+        config_text: Callable[[dict[str, Any]], str] | None = None,
+        rungs: tuple[int, ...] = (),
+        resume: bool = False,
+    ) -> None:
         from ludwig_hpo.tracking.writer import OrderedWriter
 
         self.store = store
@@ -140,8 +167,15 @@ class MlflowSink:
         ref = self.run_ids[trial_id]
         return self._writer.submit(lambda: fn(ref.result() if isinstance(ref, Future) else ref))
 
-    def _log(self, trial_id: str, *, params: dict[str, Any] | None = None, tags: dict[str, Any] | None = None,
-             metrics: dict[str, Any] | None = None, step: int = 0) -> None:
+    def _log(
+        self,
+        trial_id: str,
+        *,
+        params: dict[str, Any] | None = None,
+        tags: dict[str, Any] | None = None,
+        metrics: dict[str, Any] | None = None,
+        step: int = 0,
+    ) -> None:
         """Log to the trial's run: added to its pending entries, written by one queued write
         (events that arrive before it runs join it; later tag values win)."""
         now = int(time.time() * 1000)
@@ -185,6 +219,7 @@ class MlflowSink:
 
     def trial_started(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
+
             def reopen(run_id: str) -> int:
                 self.store.reopen_run(run_id)
                 return self.store.last_step(run_id)

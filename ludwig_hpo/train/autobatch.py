@@ -49,8 +49,10 @@ def describe_model(module: torch.nn.Module) -> str:
     Equal strings mean equal memory and speed per sample; dropout rates are left out (they
     change neither), so trials that only sweep them share a cache entry.
     """
-    layers = ";".join(f"{name}:{type(m).__name__}" + ("" if isinstance(m, torch.nn.Dropout) else f"({m.extra_repr()})")
-                      for name, m in module.named_modules())
+    layers = ";".join(
+        f"{name}:{type(m).__name__}" + ("" if isinstance(m, torch.nn.Dropout) else f"({m.extra_repr()})")
+        for name, m in module.named_modules()
+    )
     shapes = ";".join(f"{n}:{tuple(p.shape)}:{p.dtype}" for n, p in module.named_parameters())
     return f"{layers}|{shapes}"
 
@@ -71,8 +73,9 @@ def _rank0_lookup(cache: BatchSizeCache | None, key: str) -> dict | None:
     return found[0]
 
 
-def _tune_one(kind: str, probe_factory: Callable[[], Callable], max_size: int, key_parts: dict,
-              cache: BatchSizeCache | None) -> TunedSize:
+def _tune_one(
+    kind: str, probe_factory: Callable[[], Callable], max_size: int, key_parts: dict, cache: BatchSizeCache | None
+) -> TunedSize:
     t0 = time.perf_counter()
     key = cache_key(**key_parts, max_size=max_size, kind=kind)
     hit = _rank0_lookup(cache, key)
@@ -81,15 +84,30 @@ def _tune_one(kind: str, probe_factory: Callable[[], Callable], max_size: int, k
     choice = search_batch_size(probe_factory(), max_size=max_size)
     rank0 = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
     if cache is not None and rank0:
-        cache.put(key, {"batch_size": choice.batch_size, "tried": [list(t) for t in choice.tried],
-                        "stopped_by": choice.stopped_by})
+        cache.put(
+            key,
+            {
+                "batch_size": choice.batch_size,
+                "tried": [list(t) for t in choice.tried],
+                "stopped_by": choice.stopped_by,
+            },
+        )
     return TunedSize(choice.batch_size, choice.tried, False, time.perf_counter() - t0)
 
 
-def tune_batch_sizes(cfg: SweepConfig, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                     loss_of: Callable[[dict, dict], torch.Tensor], dd: DeviceData, train_rows: np.ndarray,
-                     eval_rows: np.ndarray, *, world_size: int, local_world_size: int,
-                     cache: BatchSizeCache | None) -> tuple[TunedSize, TunedSize]:
+def tune_batch_sizes(
+    cfg: SweepConfig,
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_of: Callable[[dict, dict], torch.Tensor],
+    dd: DeviceData,
+    train_rows: np.ndarray,
+    eval_rows: np.ndarray,
+    *,
+    world_size: int,
+    local_world_size: int,
+    cache: BatchSizeCache | None,
+) -> tuple[TunedSize, TunedSize]:
     """The per-worker training and evaluation batch sizes of a trial.
 
     A fixed size in the config is used as is (capped by the rows per worker). ``auto`` is
@@ -103,10 +121,16 @@ def tune_batch_sizes(cfg: SweepConfig, module: torch.nn.Module, optimizer: torch
     """
     tr = cfg.trainer
     dev, mem = _device_identity(dd.device)
-    key_parts = {"architecture": describe_model(module),
-                 "input_shapes": {k: tuple(v.shape[1:]) for k, v in dd.inputs.items()},
-                 "device": dev, "device_memory": mem, "world_size": world_size, "precision": tr.precision,
-                 "strategy": cfg.backend.strategy, "optimizer": tr.optimizer.type}
+    key_parts = {
+        "architecture": describe_model(module),
+        "input_shapes": {k: tuple(v.shape[1:]) for k, v in dd.inputs.items()},
+        "device": dev,
+        "device_memory": mem,
+        "world_size": world_size,
+        "precision": tr.precision,
+        "strategy": cfg.backend.strategy,
+        "optimizer": tr.optimizer.type,
+    }
     per_worker = math.ceil(len(train_rows) / world_size)
 
     def guard() -> CpuMemoryGuard | None:
@@ -114,15 +138,21 @@ def tune_batch_sizes(cfg: SweepConfig, module: torch.nn.Module, optimizer: torch
 
     if tr.batch_size == "auto":
         cap = max(1, min(tr.max_batch_size, per_worker // MIN_STEPS_PER_EPOCH))
-        train = _tune_one("train", lambda: make_train_probe(module, optimizer, loss_of, dd, train_rows,
-                                                             seed=tr.seed, guard=guard()), cap, key_parts, cache)
+        train = _tune_one(
+            "train",
+            lambda: make_train_probe(module, optimizer, loss_of, dd, train_rows, seed=tr.seed, guard=guard()),
+            cap,
+            key_parts,
+            cache,
+        )
     else:
         train = TunedSize(min(tr.batch_size, per_worker))
     eval_per_worker = max(1, math.ceil(len(eval_rows) / world_size))
     if tr.eval_batch_size == "auto":
         cap = max(1, min(MAX_EVAL_BATCH_SIZE, eval_per_worker))
-        evaluation = _tune_one("eval", lambda: make_eval_probe(module, dd, eval_rows, seed=tr.seed, guard=guard()),
-                               cap, key_parts, cache)
+        evaluation = _tune_one(
+            "eval", lambda: make_eval_probe(module, dd, eval_rows, seed=tr.seed, guard=guard()), cap, key_parts, cache
+        )
     else:
         evaluation = TunedSize(tr.eval_batch_size)
     return train, evaluation

@@ -38,9 +38,17 @@ class BatchSizeChoice:
     stopped_by: Literal["plateau", "cap", "memory"] = "plateau"
 
 
-def search_batch_size(probe: Probe, *, max_size: int, start: int = 8, growth: int = 2,
-                      tolerance: float = 0.05, patience: int = 2, refine_steps: int = 2,
-                      headroom: float = 0.9) -> BatchSizeChoice:
+def search_batch_size(
+    probe: Probe,
+    *,
+    max_size: int,
+    start: int = 8,
+    growth: int = 2,
+    tolerance: float = 0.05,
+    patience: int = 2,
+    refine_steps: int = 2,
+    headroom: float = 0.9,
+) -> BatchSizeChoice:
     """Grow the batch size geometrically while throughput improves.
 
     Starts at ``min(start, max_size)`` and multiplies by ``growth``, ending with exactly
@@ -67,8 +75,10 @@ def search_batch_size(probe: Probe, *, max_size: int, start: int = 8, growth: in
             outside (0, 1].
     """
     if max_size < 1 or growth < 2 or patience < 1 or not 0 < headroom <= 1:
-        raise ValueError(f"max_size >= 1, growth >= 2, patience >= 1 and 0 < headroom <= 1 must hold, but got "
-                         f"(max_size={max_size}, growth={growth}, patience={patience}, headroom={headroom})")
+        raise ValueError(
+            f"max_size >= 1, growth >= 2, patience >= 1 and 0 < headroom <= 1 must hold, but got "
+            f"(max_size={max_size}, growth={growth}, patience={patience}, headroom={headroom})"
+        )
     size = max(1, min(start, max_size))
     tried: list[tuple[int, float | None]] = []
     best = 0.0
@@ -129,9 +139,19 @@ def is_oom(exc: BaseException) -> bool:
 
 
 # ---------------------------------------------------------------------------- cache
-def cache_key(*, architecture: str, input_shapes: dict[str, tuple[int, ...]], device: str, device_memory: int,
-              world_size: int, precision: str, strategy: str, max_size: int, optimizer: str = "",
-              kind: str = "train") -> str:
+def cache_key(
+    *,
+    architecture: str,
+    input_shapes: dict[str, tuple[int, ...]],
+    device: str,
+    device_memory: int,
+    world_size: int,
+    precision: str,
+    strategy: str,
+    max_size: int,
+    optimizer: str = "",
+    kind: str = "train",
+) -> str:
     """Key under which a tuned batch size is cached: everything that changes what fits and
     what is fast, nothing that does not (learning rate, dropout, seeds...).
 
@@ -144,9 +164,21 @@ def cache_key(*, architecture: str, input_shapes: dict[str, tuple[int, ...]], de
         optimizer: the optimizer type (its state takes memory: Adam keeps 2 buffers per parameter).
         kind: ``"train"`` or ``"eval"``.
     """
-    payload = json.dumps({"arch": architecture, "inputs": sorted((k, list(v)) for k, v in input_shapes.items()),
-                          "device": device, "memory": device_memory, "world": world_size, "precision": precision,
-                          "strategy": strategy, "max": max_size, "optimizer": optimizer, "kind": kind}, sort_keys=True)
+    payload = json.dumps(
+        {
+            "arch": architecture,
+            "inputs": sorted((k, list(v)) for k, v in input_shapes.items()),
+            "device": device,
+            "memory": device_memory,
+            "world": world_size,
+            "precision": precision,
+            "strategy": strategy,
+            "max": max_size,
+            "optimizer": optimizer,
+            "kind": kind,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 

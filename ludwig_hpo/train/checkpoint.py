@@ -75,18 +75,18 @@ def pack(obj: Any) -> dict:
         for i in idx:
             t = tensors[i]
             layout[i] = (b, offset, tuple(t.shape))
-            buffer[offset: offset + t.numel()].copy_(t.reshape(-1))
+            buffer[offset : offset + t.numel()].copy_(t.reshape(-1))
             offset += t.numel()
         buffers.append(buffer)
-    return {"skeleton": pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL), "layout": layout,
-            "buffers": buffers}
+    return {"skeleton": pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL), "layout": layout, "buffers": buffers}
 
 
 def unpack(packed: dict) -> Any:
     """The object :func:`pack` packed, its tensors views of the loaded buffers (each at offset
     0 of its own storage where torch requires it: see below)."""
-    tensors = [packed["buffers"][b][offset: offset + math.prod(shape)].view(shape)
-               for b, offset, shape in packed["layout"]]
+    tensors = [
+        packed["buffers"][b][offset : offset + math.prod(shape)].view(shape) for b, offset, shape in packed["layout"]
+    ]
     # A uint8 view at a non-zero offset of its storage breaks torch.set_rng_state (the CPU
     # generator reads its state from the storage offset scaled by the state's size): uint8
     # tensors (random states, masks) come back as their own copies.
@@ -165,9 +165,14 @@ class WeightsCopy:
         """Copy ``module``'s weights now into :attr:`weights` (CPU) and return it."""
         if self._sources is None:
             state = module.state_dict()
-            if self.weights is None or list(self.weights) != list(state) or any(
+            if (
+                self.weights is None
+                or list(self.weights) != list(state)
+                or any(
                     self.weights[k].shape != v.shape or self.weights[k].dtype != v.dtype or self.weights[k].is_cuda
-                    for k, v in state.items()):
+                    for k, v in state.items()
+                )
+            ):
                 self.weights = {k: torch.empty_like(v, device="cpu") for k, v in state.items()}
             self._sources = [v.detach() for v in state.values()]
             self._targets = [self.weights[k] for k in state]

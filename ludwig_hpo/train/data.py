@@ -52,8 +52,11 @@ class DeviceData:
         self._splits = [([k for k, _, _ in spans], [b - a for _, a, b in spans]) for _, spans in self._tables]
         self.inputs = {**self._alone, **{k: table[:, a:b] for table, spans in self._tables for k, a, b in spans}}
         #: the one table's feature names when every input is one column of it (see :class:`Columns`)
-        self._columns = (tuple(self._splits[0][0]) if not self._alone and len(self._tables) == 1
-                         and all(w == 1 for w in self._splits[0][1]) else None)
+        self._columns = (
+            tuple(self._splits[0][0])
+            if not self._alone and len(self._tables) == 1 and all(w == 1 for w in self._splits[0][1])
+            else None
+        )
         self.targets = {k: torch.tensor(v, device=device) for k, v in data.targets.items()}
         self.device = device
 
@@ -76,8 +79,9 @@ def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng((seed, epoch))
 
 
-def train_shard(rows: np.ndarray, *, epoch: int, seed: int, rank: int, world_size: int,
-                rng: np.random.Generator | None = None) -> np.ndarray:
+def train_shard(
+    rows: np.ndarray, *, epoch: int, seed: int, rank: int, world_size: int, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """This rank's rows for one epoch: a seeded permutation of ``rows`` padded to a multiple
     of ``world_size`` (by repeating its start), then every ``world_size``-th row from ``rank``.
     All ranks get ``ceil(len(rows) / world_size)`` rows.
@@ -105,4 +109,4 @@ def batches(rows: np.ndarray, batch_size: int, device: torch.device, *, drop_las
     n = len(t)
     stop = n - n % batch_size if drop_last and n >= batch_size else n
     for i in range(0, stop, batch_size):
-        yield t[i: i + batch_size]
+        yield t[i : i + batch_size]

@@ -144,8 +144,16 @@ def _combined_loss(cfg: SweepConfig, logits: dict, targets: dict) -> torch.Tenso
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.ndarray, split: str,
-             batch_size: int, *, lockstep: bool = False) -> dict[str, float]:
+def evaluate(
+    model: torch.nn.Module,
+    cfg: SweepConfig,
+    dd: DeviceData,
+    rows: np.ndarray,
+    split: str,
+    batch_size: int,
+    *,
+    lockstep: bool = False,
+) -> dict[str, float]:
     """Metrics of ``model`` over all ``rows``, identical on every rank.
 
     Each rank scores its shard (``rows[rank::world]``, no padding); sums are all-reduced, so
@@ -197,8 +205,10 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
     n = max(vec[-1], 1.0)
     out_metrics = {f"{split}/{k}": vec[i] / n for i, k in enumerate(names)}
     for name in scores:
-        local = (torch.cat(scores[name]) if scores[name] else torch.zeros(0),
-                 torch.cat(labels[name]) if labels[name] else torch.zeros(0))
+        local = (
+            torch.cat(scores[name]) if scores[name] else torch.zeros(0),
+            torch.cat(labels[name]) if labels[name] else torch.zeros(0),
+        )
         gathered = [local]
         if world > 1:
             gathered = [None] * world
@@ -206,14 +216,14 @@ def evaluate(model: torch.nn.Module, cfg: SweepConfig, dd: DeviceData, rows: np.
         s = torch.cat([g[0] for g in gathered]).numpy() if world > 1 else local[0].numpy()
         y = torch.cat([g[1] for g in gathered]).numpy() if world > 1 else local[1].numpy()
         out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
-    out_metrics[f"{split}/combined/loss"] = sum(
-        f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
+    out_metrics[f"{split}/combined/loss"] = sum(f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
     model.train()
     return out_metrics
 
 
-def _best_weights(model: torch.nn.Module, inner: torch.nn.Module, best: WeightsCopy, *, fsdp: bool,
-                  rank: int) -> dict | None:
+def _best_weights(
+    model: torch.nn.Module, inner: torch.nn.Module, best: WeightsCopy, *, fsdp: bool, rank: int
+) -> dict | None:
     """The whole model's weights now, copied to the CPU into ``best`` (the best epoch's, kept
     until a better epoch, for every checkpoint written meanwhile), on rank 0; None on other
     ranks. A collective for FSDP (every rank calls it), which gathers a new copy; otherwise an
@@ -225,9 +235,18 @@ def _best_weights(model: torch.nn.Module, inner: torch.nn.Module, best: WeightsC
     return best.refresh(inner) if rank == 0 else None
 
 
-def _trainer_state(model: torch.nn.Module, inner: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                   scaler: torch.amp.GradScaler, *, fsdp: bool, rank: int, device: torch.device, state: dict,
-                   with_weights: bool) -> dict | None:
+def _trainer_state(
+    model: torch.nn.Module,
+    inner: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    *,
+    fsdp: bool,
+    rank: int,
+    device: torch.device,
+    state: dict,
+    with_weights: bool,
+) -> dict | None:
     """``trainer_state.pt``'s content on rank 0 (None on other ranks): ``state`` (the epoch and
     counters), the optimizer, gradient-scaler and random states and, with ``with_weights`` (the
     epoch is not the best one, whose weights ``model.pt`` holds), this epoch's weights; packed
@@ -239,13 +258,29 @@ def _trainer_state(model: torch.nn.Module, inner: torch.nn.Module, optimizer: to
     optim = optimizer_state(model, optimizer) if fsdp or rank == 0 else None
     if rank != 0:
         return None
-    return {"packed": pack({**state, "weights": weights, "optimizer": optim, "scaler": scaler.state_dict(),
-                            "rng": torch.get_rng_state(),
-                            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None})}
+    return {
+        "packed": pack(
+            {
+                **state,
+                "weights": weights,
+                "optimizer": optim,
+                "scaler": scaler.state_dict(),
+                "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            }
+        )
+    }
 
 
-def _resume(folder: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-            lr: float, cfg: SweepConfig, device: torch.device) -> tuple[dict, dict]:
+def _resume(
+    folder: str,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    lr: float,
+    cfg: SweepConfig,
+    device: torch.device,
+) -> tuple[dict, dict]:
     """Load a checkpoint folder (``model.pt``: the best epoch's weights; ``trainer_state.pt``:
     the epoch it was written at, its weights when they differ, optimizer, scaler and random
     states) into this rank's model, optimizer and scaler. The optimizer's hyperparameters are
@@ -284,9 +319,16 @@ def _resume(folder: str, model: torch.nn.Module, optimizer: torch.optim.Optimize
     return state, best
 
 
-def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter, *,
-               device: torch.device | None = None, cache: BatchSizeCache | None = None,
-               local_world_size: int | None = None) -> torch.nn.Module:
+def train_loop(
+    cfg: SweepConfig,
+    data: PreparedData,
+    job: Job,
+    report: Reporter,
+    *,
+    device: torch.device | None = None,
+    cache: BatchSizeCache | None = None,
+    local_world_size: int | None = None,
+) -> torch.nn.Module:
     """Train one trial's model on this rank and report metrics after every epoch.
 
     Runs on every rank of the trial's worker group (or alone). Seeds, the model init and the
@@ -352,8 +394,17 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             return _combined_loss(cfg, probe_model(x), y)
 
     train_bs, eval_bs = tune_batch_sizes(
-        cfg, probe_model, probe_opt, probe_loss, dd, train_rows, eval_rows,
-        world_size=world, local_world_size=local_world_size or world, cache=cache)
+        cfg,
+        probe_model,
+        probe_opt,
+        probe_loss,
+        dd,
+        train_rows,
+        eval_rows,
+        world_size=world,
+        local_world_size=local_world_size or world,
+        cache=cache,
+    )
     del probe_opt
     batch_size, eval_batch_size = train_bs.batch_size, eval_bs.batch_size
     tuning_s = train_bs.seconds + eval_bs.seconds
@@ -434,8 +485,9 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
     # allows, at its last epoch, and at PBT's epochs (a clone continues from that epoch).
     folder = CheckpointFolder()  # rank 0 of a search trial: its files, rewritten at each write
     best_copy = WeightsCopy(best_weights)  # rank 0: the CPU tensors the best weights are copied into
-    budget = CheckpointBudget(job.checkpoint_budget, first_write_estimate(
-        sum(t.numel() * t.element_size() for t in model.parameters())))  # FSDP: DTensors' whole sizes
+    budget = CheckpointBudget(
+        job.checkpoint_budget, first_write_estimate(sum(t.numel() * t.element_size() for t in model.parameters()))
+    )  # FSDP: DTensors' whole sizes
     best_bytes: bytes | None = None  # model.pt as written last, while the best weights stay the same
     written_best = best_epoch if job.resume_from else None  # the best epoch of the last checkpoint
     resumed_train_s = train_time  # the budget counts this run's training and checkpoints only
@@ -488,9 +540,11 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         train_loss = (stats[0] / stats[1]).item() if total_steps else math.nan
         if not math.isfinite(train_loss):
             every = " in every batch" if skip_nonfinite else ""
-            raise FloatingPointError(f"training loss is {train_loss}{every} at epoch {epoch}; "
-                                     f"lower trainer.learning_rate or check the data"
-                                     + ("" if skip_nonfinite else " (trainer.nan_policy: skip_batch skips such batches)"))
+            raise FloatingPointError(
+                f"training loss is {train_loss}{every} at epoch {epoch}; "
+                f"lower trainer.learning_rate or check the data"
+                + ("" if skip_nonfinite else " (trainer.nan_policy: skip_batch skips such batches)")
+            )
         # DDP: evaluate the unwrapped module (ranks score shards of different sizes, and a
         # DDP forward would try to synchronize buffers across them). FSDP: the sharded module,
         # every rank running the same number of forward passes.
@@ -498,11 +552,13 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
         metrics = score()
         eval_time += time.perf_counter() - t_eval
         train_time += time.perf_counter() - t_epoch
-        metrics.update({
-            **report_keys(epoch, metrics),
-            "train/combined/running_loss": train_loss,
-            "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
-        })
+        metrics.update(
+            {
+                **report_keys(epoch, metrics),
+                "train/combined/running_loss": train_loss,
+                "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
+            }
+        )
         if skip_nonfinite:
             metrics["nonfinite_batches"] = nonfinite_batches
         if epoch == first_epoch > 1:
@@ -516,25 +572,48 @@ def train_loop(cfg: SweepConfig, data: PreparedData, job: Job, report: Reporter,
             # the same decision on every rank (the metrics are all-reduced): a collective for
             # FSDP. A NaN objective is never better; a NaN best (a first epoch's) gives way to any number.
             objective = metrics["objective"]
-            if best_objective is None or (objective == objective and (
-                    best_objective != best_objective or cfg.goal_sign * objective <= cfg.goal_sign * best_objective)):
+            if best_objective is None or (
+                objective == objective
+                and (best_objective != best_objective or cfg.goal_sign * objective <= cfg.goal_sign * best_objective)
+            ):
                 best_objective, best_epoch = objective, epoch
                 best_weights, best_bytes = _best_weights(model, inner, best_copy, fsdp=fsdp, rank=rank), None
-            periodic = job.checkpoint_every > 0 and epoch >= first_periodic and (
-                epoch - first_periodic) % job.checkpoint_every == 0
-            write = (periodic or epoch == last_epoch or (epoch in job.stop_epochs and best_epoch != written_best)
-                     or (not job.checkpoint_every and budget.allows(train_time - resumed_train_s)))
+            periodic = (
+                job.checkpoint_every > 0
+                and epoch >= first_periodic
+                and (epoch - first_periodic) % job.checkpoint_every == 0
+            )
+            write = (
+                periodic
+                or epoch == last_epoch
+                or (epoch in job.stop_epochs and best_epoch != written_best)
+                or (not job.checkpoint_every and budget.allows(train_time - resumed_train_s))
+            )
             if fsdp and world > 1:  # the write gathers the shards: rank 0's budget decides for all
                 flag = torch.tensor([float(write)], device=device)
                 dist.broadcast(flag, src=0)
                 write = bool(flag.item())
             if write:
                 trainer_state = _trainer_state(
-                    model, inner, optimizer, scaler, fsdp=fsdp, rank=rank, device=device,
+                    model,
+                    inner,
+                    optimizer,
+                    scaler,
+                    fsdp=fsdp,
+                    rank=rank,
+                    device=device,
                     with_weights=best_epoch != epoch,
-                    state={"epoch": epoch, "best_objective": best_objective, "best_epoch": best_epoch,
-                           "optimizer_steps": optimizer_steps, "train_time_s": train_time, "eval_time_s": eval_time,
-                           "seed": seed, "nonfinite_batches": nonfinite_batches})
+                    state={
+                        "epoch": epoch,
+                        "best_objective": best_objective,
+                        "best_epoch": best_epoch,
+                        "optimizer_steps": optimizer_steps,
+                        "train_time_s": train_time,
+                        "eval_time_s": eval_time,
+                        "seed": seed,
+                        "nonfinite_batches": nonfinite_batches,
+                    },
+                )
                 written_best = best_epoch
                 if rank == 0:
                     model_pt = best_bytes or serialized({"state_dict": best_weights, "epoch": best_epoch})

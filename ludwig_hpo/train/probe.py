@@ -61,8 +61,10 @@ class CpuMemoryGuard:
         """A guard whose budget is ``fraction`` of the available RAM shared by ``local_workers``."""
         import psutil
 
-        return cls(psutil.Process(os.getpid()).memory_info().rss
-                   + fraction * psutil.virtual_memory().available / max(1, local_workers))
+        return cls(
+            psutil.Process(os.getpid()).memory_info().rss
+            + fraction * psutil.virtual_memory().available / max(1, local_workers)
+        )
 
     def allows(self, batch_size: int) -> bool:
         """Whether ``batch_size`` is projected to fit in the budget."""
@@ -77,8 +79,15 @@ class CpuMemoryGuard:
         self.points.append((batch_size, self._proc.memory_info().rss))
 
 
-def _timed(step: Callable[[torch.Tensor], None], dd: DeviceData, rows: np.ndarray, rng: np.random.Generator,
-           batch_size: int, warmup: int, steps: int) -> float:
+def _timed(
+    step: Callable[[torch.Tensor], None],
+    dd: DeviceData,
+    rows: np.ndarray,
+    rng: np.random.Generator,
+    batch_size: int,
+    warmup: int,
+    steps: int,
+) -> float:
     sync = torch.cuda.synchronize if dd.device.type == "cuda" else (lambda: None)
     times = []
     for i in range(warmup + steps):
@@ -92,8 +101,17 @@ def _timed(step: Callable[[torch.Tensor], None], dd: DeviceData, rows: np.ndarra
     return batch_size / max(statistics.median(times), 1e-9)
 
 
-def _probe(step: Callable[[torch.Tensor], None], restore: Callable[[], None], dd: DeviceData, rows: np.ndarray, *,
-           seed: int, warmup: int, steps: int, guard: CpuMemoryGuard | None) -> Probe:
+def _probe(
+    step: Callable[[torch.Tensor], None],
+    restore: Callable[[], None],
+    dd: DeviceData,
+    rows: np.ndarray,
+    *,
+    seed: int,
+    warmup: int,
+    steps: int,
+    guard: CpuMemoryGuard | None,
+) -> Probe:
     rng = np.random.default_rng(seed)
 
     def probe(batch_size: int) -> float | None:
@@ -115,9 +133,18 @@ def _probe(step: Callable[[torch.Tensor], None], restore: Callable[[], None], dd
     return probe
 
 
-def make_train_probe(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                     loss_of: Callable[[dict, dict], torch.Tensor], dd: DeviceData, rows: np.ndarray, *,
-                     seed: int, warmup: int = 1, steps: int = 3, guard: CpuMemoryGuard | None = None) -> Probe:
+def make_train_probe(
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_of: Callable[[dict, dict], torch.Tensor],
+    dd: DeviceData,
+    rows: np.ndarray,
+    *,
+    seed: int,
+    warmup: int = 1,
+    steps: int = 3,
+    guard: CpuMemoryGuard | None = None,
+) -> Probe:
     """A probe ``batch_size -> samples/s per worker | None`` of training steps.
 
     Each call runs ``warmup`` untimed then ``steps`` timed steps of forward, backward and
@@ -148,8 +175,16 @@ def make_train_probe(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
     return _probe(step, restore, dd, rows, seed=seed, warmup=warmup, steps=steps, guard=guard)
 
 
-def make_eval_probe(module: torch.nn.Module, dd: DeviceData, rows: np.ndarray, *, seed: int, warmup: int = 1,
-                    steps: int = 3, guard: CpuMemoryGuard | None = None) -> Probe:
+def make_eval_probe(
+    module: torch.nn.Module,
+    dd: DeviceData,
+    rows: np.ndarray,
+    *,
+    seed: int,
+    warmup: int = 1,
+    steps: int = 3,
+    guard: CpuMemoryGuard | None = None,
+) -> Probe:
     """Like :func:`make_train_probe` for evaluation: forward passes under ``torch.no_grad``."""
     was_training = module.training
 

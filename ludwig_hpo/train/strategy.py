@@ -124,13 +124,15 @@ def optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) ->
     if is_fsdp(model):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-        return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True,
-                                                                                   cpu_offload=True))
+        return get_optimizer_state_dict(
+            model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
     return optimizer.state_dict()
 
 
-def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_state: dict,
-                        optim_state: dict | None) -> None:
+def load_training_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_state: dict, optim_state: dict | None
+) -> None:
     """Load a checkpoint's whole-model ``model_state`` (and ``optim_state`` when given) into
     this rank's (possibly sharded) ``model`` and ``optimizer``. Every rank calls it with the
     same checkpoint; for FSDP each keeps its own shard.

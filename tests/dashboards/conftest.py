@@ -27,9 +27,7 @@ from ludwig_hpo.results import (  # noqa: E402
 
 LR = ParamInfo("trainer.learning_rate", "loguniform", log=True, lower=1e-4, upper=1e-1)
 LAYERS = ParamInfo("image.encoder.num_layers", "randint", lower=1, upper=4)
-OPTIMIZER = ParamInfo(
-    "trainer.optimizer", "choice", categories=("adam", {"type": "sgd", "momentum": 0.9}, [1, 2])
-)
+OPTIMIZER = ParamInfo("trainer.optimizer", "choice", categories=("adam", {"type": "sgd", "momentum": 0.9}, [1, 2]))
 
 
 def make_trial(
@@ -59,9 +57,7 @@ def make_trial(
     )
 
 
-def make_sweep(
-    trials, parameters=(LR, LAYERS, OPTIMIZER), kfold=(), goal="minimize", name="digits-cnn"
-):
+def make_sweep(trials, parameters=(LR, LAYERS, OPTIMIZER), kfold=(), goal="minimize", name="digits-cnn"):
     finished = [t for t in trials if t.objective_best is not None]
     pick = min if goal == "minimize" else max
     best = pick(finished, key=lambda t: t.objective_best).trial_id if finished else None
@@ -94,16 +90,10 @@ def realistic_sweep(n_trials: int = 20, seed: int = 0) -> SweepResult:
         if i in (4, 11):
             trials.append(make_trial(tid, params, None, status="FAILED"))
             continue
-        loss = (
-            0.2 + abs(params[LR.path] - 3e-3) * 8 + 0.05 * params[LAYERS.path] + rng.uniform(0, 0.1)
-        )
+        loss = 0.2 + abs(params[LR.path] - 3e-3) * 8 + 0.05 * params[LAYERS.path] + rng.uniform(0, 0.1)
         status = "KILLED" if i in (2, 7, 15) else "FINISHED"
-        trials.append(
-            make_trial(tid, params, loss, status=status, epochs=2 if status == "KILLED" else 10)
-        )
-    ranked = sorted(
-        (t for t in trials if t.objective_best is not None), key=lambda t: t.objective_best
-    )
+        trials.append(make_trial(tid, params, loss, status=status, epochs=2 if status == "KILLED" else 10))
+    ranked = sorted((t for t in trials if t.objective_best is not None), key=lambda t: t.objective_best)
     kfold = [
         KFoldRecord(
             rank,

@@ -23,17 +23,40 @@ SPACE = {
 }
 # trial id -> (params, per-epoch losses, status, tags)
 TRIALS = {
-    "t_00000": ({"trainer.learning_rate": 1e-3, "image.encoder.num_layers": 2,
-                 "trainer.optimizer": "adam"}, [0.9, 0.5, 0.4], "FINISHED", {}),
-    "t_00001": ({"trainer.learning_rate": 3e-2, "image.encoder.num_layers": 1,
-                 "trainer.optimizer": {"type": "sgd", "momentum": 0.9}}, [1.2], "KILLED",
-                {"stopped_by": "scheduler", "stopped_at_epoch": 1}),
-    "t_00002": ({"trainer.learning_rate": 2e-4, "image.encoder.num_layers": 3,
-                 "trainer.optimizer": [1, 2]}, [], "FAILED", {"error": "RuntimeError: boom"}),
-    "t_00003": ({"trainer.learning_rate": 5e-3, "image.encoder.num_layers": 3,
-                 "trainer.optimizer": EVIL}, [0.8, 0.3, 0.35], "FINISHED", {}),
-    "t_00004": ({"trainer.learning_rate": 7e-3, "image.encoder.num_layers": 2,
-                 "trainer.optimizer": "16"}, [0.7], "RUNNING", {}),
+    "t_00000": (
+        {"trainer.learning_rate": 1e-3, "image.encoder.num_layers": 2, "trainer.optimizer": "adam"},
+        [0.9, 0.5, 0.4],
+        "FINISHED",
+        {},
+    ),
+    "t_00001": (
+        {
+            "trainer.learning_rate": 3e-2,
+            "image.encoder.num_layers": 1,
+            "trainer.optimizer": {"type": "sgd", "momentum": 0.9},
+        },
+        [1.2],
+        "KILLED",
+        {"stopped_by": "scheduler", "stopped_at_epoch": 1},
+    ),
+    "t_00002": (
+        {"trainer.learning_rate": 2e-4, "image.encoder.num_layers": 3, "trainer.optimizer": [1, 2]},
+        [],
+        "FAILED",
+        {"error": "RuntimeError: boom"},
+    ),
+    "t_00003": (
+        {"trainer.learning_rate": 5e-3, "image.encoder.num_layers": 3, "trainer.optimizer": EVIL},
+        [0.8, 0.3, 0.35],
+        "FINISHED",
+        {},
+    ),
+    "t_00004": (
+        {"trainer.learning_rate": 7e-3, "image.encoder.num_layers": 2, "trainer.optimizer": "16"},
+        [0.7],
+        "RUNNING",
+        {},
+    ),
 }
 # config rank -> (source trial, fold scores (None: failed), test score)
 KFOLD = {1: ("t_00003", [0.31, 0.29, 0.36], 0.33), 2: ("t_00000", [0.41, None, 0.44], 0.47)}
@@ -46,28 +69,47 @@ def write_store(root: Path) -> tuple[str, str]:
     uri = f"sqlite:///{(root / 'mlflow.db').resolve()}"
     store = MlflowStore(uri, EXPERIMENT, artifact_location=root / "mlartifacts")
     parent = store.start_run(
-        f"{EXPERIMENT}-20260101-120000", tags={"output_dir": str(root.resolve())},
+        f"{EXPERIMENT}-20260101-120000",
+        tags={"output_dir": str(root.resolve())},
         params={"metric": METRIC, "goal": "minimize", "kfold.k": K, "kfold.top_k": 2, "epochs": 3},
     )
     store.log_text(parent, json.dumps(SPACE, indent=2), "search_space.json")
     for tid, (params, losses, status, tags) in TRIALS.items():
-        run = store.start_run(f"trial_{tid}", parent_id=parent,
-                              tags={"trial_id": tid, "phase": "search"}, params=params)
+        run = store.start_run(
+            f"trial_{tid}", parent_id=parent, tags={"trial_id": tid, "phase": "search"}, params=params
+        )
         if losses:
             store.log_params(run, {"batch_size": 64, "world_size": 2})
         for epoch, loss in enumerate(losses, start=1):
-            store.log_metrics(run, {METRIC: loss, "objective": loss, "train/combined/running_loss": loss + 0.1,
-                                    "validation/label/accuracy": 1 - loss / 2, "train_time_s": 2.0 * epoch},
-                              step=epoch)
+            store.log_metrics(
+                run,
+                {
+                    METRIC: loss,
+                    "objective": loss,
+                    "train/combined/running_loss": loss + 0.1,
+                    "validation/label/accuracy": 1 - loss / 2,
+                    "train_time_s": 2.0 * epoch,
+                },
+                step=epoch,
+            )
         if status != "RUNNING":
             store.set_tags(run, {"status": status, **tags})
             store.end_run(run, status)
     for rank, (tid, folds, test) in KFOLD.items():
         params = TRIALS[tid][0]
         for fold, score in [*enumerate(folds), ("test", test)]:
-            run = store.start_run(f"config{rank}-{fold}", parent_id=parent, params=params,
-                                  tags={"phase": "kfold", "kfold": fold, "config_rank": rank,
-                                        "source_trial_id": tid, "trial_id": f"k{rank}_{fold}"})
+            run = store.start_run(
+                f"config{rank}-{fold}",
+                parent_id=parent,
+                params=params,
+                tags={
+                    "phase": "kfold",
+                    "kfold": fold,
+                    "config_rank": rank,
+                    "source_trial_id": tid,
+                    "trial_id": f"k{rank}_{fold}",
+                },
+            )
             split = "test" if fold == "test" else "fold"
             status = "FAILED" if score is None else "FINISHED"
             if score is not None:

@@ -44,9 +44,18 @@ _CONSOLE = re.compile(r":INFO:CONSOLE[^\]]*\] (.*)$", re.MULTILINE)
 
 def _chromium(*args: str, cwd: Path) -> tuple[str, list[str]]:
     """Run headless Chromium; returns (stdout, the page's console messages)."""
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-unsafe-swiftshader",
-           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000",
-           f"--user-data-dir={cwd / 'chromium-profile'}", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-unsafe-swiftshader",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=15000",
+        f"--user-data-dir={cwd / 'chromium-profile'}",
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=cwd)
     messages = [m for m in _CONSOLE.findall(proc.stderr) if not _BROWSER_NOISE.match(m)]
     return proc.stdout, messages
@@ -68,8 +77,9 @@ def report_dir(tmp_path_factory):
         t.__class__(**{**t.__dict__, "params": {**t.params, act.path: INJECTED[i % len(INJECTED)]}})
         for i, t in enumerate(base.trials)
     )
-    sweep = base.__class__(**{**base.__dict__, "trials": trials, "parameters": (*base.parameters, act),
-                              "name": "browser <b>check</b>"})
+    sweep = base.__class__(
+        **{**base.__dict__, "trials": trials, "parameters": (*base.parameters, act), "name": "browser <b>check</b>"}
+    )
     out = tmp_path_factory.mktemp("browser")
     build_report(sweep, out / "report")
     return out
@@ -100,8 +110,7 @@ def test_screenshot_is_saved_as_an_artifact(report_dir):
     shot = _artifacts() / "report.png"
     shot.unlink(missing_ok=True)
     page = report_dir / "report" / "report.html"
-    _chromium("--window-size=1300,5200", "--hide-scrollbars", f"--screenshot={shot}", page.as_uri(),
-              cwd=report_dir)
+    _chromium("--window-size=1300,5200", "--hide-scrollbars", f"--screenshot={shot}", page.as_uri(), cwd=report_dir)
     assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 50_000  # a blank page is a few kB
 

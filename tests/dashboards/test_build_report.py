@@ -87,9 +87,15 @@ def test_best_configuration_is_yaml_that_reads_back():
 
     from dashboards.report import best_config_yaml
 
-    params = {"trainer.learning_rate": 0.001, "trainer.optimizer.type": "sgd", "combiner.output_size": 16,
-              "image.encoder.layers": [8, 16], "trainer.optimizer.block": {"momentum": 0.9, "nesterov": True},
-              "combiner.activation": "yes", "combiner.name": "1e3"}
+    params = {
+        "trainer.learning_rate": 0.001,
+        "trainer.optimizer.type": "sgd",
+        "combiner.output_size": 16,
+        "image.encoder.layers": [8, 16],
+        "trainer.optimizer.block": {"momentum": 0.9, "nesterov": True},
+        "combiner.activation": "yes",
+        "combiner.name": "1e3",
+    }
     text = best_config_yaml(params)
     assert yaml.safe_load(text) == {
         "trainer": {"learning_rate": 0.001, "optimizer": {"type": "sgd", "block": {"momentum": 0.9, "nesterov": True}}},

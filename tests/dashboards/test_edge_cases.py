@@ -45,8 +45,7 @@ def test_two_hundred_categories(tmp_path, make_trial, make_sweep):
 
 def test_dict_valued_choices_everywhere(tmp_path, make_trial, make_sweep, params):
     optimizer = params[2]
-    trials = [make_trial(f"t{i}", {optimizer.path: optimizer.categories[i % 3]}, 0.1 + 0.01 * i)
-              for i in range(6)]
+    trials = [make_trial(f"t{i}", {optimizer.path: optimizer.categories[i % 3]}, 0.1 + 0.01 * i) for i in range(6)]
     kfold = [KFoldRecord(1, "t0", trials[0].params, (0.1, 0.12), 0.11, "label/loss")]
     page = _page(make_sweep(trials, kfold=kfold), tmp_path)
     assert "{&#34;momentum&#34;: 0.9, &#34;type&#34;: &#34;sgd&#34;}" in page  # trials table, full text

@@ -18,9 +18,7 @@ def test_rows_turn_lists_and_dicts_into_text(make_trial, make_sweep, params):
 def test_page_is_written_and_a_value_cannot_close_its_script(tmp_path, make_trial, make_sweep):
     evil = "<script>alert(1)</script>"
     trials = [make_trial("t0", {"act": evil}, 0.3), make_trial("t1", {"act": "relu"}, 0.2)]
-    path = write_hiplot_page(
-        trials_table(make_sweep(trials, parameters=())), tmp_path / "hiplot.html"
-    )
+    path = write_hiplot_page(trials_table(make_sweep(trials, parameters=())), tmp_path / "hiplot.html")
     page = path.read_text(encoding="utf-8")
     assert "</script>alert" not in page and evil not in page
     assert "\\u003cscript>alert(1)\\u003c/script>" in page

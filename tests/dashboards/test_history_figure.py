@@ -4,8 +4,7 @@ from dashboards.history import history_figure, history_info
 def test_best_so_far_follows_the_goal(make_trial, make_sweep):
     values = [0.5, None, 0.7, 0.3, 0.4]
     trials = [
-        make_trial(f"t{i}", {}, v, status="FINISHED" if v is not None else "FAILED")
-        for i, v in enumerate(values)
+        make_trial(f"t{i}", {}, v, status="FINISHED" if v is not None else "FAILED") for i, v in enumerate(values)
     ]
     info = history_info(make_sweep(trials, parameters=()))
     assert info.trial_numbers == [1, 3, 4, 5]

@@ -18,8 +18,14 @@ def test_study_rebuilt_with_the_search_space(sweep, params):
 
 def test_the_parameter_that_drives_the_metric_comes_first(make_trial, make_sweep, params):
     lr, layers, _ = params
-    trials = [make_trial(f"t{i}", {lr.path: 10 ** (-4 + 3 * (i % 10) / 9), layers.path: 1 + i % 3},
-                         0.1 + 0.5 * abs(-4 + 3 * (i % 10) / 9 + 2.5)) for i in range(30)]
+    trials = [
+        make_trial(
+            f"t{i}",
+            {lr.path: 10 ** (-4 + 3 * (i % 10) / 9), layers.path: 1 + i % 3},
+            0.1 + 0.5 * abs(-4 + 3 * (i % 10) / 9 + 2.5),
+        )
+        for i in range(30)
+    ]
     info = importance_info(make_sweep(trials, parameters=[lr, layers]))
     assert info.params == [lr.path, layers.path] and info.note is None
     assert sum(info.importances) == pytest.approx(1.0) and info.importances[0] > 0.9

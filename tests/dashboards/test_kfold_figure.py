@@ -39,8 +39,10 @@ def test_t_interval_of_known_values():
 
 def test_optimism_is_test_minus_cv_signed_by_goal(make_sweep, make_trial):
     trials = [make_trial("t1", {}, 0.20), make_trial("t2", {}, 0.25)]
-    kfold = [KFoldRecord(1, "t1", {}, (0.30, 0.32), 0.35, "label/loss"),
-             KFoldRecord(2, "t2", {}, (0.40, 0.42), 0.39, "label/loss")]
+    kfold = [
+        KFoldRecord(1, "t1", {}, (0.30, 0.32), 0.35, "label/loss"),
+        KFoldRecord(2, "t2", {}, (0.40, 0.42), 0.39, "label/loss"),
+    ]
     info = kfold_info(make_sweep(trials, kfold=kfold))
     # minimize: (0.35 - 0.31) and (0.39 - 0.41) -> mean 0.01 worse on test
     assert info.cv_optimism == pytest.approx(0.01)
@@ -68,8 +70,10 @@ def test_paired_tests_against_scipy_with_plain_verdicts():
 
 
 def test_pairs_with_a_failed_fold_are_not_compared(make_sweep):
-    kfold = [KFoldRecord(1, "t1", {}, (0.3, 0.31), 0.3, "label/loss"),
-             KFoldRecord(2, "t2", {}, (0.4,), 0.5, "label/loss", failed_folds=1)]
+    kfold = [
+        KFoldRecord(1, "t1", {}, (0.3, 0.31), 0.3, "label/loss"),
+        KFoldRecord(2, "t2", {}, (0.4,), 0.5, "label/loss", failed_folds=1),
+    ]
     (test,) = kfold_info(make_sweep([], kfold=kfold)).tests
     assert "a fold failed" in test.verdict and test.t_pvalue is None
 

@@ -44,7 +44,10 @@ def test_parent_run_gives_the_sweep(result, store):
     assert result.tracking_uri == uri
     assert result.wall_time_s is not None and result.wall_time_s >= 0
     assert [p.path for p in result.parameters] == [
-        "trainer.learning_rate", "image.encoder.num_layers", "trainer.optimizer"]
+        "trainer.learning_rate",
+        "image.encoder.num_layers",
+        "trainer.optimizer",
+    ]
     lr = result.parameters[0]
     assert lr.log and (lr.lower, lr.upper) == (1e-4, 1e-1)
     assert result.parameters[2].categories[1] == {"type": "sgd", "momentum": 0.9}
@@ -54,8 +57,11 @@ def test_one_trial_per_search_run_in_start_order_with_original_types(result):
     trials = {t.trial_id: t for t in result.trials}
     assert [t.trial_id for t in result.trials] == [f"t_0000{i}" for i in range(5)]
     assert [t.status for t in result.trials] == ["FINISHED", "KILLED", "FAILED", "FINISHED", "RUNNING"]
-    assert trials["t_00000"].params == {"trainer.learning_rate": 1e-3, "image.encoder.num_layers": 2,
-                                        "trainer.optimizer": "adam"}
+    assert trials["t_00000"].params == {
+        "trainer.learning_rate": 1e-3,
+        "image.encoder.num_layers": 2,
+        "trainer.optimizer": "adam",
+    }
     assert trials["t_00001"].params["trainer.optimizer"] == {"type": "sgd", "momentum": 0.9}
     assert trials["t_00002"].params["trainer.optimizer"] == [1, 2]
     assert trials["t_00003"].params["trainer.optimizer"] == EVIL
@@ -98,11 +104,26 @@ def test_experiment_name_finds_the_latest_sweep(store, result):
 
 
 def test_pure_conversion_without_search_space_and_running_parent():
-    parent = RunSnapshot("p", "s-20260101-000000", "RUNNING", 100.0, None, {},
-                         {"metric": "validation/y/accuracy", "goal": "maximize"}, {})
-    child = RunSnapshot("c", "trial_x", "RUNNING", 110.0, None, {"trial_id": "x"},
-                        {"a.b": "0.5", "batch_size": "32"},
-                        {"validation/y/accuracy": [(1, 0.5), (2, 0.7), (3, 0.6)]})
+    parent = RunSnapshot(
+        "p",
+        "s-20260101-000000",
+        "RUNNING",
+        100.0,
+        None,
+        {},
+        {"metric": "validation/y/accuracy", "goal": "maximize"},
+        {},
+    )
+    child = RunSnapshot(
+        "c",
+        "trial_x",
+        "RUNNING",
+        110.0,
+        None,
+        {"trial_id": "x"},
+        {"a.b": "0.5", "batch_size": "32"},
+        {"validation/y/accuracy": [(1, 0.5), (2, 0.7), (3, 0.6)]},
+    )
     result = sweep_from_runs(parent, [child], None, now_s=130.0)
     assert result.wall_time_s == 30.0 and result.best_trial_id == "x"
     (trial,) = result.trials
@@ -116,8 +137,16 @@ LOSS, AUC = "validation/y/loss", "validation/y/roc_auc"
 
 
 def _mo_trial(tid: str, loss: float, auc: float, status: str = "FINISHED") -> RunSnapshot:
-    return RunSnapshot(tid, f"trial_{tid}", status, 110.0, 120.0, {"trial_id": tid, "status": status},
-                       {"a.b": "0.5"}, {LOSS: [(1, 9.0), (2, loss)], AUC: [(1, 0.1), (2, auc)]})
+    return RunSnapshot(
+        tid,
+        f"trial_{tid}",
+        status,
+        110.0,
+        120.0,
+        {"trial_id": tid, "status": status},
+        {"a.b": "0.5"},
+        {LOSS: [(1, 9.0), (2, loss)], AUC: [(1, 0.1), (2, auc)]},
+    )
 
 
 def test_a_multi_objective_sweep_keeps_its_objectives_and_pareto_set():
@@ -126,16 +155,30 @@ def test_a_multi_objective_sweep_keeps_its_objectives_and_pareto_set():
     from ludwig_hpo.driver.sweep import objectives_tag
 
     tag = objectives_tag([(LOSS, "minimize"), (AUC, "maximize")])
-    parent = RunSnapshot("p", "mo-20260101-000000", "FINISHED", 100.0, 200.0, {"objectives": tag},
-                         {"metric": LOSS, "goal": "minimize"}, {})
-    children = [_mo_trial("a", 0.3, 0.90), _mo_trial("b", 0.2, 0.80), _mo_trial("c", 0.4, 0.85),
-                _mo_trial("d", 0.25, 0.95, status="KILLED")]
+    parent = RunSnapshot(
+        "p",
+        "mo-20260101-000000",
+        "FINISHED",
+        100.0,
+        200.0,
+        {"objectives": tag},
+        {"metric": LOSS, "goal": "minimize"},
+        {},
+    )
+    children = [
+        _mo_trial("a", 0.3, 0.90),
+        _mo_trial("b", 0.2, 0.80),
+        _mo_trial("c", 0.4, 0.85),
+        _mo_trial("d", 0.25, 0.95, status="KILLED"),
+    ]
     result = sweep_from_runs(parent, children, None)
     assert result.objectives == (LOSS, AUC)
     assert result.pareto_trial_ids == ("b", "d")  # a and c are beaten by d on both
     single = RunSnapshot("p", "s", "FINISHED", 100.0, 200.0, {}, {"metric": LOSS, "goal": "minimize"}, {})
     assert sweep_from_runs(single, children, None).objectives == ()
-    broken = RunSnapshot("p", "s", "FINISHED", 100.0, 200.0, {"objectives": "[{"}, {"metric": LOSS, "goal": "minimize"}, {})
+    broken = RunSnapshot(
+        "p", "s", "FINISHED", 100.0, 200.0, {"objectives": "[{"}, {"metric": LOSS, "goal": "minimize"}, {}
+    )
     assert sweep_from_runs(broken, children, None).pareto_trial_ids == ()
 
 
@@ -145,10 +188,18 @@ def test_a_run_that_is_not_a_sweep_is_refused():
         sweep_from_runs(parent, [])
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("16", 16), ("0.001", 0.001), ("adam", "adam"), ("[1, 2]", [1, 2]),
-    ('{"a": 1}', {"a": 1}), ("true", True), (EVIL, EVIL),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("16", 16),
+        ("0.001", 0.001),
+        ("adam", "adam"),
+        ("[1, 2]", [1, 2]),
+        ('{"a": 1}', {"a": 1}),
+        ("true", True),
+        (EVIL, EVIL),
+    ],
+)
 def test_parse_param_without_categories(text, expected):
     assert parse_param(text) == expected
 
@@ -179,10 +230,13 @@ def test_hpo_report_from_dir_experiment_and_run_id(store, tmp_path):
     assert "t_00003" in page and EVIL not in page
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--experiment", "nope"], "no experiment named 'nope' in this store (it has: 'digits-cnn'"),
-    (["--run-id", "0123456789abcdef"], "no run with id '0123456789abcdef'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--experiment", "nope"], "no experiment named 'nope' in this store (it has: 'digits-cnn'"),
+        (["--run-id", "0123456789abcdef"], "no run with id '0123456789abcdef'"),
+    ],
+)
 def test_hpo_report_unknown_experiment_or_run(store, tmp_path, args, message):
     _, uri, _ = store
     res = CliRunner().invoke(app, ["report", *args, "--tracking-uri", uri, "-o", str(tmp_path / "x")])
@@ -192,10 +246,13 @@ def test_hpo_report_unknown_experiment_or_run(store, tmp_path, args, message):
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("uri, message", [
-    ("http://127.0.0.1:9", "the MLflow server does not answer"),
-    ("sqlite:///{tmp}/missing.db", "the SQLite store does not exist"),
-])
+@pytest.mark.parametrize(
+    "uri, message",
+    [
+        ("http://127.0.0.1:9", "the MLflow server does not answer"),
+        ("sqlite:///{tmp}/missing.db", "the SQLite store does not exist"),
+    ],
+)
 def test_hpo_report_unreachable_store(tmp_path, uri, message):
     uri = uri.format(tmp=tmp_path)
     res = CliRunner().invoke(app, ["report", "--experiment", "x", "--tracking-uri", uri])
@@ -222,8 +279,15 @@ def test_tidy_tables_from_the_store(result):
     assert trials["trainer.optimizer"][1] == {"type": "sgd", "momentum": 0.9}
 
     epochs = epochs_table(result)
-    assert list(epochs.columns) == ["trial_id", "status", "epoch", "objective", "train/combined/running_loss",
-                                    "validation/label/accuracy", "validation/label/loss"]
+    assert list(epochs.columns) == [
+        "trial_id",
+        "status",
+        "epoch",
+        "objective",
+        "train/combined/running_loss",
+        "validation/label/accuracy",
+        "validation/label/loss",
+    ]
     t3 = epochs[epochs["trial_id"] == "t_00003"]
     assert t3["epoch"].tolist() == [1, 2, 3] and t3["objective"].tolist() == [0.8, 0.3, 0.35]
     assert len(epochs) == 3 + 1 + 3 + 1  # the failed trial has no epoch

@@ -14,9 +14,7 @@ def axis(info, label):
 def test_log_param_on_log10_values_with_ticks_in_original_units(make_trial, make_sweep, params):
     lr, layers, optimizer = params
     trials = [
-        make_trial(
-            f"t{i}", {lr.path: v, layers.path: i % 3 + 1, optimizer.path: "adam"}, 0.1 * i + 0.1
-        )
+        make_trial(f"t{i}", {lr.path: v, layers.path: i % 3 + 1, optimizer.path: "adam"}, 0.1 * i + 0.1)
         for i, v in enumerate([1e-4, 3e-3, 1e-1])
     ]
     info = parallel_coordinates_info(make_sweep(trials))
@@ -85,9 +83,7 @@ def test_bool_and_int_categories_stay_distinct(make_trial, make_sweep):
 def test_constant_param_listed_not_drawn(make_trial, make_sweep, params):
     lr, layers, optimizer = params
     trials = [
-        make_trial(
-            f"t{i}", {lr.path: 10.0 ** -(i + 2), layers.path: 2, optimizer.path: [1, 2]}, 0.1 * i
-        )
+        make_trial(f"t{i}", {lr.path: 10.0 ** -(i + 2), layers.path: 2, optimizer.path: [1, 2]}, 0.1 * i)
         for i in range(3)
     ]
     info = parallel_coordinates_info(make_sweep(trials))
@@ -129,8 +125,7 @@ def test_failed_trials_drawn_grey_on_a_no_metric_tick_and_status_axis(sweep):
 def test_axes_ordered_by_importance_most_important_next_to_the_metric(sweep, params):
     lr, layers, optimizer = params
     info = parallel_coordinates_info(sweep, importance=[layers.path, lr.path])
-    assert [a.label for a in info.axes] == ["status", optimizer.path, lr.path, layers.path,
-                                            "validation/label/loss"]
+    assert [a.label for a in info.axes] == ["status", optimizer.path, lr.path, layers.path, "validation/label/loss"]
     info = parallel_coordinates_info(sweep)
     assert [a.label for a in info.axes][1:4] == [lr.path, layers.path, optimizer.path]
 

@@ -11,8 +11,11 @@ def _brute_force(xs, ys, x_goal, y_goal):
     sy = 1 if y_goal == "minimize" else -1
 
     def dominates(j, i):
-        return (sx * xs[j] <= sx * xs[i] and sy * ys[j] <= sy * ys[i]
-                and (sx * xs[j] < sx * xs[i] or sy * ys[j] < sy * ys[i]))
+        return (
+            sx * xs[j] <= sx * xs[i]
+            and sy * ys[j] <= sy * ys[i]
+            and (sx * xs[j] < sx * xs[i] or sy * ys[j] < sy * ys[i])
+        )
 
     return {i for i in range(len(xs)) if not any(dominates(j, i) for j in range(len(xs)))}
 
@@ -54,8 +57,9 @@ def test_a_multi_objective_sweep_draws_its_objectives_and_the_sweeps_pareto_set(
         t = make_trial(tid, {}, loss)
         last = EpochRecord(3, loss, {"validation/y/loss": loss, "validation/y/accuracy": acc})
         trials.append(dataclasses.replace(t, history=(*t.history[:-1], last)))
-    sweep = dataclasses.replace(make_sweep(trials), objectives=("validation/y/loss", "validation/y/accuracy"),
-                                pareto_trial_ids=("b", "d"))
+    sweep = dataclasses.replace(
+        make_sweep(trials), objectives=("validation/y/loss", "validation/y/accuracy"), pareto_trial_ids=("b", "d")
+    )
     info = pareto_info(sweep)
     assert info.x_title == "validation/y/loss" and info.metric_title == "validation/y/accuracy"
     assert info.costs == [0.2, 0.1, 0.3, 0.15] and info.values == [0.90, 0.80, 0.85, 0.95]

@@ -39,15 +39,30 @@ def _ray_exe() -> str:
 
 def _node_ports() -> list[str]:
     # Two nodes on one machine: every per-node port must differ (the defaults are fixed).
-    return ["--node-manager-port", str(_port()), "--object-manager-port", str(_port()),
-            "--dashboard-agent-listen-port", str(_port()), "--dashboard-agent-grpc-port", str(_port()),
-            "--metrics-export-port", str(_port()), "--runtime-env-agent-port", str(_port()),
-            "--min-worker-port", "0", "--max-worker-port", "0"]
+    return [
+        "--node-manager-port",
+        str(_port()),
+        "--object-manager-port",
+        str(_port()),
+        "--dashboard-agent-listen-port",
+        str(_port()),
+        "--dashboard-agent-grpc-port",
+        str(_port()),
+        "--metrics-export-port",
+        str(_port()),
+        "--runtime-env-agent-port",
+        str(_port()),
+        "--min-worker-port",
+        "0",
+        "--max-worker-port",
+        "0",
+    ]
 
 
 def _python(code: str, env: dict) -> str:
-    return subprocess.run([sys.executable, "-c", code], env=env, text=True, capture_output=True, timeout=120,
-                          check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, text=True, capture_output=True, timeout=120, check=True
+    ).stdout
 
 
 def _own_leftovers(marker: str) -> list[int]:
@@ -73,13 +88,45 @@ def two_nodes():
     address = f"127.0.0.1:{gcs}"
     procs: list[subprocess.Popen] = []
     try:
-        common = ["--num-cpus", "2", "--num-gpus", "0", "--node-ip-address", "127.0.0.1", "--block",
-                  "--disable-usage-stats"]
-        procs.append(subprocess.Popen(
-            [_ray_exe(), "start", "--head", "--port", str(gcs), "--temp-dir", temp_dirs[0], "--include-dashboard", "true",
-             "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--ray-client-server-port", str(_port()),
-             "--resources", '{"head_node": 1}', *common, *_node_ports()],
-            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        common = [
+            "--num-cpus",
+            "2",
+            "--num-gpus",
+            "0",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--block",
+            "--disable-usage-stats",
+        ]
+        procs.append(
+            subprocess.Popen(
+                [
+                    _ray_exe(),
+                    "start",
+                    "--head",
+                    "--port",
+                    str(gcs),
+                    "--temp-dir",
+                    temp_dirs[0],
+                    "--include-dashboard",
+                    "true",
+                    "--dashboard-host",
+                    "127.0.0.1",
+                    "--dashboard-port",
+                    str(dash),
+                    "--ray-client-server-port",
+                    str(_port()),
+                    "--resources",
+                    '{"head_node": 1}',
+                    *common,
+                    *_node_ports(),
+                ],
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         deadline = time.time() + 90
         while True:  # the head's GCS accepts connections
             with socket.socket() as s:
@@ -88,19 +135,40 @@ def two_nodes():
             assert time.time() < deadline, "the Ray head did not start"
             assert procs[0].poll() is None, "ray start --head exited"
             time.sleep(0.5)
-        procs.append(subprocess.Popen(
-            [_ray_exe(), "start", "--address", address, "--temp-dir", temp_dirs[1], "--resources", '{"second_node": 1}',
-             *common,
-             *_node_ports()],
-            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        nodes = json.loads(_python(
-            "import json, time, ray\n"
-            f"ray.init(address={address!r}, logging_level='ERROR')\n"
-            "deadline = time.time() + 120\n"
-            "while len([n for n in ray.nodes() if n['Alive']]) < 2 and time.time() < deadline:\n"
-            "    time.sleep(0.5)\n"
-            "print(json.dumps({n['NodeID']: ('head' if 'head_node' in n['Resources'] else 'second')\n"
-            "                  for n in ray.nodes() if n['Alive']}))\n", env).strip().splitlines()[-1])
+        procs.append(
+            subprocess.Popen(
+                [
+                    _ray_exe(),
+                    "start",
+                    "--address",
+                    address,
+                    "--temp-dir",
+                    temp_dirs[1],
+                    "--resources",
+                    '{"second_node": 1}',
+                    *common,
+                    *_node_ports(),
+                ],
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        nodes = json.loads(
+            _python(
+                "import json, time, ray\n"
+                f"ray.init(address={address!r}, logging_level='ERROR')\n"
+                "deadline = time.time() + 120\n"
+                "while len([n for n in ray.nodes() if n['Alive']]) < 2 and time.time() < deadline:\n"
+                "    time.sleep(0.5)\n"
+                "print(json.dumps({n['NodeID']: ('head' if 'head_node' in n['Resources'] else 'second')\n"
+                "                  for n in ray.nodes() if n['Alive']}))\n",
+                env,
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         assert sorted(nodes.values()) == ["head", "second"], nodes
         yield address, f"http://127.0.0.1:{dash}", nodes, env
     finally:
@@ -136,18 +204,25 @@ def test_sweep_on_an_existing_two_node_cluster_uses_both_nodes(two_nodes, tmp_pa
     raw["report"] = {"enabled": False}
     raw["backend"] = {**raw.get("backend", {}), "trial_executor": "fresh"}  # one Train worker group per trial
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
-    proc = run_cli("sweep", "sweep.yaml", "--address", address, "--num-workers", "2", "--output", "results",
-                   cwd=tmp_path)
+    proc = run_cli(
+        "sweep", "sweep.yaml", "--address", address, "--num-workers", "2", "--output", "results", cwd=tmp_path
+    )
     assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     # Two nodes x 2 one-CPU workers, 2-worker trials: two trials at once.
     assert "2 node(s), 4 CPU / 0 GPU -> 2 trial(s) at once" in proc.stdout, proc.stdout
     assert f"ray: connected to {address} (2 node(s))" in proc.stdout
-    workers = json.loads(_python(
-        "import json\n"
-        "from ray.util.state import list_actors\n"
-        f"actors = list_actors(address={dashboard!r}, filters=[('class_name', '=', 'RayTrainWorker')],\n"
-        "                     limit=10000, detail=True, raise_on_missing_output=False)\n"
-        "print(json.dumps([[a.node_id, a.placement_group_id, a.pid] for a in actors]))\n", env).strip().splitlines()[-1])
+    workers = json.loads(
+        _python(
+            "import json\n"
+            "from ray.util.state import list_actors\n"
+            f"actors = list_actors(address={dashboard!r}, filters=[('class_name', '=', 'RayTrainWorker')],\n"
+            "                     limit=10000, detail=True, raise_on_missing_output=False)\n"
+            "print(json.dumps([[a.node_id, a.placement_group_id, a.pid] for a in actors]))\n",
+            env,
+        )
+        .strip()
+        .splitlines()[-1]
+    )
     groups: dict[str, list[str]] = {}
     for node_id, pg, pid in workers:
         groups.setdefault(pg, []).append(f"{nodes.get(node_id, node_id)}(pid {pid})")
@@ -161,8 +236,16 @@ def test_sweep_on_an_existing_two_node_cluster_uses_both_nodes(two_nodes, tmp_pa
 
 def test_unreachable_address_is_a_one_line_error(tmp_path):
     port = _port()  # nothing listens there
-    proc = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--address", f"127.0.0.1:{port}",
-                   "--output", "results", cwd=tmp_path, timeout=180)
+    proc = run_cli(
+        "sweep",
+        str(SWEEPS / "breast_cancer_tiny.yaml"),
+        "--address",
+        f"127.0.0.1:{port}",
+        "--output",
+        "results",
+        cwd=tmp_path,
+        timeout=180,
+    )
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip()
     assert line.startswith("error: --address: cannot connect to the Ray cluster at") and "\n" not in line, line
@@ -170,9 +253,19 @@ def test_unreachable_address_is_a_one_line_error(tmp_path):
 
 
 def test_hpo_train_trains_the_base_configuration_once_and_saves_the_model(tmp_path):
-    proc = run_cli("train", str(SWEEPS / "breast_cancer_tiny.yaml"), "--num-workers", "2",
-                   "--set", "trainer.batch_size=16", "--set", "trainer.learning_rate=0.02", "--output", "results",
-                   cwd=tmp_path)
+    proc = run_cli(
+        "train",
+        str(SWEEPS / "breast_cancer_tiny.yaml"),
+        "--num-workers",
+        "2",
+        "--set",
+        "trainer.batch_size=16",
+        "--set",
+        "trainer.learning_rate=0.02",
+        "--output",
+        "results",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, f"train failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     out = tmp_path / "results" / "breast-cancer-tiny-train"
     assert (out / "best_model" / "model.pt").is_file()

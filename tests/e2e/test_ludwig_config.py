@@ -20,8 +20,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(SWEEP_TIMEOUT_S + 60)]
 @pytest.fixture(scope="module")
 def ludwig_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("ludwig")
-    proc = run_cli("sweep", str(FIXTURES / "defaults_and_blocks.yaml"), "--dataset", str(FIXTURES / "data.csv"),
-                   "--output", "results", cwd=cwd)
+    proc = run_cli(
+        "sweep",
+        str(FIXTURES / "defaults_and_blocks.yaml"),
+        "--dataset",
+        str(FIXTURES / "data.csv"),
+        "--output",
+        "results",
+        cwd=cwd,
+    )
     assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc, cwd / "results" / "defaults_and_blocks"
 
@@ -62,8 +69,17 @@ def image_sweep(tmp_path_factory):
     """The Ludwig image fixture (PNG paths in a CSV, fixed split column) run from another
     folder with one-worker trials."""
     cwd = tmp_path_factory.mktemp("ludwig-images")
-    proc = run_cli("sweep", str(FIXTURES / "image_digits.yaml"), "--dataset", str(FIXTURES / "image_digits.csv"),
-                   "--num-workers", "1", "--output", "results", cwd=cwd)
+    proc = run_cli(
+        "sweep",
+        str(FIXTURES / "image_digits.yaml"),
+        "--dataset",
+        str(FIXTURES / "image_digits.csv"),
+        "--num-workers",
+        "1",
+        "--output",
+        "results",
+        cwd=cwd,
+    )
     assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc, cwd / "results" / "image_digits"
 

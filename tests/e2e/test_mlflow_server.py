@@ -33,10 +33,27 @@ def mlflow_server(tmp_path_factory):
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     log = open(root / "server.log", "w")
-    proc = subprocess.Popen([mlflow, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-                             "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
-                             "--artifacts-destination", str(root / "artifacts")],
-                            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            mlflow,
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'server.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + SERVER_START_TIMEOUT_S
@@ -67,8 +84,14 @@ def test_the_sweep_lands_completely_on_a_server_and_an_inherited_run_id_changes_
     client = MlflowClient(tracking_uri=mlflow_server)
     outer_exp = client.create_experiment("outer")
     outer = client.create_run(outer_exp, run_name="notebook").info.run_id
-    proc = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "results", cwd=tmp_path,
-                   env_extra={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": outer})
+    proc = run_cli(
+        "sweep",
+        str(SWEEPS / "breast_cancer_tiny.yaml"),
+        "--output",
+        "results",
+        cwd=tmp_path,
+        env_extra={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": outer},
+    )
     assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     assert "from MLFLOW_TRACKING_URI" in proc.stdout and f"MLFLOW_RUN_ID={outer} is ignored" in proc.stdout
     assert not (tmp_path / "results" / "breast-cancer-tiny" / "mlflow.db").exists()

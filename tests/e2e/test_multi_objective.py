@@ -28,8 +28,10 @@ def mo_sweep(tmp_path_factory):
 
 def _non_dominated(points: dict[str, tuple[float, float]]) -> set[str]:
     """Trials no other trial beats on both (loss lower is better, AUC higher is better)."""
+
     def beats(a, b):
         return a[0] <= b[0] and a[1] >= b[1] and (a[0] < b[0] or a[1] > b[1])
+
     return {t for t, p in points.items() if not any(beats(q, p) for u, q in points.items() if u != t)}
 
 
@@ -62,8 +64,10 @@ def test_mlflow_parent_holds_the_trials_and_the_objectives(mo_sweep):
     trials = [r for r in runs if r.data.tags.get("run_kind") == "trial"]
     assert sorted(r.data.tags["trial_id"] for r in trials) == sorted(t["trial_id"] for t in result["trials"])
     assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in trials)
-    assert json.loads(parent.data.tags["objectives"]) == [{"metric": LOSS, "goal": "minimize"},
-                                                          {"metric": AUC, "goal": "maximize"}]
+    assert json.loads(parent.data.tags["objectives"]) == [
+        {"metric": LOSS, "goal": "minimize"},
+        {"metric": AUC, "goal": "maximize"},
+    ]
     for r in trials:
         assert {LOSS, AUC} <= set(r.data.metrics)
 
@@ -71,7 +75,7 @@ def test_mlflow_parent_holds_the_trials_and_the_objectives(mo_sweep):
 def _front_in_report(html: str) -> list[str]:
     """The trial ids on the "Pareto front" trace of the report's Objectives figure."""
     assert "<h2>Objectives</h2>" in html and f"Each trial's {LOSS} against its {AUC}" in html
-    start = html.index('Plotly.newPlot(', html.index('id="pareto-front"'))
+    start = html.index("Plotly.newPlot(", html.index('id="pareto-front"'))
     traces, _ = json.JSONDecoder().raw_decode(html, html.index("[", start))
     (front,) = [t for t in traces if t.get("name") == "Pareto front"]
     return front["customdata"]

@@ -49,8 +49,11 @@ def _sweep_sessions(sid: int, cluster: Path | None) -> set[int]:
     local Ray cluster (GCS, raylet, dashboard, ...: they name the cluster's temp folder
     ``cluster`` on their command lines and lead sessions of their own, which hold their children;
     the raylet's workers and agents rename themselves ``ray::<name>``)."""
-    daemons = {pid for pid, (session, cmdline) in _processes().items()
-               if cluster and pid == session and str(cluster).encode() in cmdline}
+    daemons = {
+        pid
+        for pid, (session, cmdline) in _processes().items()
+        if cluster and pid == session and str(cluster).encode() in cmdline
+    }
     return {sid} | daemons
 
 
@@ -122,9 +125,15 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     sweep = tmp_path / "tiny.yaml"
     sweep.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
-    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
-                            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     out = tmp_path / "r" / "breast-cancer-tiny"
     seen, ended, caught = [], 0, None
     lines: queue.Queue = queue.Queue()
@@ -147,8 +156,11 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     assert ended >= 2 and caught, "".join(seen)
     assert json.loads((out / "state.json").read_text())["phase"] == "search"
 
-    before = {r.data.tags["trial_id"]: r for r in _runs(out)
-              if r.data.tags.get("phase") == "search" and r.info.status in ("FINISHED", "KILLED", "FAILED")}
+    before = {
+        r.data.tags["trial_id"]: r
+        for r in _runs(out)
+        if r.data.tags.get("phase") == "search" and r.info.status in ("FINISHED", "KILLED", "FAILED")
+    }
     assert len(before) >= 2
 
     again = run_cli("sweep", str(sweep), "--output", "r", cwd=tmp_path)
@@ -175,12 +187,17 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     for r in trials:  # continued or not, no trial logged an epoch twice
         history = client.get_metric_history(r.info.run_id, "objective")
         assert len({m.step for m in history}) == len(history) == len(result_history(result, r))
-    continued = {r.data.tags["trial_id"]: int(r.data.tags["resumed_from_epoch"]) for r in trials
-                 if "resumed_from_epoch" in r.data.tags}
+    continued = {
+        r.data.tags["trial_id"]: int(r.data.tags["resumed_from_epoch"])
+        for r in trials
+        if "resumed_from_epoch" in r.data.tags
+    }
     assert continued.get(caught, 0) >= 1, f"{caught} ran again from epoch 1: {continued}"
-    print(f"\nkill-and-resume: {len(before)} trial(s) ended before SIGKILL, {4 - len(before)} ran after "
-          f"({len(continued)} continued from a checkpoint: {continued}); {len(ids)} trial runs, "
-          f"{len(ids) - len(set(ids))} duplicates")
+    print(
+        f"\nkill-and-resume: {len(before)} trial(s) ended before SIGKILL, {4 - len(before)} ran after "
+        f"({len(continued)} continued from a checkpoint: {continued}); {len(ids)} trial runs, "
+        f"{len(ids) - len(set(ids))} duplicates"
+    )
 
 
 def result_history(result: dict, run) -> list:
@@ -198,9 +215,15 @@ def test_trials_that_ended_after_tunes_last_save_are_not_run_again(tmp_path):
     raw["report"] = {"enabled": False}
     sweep = tmp_path / "tiny.yaml"
     sweep.write_text(yaml.safe_dump(raw, sort_keys=False))
-    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
-                            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     seen, ended = [], 0
     try:
         deadline = time.time() + SWEEP_TIMEOUT_S
@@ -217,20 +240,28 @@ def test_trials_that_ended_after_tunes_last_save_are_not_run_again(tmp_path):
     out = tmp_path / "r" / "breast-cancer-tiny"
     journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
     # a run's end is written in the background: a trial the journal holds may still be RUNNING
-    before = {r.data.tags["trial_id"]: r for r in _runs(out)
-              if r.data.tags.get("phase") == "search" and r.info.status in ("FINISHED", "KILLED")}
+    before = {
+        r.data.tags["trial_id"]: r
+        for r in _runs(out)
+        if r.data.tags.get("phase") == "search" and r.info.status in ("FINISHED", "KILLED")
+    }
     journaled = {e["trial_id"]: e for e in journal}
     assert set(before) <= set(journaled) and len(journaled) >= 2
 
-    again = run_cli("sweep", str(sweep), "--output", "r", cwd=tmp_path, env_extra={"TUNE_GLOBAL_CHECKPOINT_S": "100000"})
+    again = run_cli(
+        "sweep", str(sweep), "--output", "r", cwd=tmp_path, env_extra={"TUNE_GLOBAL_CHECKPOINT_S": "100000"}
+    )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     runs = _runs(out)
     assert not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
     lost = [r for r in runs if r.data.tags.get("phase") == "search" and "note" in r.data.tags]
     assert all(r.info.status == "KILLED" and r.data.tags["stopped_by"] == "interrupted" for r in lost)
     lost_ids = {r.info.run_id for r in lost}
-    kept = {r.data.tags["trial_id"]: r for r in runs
-            if r.data.tags.get("phase") == "search" and r.info.run_id not in lost_ids}
+    kept = {
+        r.data.tags["trial_id"]: r
+        for r in runs
+        if r.data.tags.get("phase") == "search" and r.info.run_id not in lost_ids
+    }
     assert len(kept) == 4  # num_samples: the journal's trials count, none ran twice
     for tid, r in before.items():
         assert kept[tid].data.metrics == r.data.metrics
@@ -240,5 +271,7 @@ def test_trials_that_ended_after_tunes_last_save_are_not_run_again(tmp_path):
         assert sorted(set(steps)) == [r["epoch"] for r in e["results"]]
     result = json.loads((out / "results.json").read_text())
     assert sorted(t["trial_id"] for t in result["trials"]) == sorted(kept)
-    print(f"\nended after the last saved state: {len(before)} trial(s) kept from the journal; "
-          f"{len(kept) - len(before)} ran after the resume; {len(lost)} lost run(s) marked KILLED")
+    print(
+        f"\nended after the last saved state: {len(before)} trial(s) kept from the journal; "
+        f"{len(kept) - len(before)} ran after the resume; {len(lost)} lost run(s) marked KILLED"
+    )

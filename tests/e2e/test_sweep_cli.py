@@ -19,14 +19,22 @@ from ..conftest import SWEEPS
 SWEEP_TIMEOUT_S = 540
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = SWEEP_TIMEOUT_S,
-            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path, timeout: float = SWEEP_TIMEOUT_S, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run ``hpo ARGS`` in its own process group; on timeout kill that group (and only it).
     The environment is this one without Ray/MLflow targets, plus ``env_extra``."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
     env.update(env_extra or {})
-    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -102,8 +110,17 @@ def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
     assert any(r.info.status == "FINISHED" for r in trials)
     assert ptags["best_trial_id"] in {r.data.tags["trial_id"] for r in trials}
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"sweep.yaml", "sweep_resolved.yaml", "search_space.json", "best_trial.json", "report.html",
-            "hiplot.html", "results.json", "best_model", "model"} <= artifacts
+    assert {
+        "sweep.yaml",
+        "sweep_resolved.yaml",
+        "search_space.json",
+        "best_trial.json",
+        "report.html",
+        "hiplot.html",
+        "results.json",
+        "best_model",
+        "model",
+    } <= artifacts
     kfold = [r for r in runs if r.data.tags.get("phase") == "kfold"]
     assert sorted(r.data.tags["kfold"] for r in kfold) == sorted(folds)
     for r in kfold:
@@ -234,8 +251,13 @@ def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
 
     _, out = tiny_sweep
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "ui", str(out), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", "ui", str(out), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 90
         while time.time() < deadline:
@@ -257,9 +279,11 @@ def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
             proc.wait()
 
 
-@pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, False), (signal.SIGTERM, False),
-                                            (signal.SIGTERM, True)],
-                         ids=["SIGINT", "SIGTERM", "SIGTERM-to-the-process-group"])
+@pytest.mark.parametrize(
+    ("sig", "group"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["SIGINT", "SIGTERM", "SIGTERM-to-the-process-group"],
+)
 def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig, group):
     """A signal to the driver, or to its whole process group (``timeout``, a terminal's
     Ctrl-C), which reaches the MLflow store's process too, but not the local Ray cluster's
@@ -268,9 +292,14 @@ def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig, group):
 
     from mlflow.tracking import MlflowClient
 
-    proc = subprocess.Popen([sys.executable, "-m", "ludwig_hpo", "sweep", str(SWEEPS / "breast_cancer_tiny.yaml"),
-                             "--output", "r"], cwd=tmp_path, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", "sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "r"],
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         seen, deadline = "", time.time() + 180
         while "started (1/4)" not in seen and time.time() < deadline:
@@ -299,16 +328,26 @@ def test_hpo_report_rebuilds_the_same_sweep_from_mlflow_alone(tiny_sweep, tmp_pa
 
     _, out = tiny_sweep
     uri = f"sqlite:///{(out / 'mlflow.db').resolve()}"
-    proc = run_cli("report", "--experiment", "breast-cancer-tiny", "--tracking-uri", uri, "-o", "rebuilt",
-                   cwd=tmp_path, timeout=120)
+    proc = run_cli(
+        "report",
+        "--experiment",
+        "breast-cancer-tiny",
+        "--tracking-uri",
+        uri,
+        "-o",
+        "rebuilt",
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "rebuilt" / "report.html").read_text()
     assert 'id="kfold-vs-test"' in page and 'id="parameter-importance"' in page
     from_mlflow, saved = load_sweep(uri, experiment="breast-cancer-tiny"), read_result(out / "results.json")
-    assert [(t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size)
-            for t in from_mlflow.trials] == [
-        (t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size) for t in saved.trials]
+    assert [
+        (t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size) for t in from_mlflow.trials
+    ] == [(t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size) for t in saved.trials]
     assert [[h.metrics for h in t.history] for t in from_mlflow.trials] == [
-        [h.metrics for h in t.history] for t in saved.trials]
+        [h.metrics for h in t.history] for t in saved.trials
+    ]
     assert from_mlflow.kfold == saved.kfold and from_mlflow.parameters == saved.parameters
     assert from_mlflow.best_trial_id == saved.best_trial_id

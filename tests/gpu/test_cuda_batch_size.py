@@ -17,17 +17,28 @@ pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
 
 def _config() -> SweepConfig:
-    return SweepConfig.model_validate({
-        "name": "gpu-oom",
-        "dataset": {"source": "unused"},
-        "input_features": [{"name": "image", "type": "image",
-                            "encoder": {"type": "stacked_cnn", "num_layers": 2, "channels": 1024}}],
-        "output_features": [{"name": "label", "type": "category"}],
-        "trainer": {"epochs": 1, "batch_size": "auto", "max_batch_size": 4096, "eval_batch_size": 64},
-        "backend": {"num_workers": 1},
-        "hyperopt": {"goal": "minimize", "metric": "loss", "output_feature": "label",
-                     "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}}},
-    })
+    return SweepConfig.model_validate(
+        {
+            "name": "gpu-oom",
+            "dataset": {"source": "unused"},
+            "input_features": [
+                {
+                    "name": "image",
+                    "type": "image",
+                    "encoder": {"type": "stacked_cnn", "num_layers": 2, "channels": 1024},
+                }
+            ],
+            "output_features": [{"name": "label", "type": "category"}],
+            "trainer": {"epochs": 1, "batch_size": "auto", "max_batch_size": 4096, "eval_batch_size": 64},
+            "backend": {"num_workers": 1},
+            "hyperopt": {
+                "goal": "minimize",
+                "metric": "loss",
+                "output_feature": "label",
+                "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
+            },
+        }
+    )
 
 
 def test_real_cuda_oom_is_caught_and_the_chosen_size_trains_a_full_epoch():

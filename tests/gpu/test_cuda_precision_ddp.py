@@ -19,18 +19,26 @@ PRECISIONS = ["fp32", "bf16", "fp16"]
 def _config(precision: str, num_workers: int):
     from ludwig_hpo.config.schema import SweepConfig
 
-    return SweepConfig.model_validate({
-        "name": "gpu-precision",
-        "dataset": {"source": "sklearn:breast_cancer"},
-        "input_features": [{"name": n, "type": "number"} for n in
-                           ("mean_radius", "mean_texture", "mean_perimeter", "mean_area", "mean_smoothness")],
-        "output_features": [{"name": "malignant", "type": "binary"}],
-        "combiner": {"type": "concat", "num_fc_layers": 2, "output_size": 64},
-        "trainer": {"epochs": 4, "batch_size": 16, "learning_rate": 3e-3, "precision": precision},
-        "backend": {"num_workers": num_workers},
-        "hyperopt": {"goal": "minimize", "metric": "loss", "output_feature": "malignant",
-                     "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}}},
-    })
+    return SweepConfig.model_validate(
+        {
+            "name": "gpu-precision",
+            "dataset": {"source": "sklearn:breast_cancer"},
+            "input_features": [
+                {"name": n, "type": "number"}
+                for n in ("mean_radius", "mean_texture", "mean_perimeter", "mean_area", "mean_smoothness")
+            ],
+            "output_features": [{"name": "malignant", "type": "binary"}],
+            "combiner": {"type": "concat", "num_fc_layers": 2, "output_size": 64},
+            "trainer": {"epochs": 4, "batch_size": 16, "learning_rate": 3e-3, "precision": precision},
+            "backend": {"num_workers": num_workers},
+            "hyperopt": {
+                "goal": "minimize",
+                "metric": "loss",
+                "output_feature": "malignant",
+                "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
+            },
+        }
+    )
 
 
 def _train(precision: str, num_workers: int, device: torch.device) -> tuple[list[dict], torch.nn.Module]:
@@ -70,8 +78,10 @@ def _rank(rank: int, world: int, port: int, precision: str, out: str) -> None:
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
     try:
         reports, model = _train(precision, world, torch.device("cuda", rank))
-        torch.save({"reports": reports, "state": {k: v.cpu() for k, v in model.state_dict().items()}},
-                   os.path.join(out, f"rank{rank}.pt"))
+        torch.save(
+            {"reports": reports, "state": {k: v.cpu() for k, v in model.state_dict().items()}},
+            os.path.join(out, f"rank{rank}.pt"),
+        )
     finally:
         dist.destroy_process_group()
 

@@ -24,8 +24,9 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_size, oom_rank1_from=None,
-            strategy: str = "ddp") -> None:
+def _worker(
+    rank: int, world: int, port: int, backend: str, out_dir: str, batch_size, oom_rank1_from=None, strategy: str = "ddp"
+) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group(backend, rank=rank, world_size=world)
     if oom_rank1_from and rank == 1:
@@ -43,8 +44,11 @@ def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_
         probe._timed = fake
     try:
         loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
-        raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 3, "batch_size": batch_size},
-               "backend": {**loaded.raw["backend"], "strategy": strategy}}
+        raw = {
+            **loaded.raw,
+            "trainer": {**loaded.raw["trainer"], "epochs": 3, "batch_size": batch_size},
+            "backend": {**loaded.raw["backend"], "strategy": strategy},
+        }
         from ludwig_hpo.config.schema import SweepConfig
 
         cfg = SweepConfig.model_validate(raw)
@@ -54,16 +58,22 @@ def _worker(rank: int, world: int, port: int, backend: str, out_dir: str, batch_
         if backend == "nccl":
             torch.cuda.set_device(device)
         model = train_loop(cfg, data, Job(), lambda m, c: reports.append(m), device=device)
-        torch.save({"state": {k: v.cpu() for k, v in model.state_dict().items()}, "reports": reports},
-                   os.path.join(out_dir, f"rank{rank}.pt"))
+        torch.save(
+            {"state": {k: v.cpu() for k, v in model.state_dict().items()}, "reports": reports},
+            os.path.join(out_dir, f"rank{rank}.pt"),
+        )
     finally:
         dist.destroy_process_group()
 
 
 def _run(tmp_path, backend: str, batch_size="auto", oom_rank1_from=None, strategy="ddp") -> list[dict]:
-    mp.start_processes(_worker, args=(2, _port(), backend, str(tmp_path), batch_size, oom_rank1_from, strategy),
-                       nprocs=2,
-                       join=True, start_method="spawn")
+    mp.start_processes(
+        _worker,
+        args=(2, _port(), backend, str(tmp_path), batch_size, oom_rank1_from, strategy),
+        nprocs=2,
+        join=True,
+        start_method="spawn",
+    )
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
 

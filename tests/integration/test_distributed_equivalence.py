@@ -36,28 +36,43 @@ SCENARIOS = {
     # 2 workers x 2 accumulated batches of 8 (gradients synchronized once) vs one batch of 32
     "ddp_accumulate": ({"batch_size": 8, "gradient_accumulation_steps": 2}, {"batch_size": 32}),
     # linear scaling: 0.05 x 2 workers trains like 0.1 in one process
-    "ddp_linear_lr": ({"batch_size": 16, "learning_rate": 0.05, "learning_rate_scaling": "linear"},
-                      {"batch_size": 32, "learning_rate": 0.1}),
+    "ddp_linear_lr": (
+        {"batch_size": 16, "learning_rate": 0.05, "learning_rate_scaling": "linear"},
+        {"batch_size": 32, "learning_rate": 0.1},
+    ),
     # parameters sharded across the 2 ranks
     "fsdp_step": ({"batch_size": 16}, {"batch_size": 32}),
 }
 EPOCHS = 3
-BASE_TRAINER = {"epochs": EPOCHS, "learning_rate": 0.1, "optimizer": {"type": "sgd", "momentum": 0.0},
-                "eval_batch_size": 8}
+BASE_TRAINER = {
+    "epochs": EPOCHS,
+    "learning_rate": 0.1,
+    "optimizer": {"type": "sgd", "momentum": 0.0},
+    "eval_batch_size": 8,
+}
 
 
 def _config(trainer: dict, strategy: str = "ddp", num_workers: int = 2) -> tuple[SweepConfig, object]:
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
-    raw = {**loaded.raw, "trainer": {**BASE_TRAINER, **trainer},
-           "combiner": {"type": "concat", "num_fc_layers": 2, "output_size": 16, "dropout": 0.0},
-           "backend": {"num_workers": num_workers, "strategy": strategy}}
+    raw = {
+        **loaded.raw,
+        "trainer": {**BASE_TRAINER, **trainer},
+        "combiner": {"type": "concat", "num_fc_layers": 2, "output_size": 16, "dropout": 0.0},
+        "backend": {"num_workers": num_workers, "strategy": strategy},
+    }
     return SweepConfig.model_validate(raw), loaded
 
 
 def _data(cfg: SweepConfig, loaded):
     data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
-    return dataclasses.replace(data, splits={**data.splits, "train": data.splits["train"][:TRAIN_ROWS],
-                                             "validation": data.splits["validation"][:VALIDATION_ROWS]})
+    return dataclasses.replace(
+        data,
+        splits={
+            **data.splits,
+            "train": data.splits["train"][:TRAIN_ROWS],
+            "validation": data.splits["validation"][:VALIDATION_ROWS],
+        },
+    )
 
 
 def _port() -> int:
@@ -75,8 +90,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
             cfg, loaded = _config(distributed, strategy="fsdp" if name.startswith("fsdp") else "ddp")
             reports: list[dict] = []
             model = train_loop(cfg, _data(cfg, loaded), Job(), lambda m, c, out=reports: out.append(m))
-            results[name] = {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                             "reports": reports}
+            results[name] = {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "reports": reports}
         # a NaN in one training row: only the rank whose batch holds it sees a NaN loss, yet
         # both skip that step (its gradients were all-reduced) and stay identical
         cfg, loaded = _config({"batch_size": 16, "nan_policy": "skip_batch"})
@@ -87,8 +101,10 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
         data = dataclasses.replace(data, inputs={**data.inputs, name: poisoned})
         reports = []
         model = train_loop(cfg, data, Job(), lambda m, c, out=reports: out.append(m))
-        results["skip_nan"] = {"state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                               "reports": reports}
+        results["skip_nan"] = {
+            "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "reports": reports,
+        }
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -152,7 +168,9 @@ def test_validation_metrics_count_each_row_once_on_an_odd_sized_split(runs, name
     reported = r0[name]["reports"][-1]
     assert len(data.splits["validation"]) == VALIDATION_ROWS
     for key, value in alone.items():
-        assert reported[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key  # float32 batch sums; a duplicated row would move it ~1/41
+        assert reported[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (
+            key
+        )  # float32 batch sums; a duplicated row would move it ~1/41
         assert r1[name]["reports"][-1][key] == reported[key]
 
 

@@ -36,8 +36,9 @@ def test_the_clusters_processes_are_outside_the_drivers_process_group(cluster):
     def session() -> int:
         return os.getsid(0)
 
-    ps = subprocess.run(["ps", "-o", "pgid=,comm=", "--ppid", str(os.getpid())], capture_output=True, text=True,
-                        check=True).stdout
+    ps = subprocess.run(
+        ["ps", "-o", "pgid=,comm=", "--ppid", str(os.getpid())], capture_output=True, text=True, check=True
+    ).stdout
     rows = (line.split(None, 1) for line in ps.splitlines() if line.strip())
     daemons = {name: int(pgid) for pgid, name in rows if name != "ps"}  # ps itself is in our group
     assert {"gcs_server", "raylet"} <= set(daemons), daemons
@@ -83,8 +84,18 @@ class _Recorder:
         return Recorder()
 
 
-def _sweep(tmp_path, executor: str, learning_rates: list[float], *, num_workers: int = 2, concurrent: int = 1,
-           scheduler=None, on_result=None, name: str = "t", **trainer):
+def _sweep(
+    tmp_path,
+    executor: str,
+    learning_rates: list[float],
+    *,
+    num_workers: int = 2,
+    concurrent: int = 1,
+    scheduler=None,
+    on_result=None,
+    name: str = "t",
+    **trainer,
+):
     """Run one trial per learning rate (in this order) with ``executor``; returns
     (recorder, pools info or None)."""
     import ray
@@ -95,25 +106,47 @@ def _sweep(tmp_path, executor: str, learning_rates: list[float], *, num_workers:
 
     raw, cfg, data = _loaded(**trainer)
     raw = {**raw, "backend": {**raw["backend"], "num_workers": num_workers}}
-    plan = plan_resources(num_workers=num_workers, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=2,
-                          cluster_gpus=0, max_concurrent=concurrent)
+    plan = plan_resources(
+        num_workers=num_workers,
+        use_gpu=False,
+        cpus_per_worker=1.0,
+        cluster_cpus=2,
+        cluster_gpus=0,
+        max_concurrent=concurrent,
+    )
     data_ref = [ray.put(data)]
     pools = None
     if executor == "pooled":
-        pools = start_pools(groups=concurrent, num_workers=num_workers, cpus_per_worker=1.0, use_gpu=False,
-                            data=data_ref)
-    ctx = TrialContext(raw=raw, data=data_ref, storage_path=str(tmp_path / "train"), num_workers=num_workers,
-                       use_gpu=False, cpus_per_worker=1.0, mode="max", pools=pools)
+        pools = start_pools(
+            groups=concurrent, num_workers=num_workers, cpus_per_worker=1.0, use_gpu=False, data=data_ref
+        )
+    ctx = TrialContext(
+        raw=raw,
+        data=data_ref,
+        storage_path=str(tmp_path / "train"),
+        num_workers=num_workers,
+        use_gpu=False,
+        cpus_per_worker=1.0,
+        mode="max",
+        pools=pools,
+    )
     rec = _Recorder(on_result)
     rec.pools = pools
     try:
         tuner = tune.Tuner(
             tune.with_resources(tune.with_parameters(search_trial, ctx=ctx), trial_resources(plan, executor)),
             param_space={"trainer.learning_rate": tune.grid_search(learning_rates)},
-            tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=pools is not None,
-                                        scheduler=scheduler),
-            run_config=tune.RunConfig(name=name, storage_path=str(tmp_path / "ray"), verbose=0, callbacks=[rec],
-                                      failure_config=tune.FailureConfig(max_failures=0)))
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=concurrent, reuse_actors=pools is not None, scheduler=scheduler
+            ),
+            run_config=tune.RunConfig(
+                name=name,
+                storage_path=str(tmp_path / "ray"),
+                verbose=0,
+                callbacks=[rec],
+                failure_config=tune.FailureConfig(max_failures=0),
+            ),
+        )
         tuner.fit()
         info = None
         if pools is not None:  # a stopped trial's group may still be finishing its epoch
@@ -170,8 +203,9 @@ def test_a_raising_trial_fails_and_leaves_the_group_usable(cluster, tmp_path):
 def test_a_trial_stopped_by_asha_frees_the_group_at_the_next_epoch_boundary(cluster, tmp_path):
     from ray.tune.schedulers import AsyncHyperBandScheduler
 
-    asha = AsyncHyperBandScheduler(time_attr="epoch", metric="objective", mode="max", max_t=8, grace_period=1,
-                                   reduction_factor=2)
+    asha = AsyncHyperBandScheduler(
+        time_attr="epoch", metric="objective", mode="max", max_t=8, grace_period=1, reduction_factor=2
+    )
     # the good trial finishes; the hopeless one (lr 1e-7) is below the rung's cutoff at epoch 1
     rec, info = _sweep(tmp_path, "pooled", [3e-2, 1e-7, 1e-2], scheduler=asha, epochs=8)
     by_lr = _by_lr(rec)
@@ -237,17 +271,29 @@ def test_short_trials_reuse_the_first_trials_actors_and_start_no_other(cluster, 
     from ludwig_hpo.search.schedulers import make_scheduler
 
     def trial_actors() -> int:
-        return len(list_actors(filters=[("class_name", "=", "ImplicitFunc")], limit=10_000,
-                               raise_on_missing_output=False))
+        return len(
+            list_actors(filters=[("class_name", "=", "ImplicitFunc")], limit=10_000, raise_on_missing_output=False)
+        )
 
     hp = load_sweep(SWEEPS / "breast_cancer_tiny.yaml").config.hyperopt
     before = trial_actors()
     rec = _Recorder()
     tune.Tuner(
         tune.with_resources(_short_trial, {"cpu": 0, "trial_slot": 1}),
-        tune_config=tune.TuneConfig(search_alg=make_searcher(hp), scheduler=make_scheduler(hp, 2), num_samples=24,
-                                    max_concurrent_trials=2, reuse_actors=True),
-        run_config=tune.RunConfig(name="short", storage_path=str(tmp_path / "ray"), verbose=0, callbacks=[rec],
-                                  failure_config=tune.FailureConfig(max_failures=0))).fit()
+        tune_config=tune.TuneConfig(
+            search_alg=make_searcher(hp),
+            scheduler=make_scheduler(hp, 2),
+            num_samples=24,
+            max_concurrent_trials=2,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            name="short",
+            storage_path=str(tmp_path / "ray"),
+            verbose=0,
+            callbacks=[rec],
+            failure_config=tune.FailureConfig(max_failures=0),
+        ),
+    ).fit()
     assert list(rec.status.values()) == ["TERMINATED"] * 24
     assert trial_actors() - before == 2

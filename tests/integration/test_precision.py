@@ -19,8 +19,11 @@ from ..conftest import SWEEPS
 
 def _train(**trainer) -> list[dict]:
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
-    raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 3, "batch_size": 16, **trainer},
-           "backend": {"num_workers": 1}}
+    raw = {
+        **loaded.raw,
+        "trainer": {**loaded.raw["trainer"], "epochs": 3, "batch_size": 16, **trainer},
+        "backend": {"num_workers": 1},
+    }
     cfg = SweepConfig.model_validate(raw)
     data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
     reports: list[dict] = []
@@ -32,8 +35,12 @@ def _train(**trainer) -> list[dict]:
 def runs() -> dict[str, list[dict]]:
     """Reports of each training run (trained once per module: torch sets process-wide
     environment on its first optimizer step, which the per-test hygiene check would flag)."""
-    return {"bf16": _train(precision="bf16"), "fp16": _train(precision="fp16"), "plain": _train(),
-            "accumulate": _train(gradient_accumulation_steps=4)}
+    return {
+        "bf16": _train(precision="bf16"),
+        "fp16": _train(precision="fp16"),
+        "plain": _train(),
+        "accumulate": _train(gradient_accumulation_steps=4),
+    }
 
 
 @pytest.mark.timeout(120)
@@ -64,7 +71,8 @@ def test_autocast_runs_matmuls_in_the_requested_dtype():
     assert not grad_scaler(torch.device("cpu"), "bf16").is_enabled()
 
 
-@pytest.mark.parametrize(("scaling", "world", "lr"), [("constant", 4, 0.01), ("linear", 2, 0.02),
-                                                       ("linear", 1, 0.01), ("sqrt", 4, 0.02)])
+@pytest.mark.parametrize(
+    ("scaling", "world", "lr"), [("constant", 4, 0.01), ("linear", 2, 0.02), ("linear", 1, 0.01), ("sqrt", 4, 0.02)]
+)
 def test_effective_learning_rate(scaling, world, lr):
     assert effective_learning_rate(0.01, scaling, world) == pytest.approx(lr)

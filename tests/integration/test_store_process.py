@@ -43,8 +43,12 @@ def test_calls_are_written_in_order_and_answered(store, tmp_path):
     parent = store.start_run("sweep", params={"seed": 7})
     child = store.start_run("trial_1", parent_id=parent, tags={"trial_id": "a"})
     for step in (1, 2, 3):
-        store.log_steps(child, params={"lr": 0.1} if step == 1 else {}, tags={"batch_size": 32},
-                        metrics=[("objective", 1.0 / step, step, 0), ("nan_skipped", float("nan"), step, 0)])
+        store.log_steps(
+            child,
+            params={"lr": 0.1} if step == 1 else {},
+            tags={"batch_size": 32},
+            metrics=[("objective", 1.0 / step, step, 0), ("nan_skipped", float("nan"), step, 0)],
+        )
     assert store.last_step(child) == 3
     assert store.children_by_tag(parent, "trial_id") == {"a": child}
     store.end_run(child, "FINISHED")
@@ -125,9 +129,11 @@ def test_answers_the_driver_could_not_rebuild_come_back_as_tracking_errors():
 def test_a_store_left_open_ends_with_the_driver(tmp_path):
     """A driver that exits without close() does not wait for the child (which ignores SIGTERM)
     and leaves no process behind."""
-    code = ("from ludwig_hpo.tracking.process import StoreProcess, _reply\n"
-            f"s = StoreProcess('sqlite:///{tmp_path / 'mlflow.db'}', 'unit')\n"
-            "s.start_run('r')\nprint(s._proc.pid, flush=True)\n")
+    code = (
+        "from ludwig_hpo.tracking.process import StoreProcess, _reply\n"
+        f"s = StoreProcess('sqlite:///{tmp_path / 'mlflow.db'}', 'unit')\n"
+        "s.start_run('r')\nprint(s._proc.pid, flush=True)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr
     pid = int(done.stdout.split()[-1])

@@ -34,18 +34,37 @@ def store(tmp_path):
 
 
 def monitor(store, parent, epochs=3, rungs=(1, 3), resume=False):
-    sink = MlflowSink(store, parent, config_text=lambda p: f"lr: {p['trainer.learning_rate']}\n", rungs=rungs,
-                      resume=resume)
-    mon = SweepMonitor(epochs=epochs, goal_sign=1.0, sinks=[sink],
-                       describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"))
+    sink = MlflowSink(
+        store, parent, config_text=lambda p: f"lr: {p['trainer.learning_rate']}\n", rungs=rungs, resume=resume
+    )
+    mon = SweepMonitor(
+        epochs=epochs,
+        goal_sign=1.0,
+        sinks=[sink],
+        describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"),
+    )
     return mon, sink
 
 
 def result(epoch, objective, **extra):
-    return {"epoch": epoch, "objective": objective, "validation/y/loss": objective, "batch_size": 16,
-            "global_batch_size": 32, "eval_batch_size": 64, "world_size": 2, "train_time_s": 3.0 * epoch,
-            "eval_time_s": 1.0 * epoch, "setup_time_s": 0.5, "batch_size_tuning_s": 2.0,
-            "effective_learning_rate": 0.01, "trial_id": "ignored-string", "pid": 123, "done": False, **extra}
+    return {
+        "epoch": epoch,
+        "objective": objective,
+        "validation/y/loss": objective,
+        "batch_size": 16,
+        "global_batch_size": 32,
+        "eval_batch_size": 64,
+        "world_size": 2,
+        "train_time_s": 3.0 * epoch,
+        "eval_time_s": 1.0 * epoch,
+        "setup_time_s": 0.5,
+        "batch_size_tuning_s": 2.0,
+        "effective_learning_rate": 0.01,
+        "trial_id": "ignored-string",
+        "pid": 123,
+        "done": False,
+        **extra,
+    }
 
 
 def run_of(store, sink, tid):
@@ -66,8 +85,12 @@ def test_finished_trial_run_holds_declared_params_tags_config_metrics_and_time_s
     assert run.data.params == {"trainer.learning_rate": "0.01", "combiner.output_size": "8"}  # nothing else
     tags = run.data.tags
     assert tags["mlflow.parentRunId"] == parent and tags["trial_id"] == "a" and tags["run_kind"] == "trial"
-    assert (tags["status"], tags["batch_size"], tags["global_batch_size"], tags["world_size"]) == ("FINISHED", "16",
-                                                                                                     "32", "2")
+    assert (tags["status"], tags["batch_size"], tags["global_batch_size"], tags["world_size"]) == (
+        "FINISHED",
+        "16",
+        "32",
+        "2",
+    )
     history = store.client.get_metric_history(run.info.run_id, "validation/y/loss")
     assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5), (3, pytest.approx(1 / 3))]
     assert [m.step for m in store.client.get_metric_history(run.info.run_id, "effective_learning_rate")] == [1, 2, 3]
@@ -84,7 +107,9 @@ def test_killed_trial_has_its_rung_and_failed_trial_its_message_and_traceback(st
     parent = store.start_run("sweep")
     mon, sink = monitor(store, parent, epochs=9, rungs=asha_rungs(1, 3, 9))
     k, f = FakeTrial("k", {"trainer.learning_rate": 0.1}), FakeTrial("f", {"trainer.learning_rate": 1e6})
-    (tmp_path / "error.txt").write_text("Traceback (most recent call last):\n  ...\nFloatingPointError: training loss is nan")
+    (tmp_path / "error.txt").write_text(
+        "Traceback (most recent call last):\n  ...\nFloatingPointError: training loss is nan"
+    )
     f.error_file = str(tmp_path / "error.txt")
     for t in (k, f):
         mon.on_trial_start(0, [], t)
@@ -94,8 +119,11 @@ def test_killed_trial_has_its_rung_and_failed_trial_its_message_and_traceback(st
     mon.on_trial_error(0, [], f)
     killed, failed = run_of(store, sink, "k"), run_of(store, sink, "f")
     assert killed.info.status == "KILLED"
-    assert (killed.data.tags["stopped_by"], killed.data.tags["stopped_at_epoch"],
-            killed.data.tags["stopped_at_rung"]) == ("scheduler", "3", "1")
+    assert (
+        killed.data.tags["stopped_by"],
+        killed.data.tags["stopped_at_epoch"],
+        killed.data.tags["stopped_at_rung"],
+    ) == ("scheduler", "3", "1")
     assert failed.info.status == "FAILED"
     assert failed.data.tags["error"] == "FloatingPointError: training loss is nan"
     text = open(store.client.download_artifacts(failed.info.run_id, "error.txt")).read()
@@ -106,8 +134,9 @@ def test_asha_rungs_match_tunes_brackets():
     from ray.tune.schedulers import AsyncHyperBandScheduler
 
     for grace, rf, max_t in [(1, 3, 2), (1, 3, 9), (2, 3, 10), (1, 2, 16), (2, 4, 40)]:
-        sch = AsyncHyperBandScheduler(time_attr="epoch", metric="o", mode="min", max_t=max_t,
-                                      grace_period=grace, reduction_factor=rf)
+        sch = AsyncHyperBandScheduler(
+            time_attr="epoch", metric="o", mode="min", max_t=max_t, grace_period=grace, reduction_factor=rf
+        )
         tune_rungs = sorted(m for m, _ in sch._brackets[0]._rungs)
         assert asha_rungs(grace, rf, max_t) == tuple(tune_rungs), (grace, rf, max_t)
 
@@ -214,8 +243,7 @@ def test_tunes_saved_state_does_not_wait_for_the_results_of_running_trials(store
     assert [m.step for m in store.client.get_metric_history(sink.run_id("w"), "objective")] == [1]
 
 
-def test_a_resumed_sweep_completes_the_run_of_a_trial_whose_writes_were_still_queued(store, tmp_path,
-                                                                                     monkeypatch):
+def test_a_resumed_sweep_completes_the_run_of_a_trial_whose_writes_were_still_queued(store, tmp_path, monkeypatch):
     from ludwig_hpo.driver.journal import JournalSink, read_journal
 
     parent = store.start_run("sweep")
@@ -260,11 +288,17 @@ def test_best_model_loads_with_mlflow_pytorch_and_predicts_despite_inherited_run
     from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
     from ludwig_hpo.tracking.models import log_pytorch_model
 
-    cfg = SweepConfig.model_validate({
-        "name": "unit", "dataset": {"source": "sklearn:breast_cancer"},
-        "input_features": [{"name": "mean_radius", "type": "number"}, {"name": "mean_texture", "type": "number"}],
-        "output_features": [{"name": "malignant", "type": "binary"}],
-        "hyperopt": {"parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}}}})
+    cfg = SweepConfig.model_validate(
+        {
+            "name": "unit",
+            "dataset": {"source": "sklearn:breast_cancer"},
+            "input_features": [{"name": "mean_radius", "type": "number"}, {"name": "mean_texture", "type": "number"}],
+            "output_features": [{"name": "malignant", "type": "binary"}],
+            "hyperopt": {
+                "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}}
+            },
+        }
+    )
     data = prepare(load_dataframe("sklearn:breast_cancer", tmp_path), cfg)
     torch.manual_seed(0)
     model = build_model(cfg, data.meta)
@@ -274,17 +308,27 @@ def test_best_model_loads_with_mlflow_pytorch_and_predicts_despite_inherited_run
     outer = store.start_run("someone else's run")
     monkeypatch.setenv("MLFLOW_RUN_ID", outer)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
-    logged = log_pytorch_model(store, parent, flat, flat_inputs(data.inputs, test_rows[:5], model.input_names,
-                                                                data.meta), register_as="unit-best")
+    logged = log_pytorch_model(
+        store,
+        parent,
+        flat,
+        flat_inputs(data.inputs, test_rows[:5], model.input_names, data.meta),
+        register_as="unit-best",
+    )
     assert logged.uri == f"runs:/{parent}/model" and logged.version == "1"
     assert not store.client.list_artifacts(outer)
-    assert {a.path for a in store.client.list_artifacts(parent, "model")} >= {"model/MLmodel", "model/input_example.json"}
+    assert {a.path for a in store.client.list_artifacts(parent, "model")} >= {
+        "model/MLmodel",
+        "model/input_example.json",
+    }
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.uri)
     loaded = mlflow.pytorch.load_model(logged.uri)
     x = flat_inputs(data.inputs, test_rows, model.input_names, data.meta)
     probs = loaded(torch.tensor(x.to_numpy(np.float32))).detach().numpy()
     with torch.no_grad():
-        expected = torch.sigmoid(model({k: torch.from_numpy(v[test_rows]) for k, v in data.inputs.items()})["malignant"])
+        expected = torch.sigmoid(
+            model({k: torch.from_numpy(v[test_rows]) for k, v in data.inputs.items()})["malignant"]
+        )
     assert probs.shape == (len(test_rows), 1)
     np.testing.assert_allclose(probs[:, 0], expected.numpy(), rtol=1e-6)
     served = mlflow.pyfunc.load_model(logged.uri).predict(x)  # what `mlflow models serve` runs

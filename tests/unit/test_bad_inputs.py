@@ -41,8 +41,9 @@ hyperopt:
 def frame(rows: int = 120, seed: int = 0) -> pd.DataFrame:
     """A valid table: number ``a``, category ``c``, two-class target ``y``."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"a": rng.normal(size=rows), "c": rng.choice(["u", "v", "w"], rows),
-                         "y": rng.choice(["p", "q"], rows)})
+    return pd.DataFrame(
+        {"a": rng.normal(size=rows), "c": rng.choice(["u", "v", "w"], rows), "y": rng.choice(["p", "q"], rows)}
+    )
 
 
 def edit(**columns) -> Callable[[pd.DataFrame], pd.DataFrame]:
@@ -55,6 +56,7 @@ def edit(**columns) -> Callable[[pd.DataFrame], pd.DataFrame]:
             else:
                 df[name] = value
         return df
+
     return apply
 
 
@@ -66,6 +68,7 @@ def _set_rows(index, value):
         s = s.astype(object)
         s.iloc[index] = value
         return s
+
     return apply
 
 
@@ -110,6 +113,7 @@ def _image_paths(bad_row: int | None = None, bad: object = "img/ok.png"):
             df["img"] = df["img"].astype(object)
             df.loc[bad_row, "img"] = bad
         return df
+
     return apply
 
 
@@ -118,114 +122,234 @@ MISSING = "fix: drop this feature"
 
 CASES = {
     # -------------------------------------------------------------- the sweep file itself
-    "sweep file missing": Case(None, "error: nope.yaml: file not found; fix: check the path (it is relative to the "
-                               "current folder)", sweep_name="nope.yaml"),
-    "sweep file empty": Case(None, "error: sweep.yaml: the file is empty; fix: write a sweep file (see README.md)",
-                             sweep=b""),
-    "sweep file only comments": Case(None, "error: sweep.yaml: the file is empty; fix: write a sweep file (see "
-                                     "README.md)", sweep=b"# nothing yet\n\n"),
-    "sweep file not UTF-8": Case(None, "error: sweep.yaml: not UTF-8 text (byte 6); fix: save the file as UTF-8",
-                                 sweep=b"name: \xe9t\xe9\n"),
-    "sweep file UTF-16": Case(None, "error: sweep.yaml: not UTF-8 text (byte 0); fix: save the file as UTF-8",
-                              sweep="name: x\n".encode("utf-16")),
-    "sweep file is a list": Case(None, "error: sweep.yaml: the top level must be a mapping of sections, not a list; "
-                                 "fix: start the file with 'name:', 'dataset:', ... keys", sweep=b"- name\n- dataset\n"),
-    "sweep file is a scalar": Case(None, "error: sweep.yaml: the top level must be a mapping of sections, not a "
-                                   "str; fix: start the file with 'name:', 'dataset:', ... keys", sweep=b"hello\n"),
-    "tab indentation": Case(None, "error: sweep.yaml:2:1: invalid YAML: found character '\\t' that cannot start any "
-                            "token; fix: fix the YAML syntax at that position", sweep=b"name: x\n\tdataset: y\n"),
-    "unclosed bracket": Case(None, "error: sweep.yaml:3:1: invalid YAML: expected the node content, but found "
-                             "'<stream end>'; fix: fix the YAML syntax at that position",
-                             sweep=b"name: x\ndataset: {source: [\n"),
-    "unclosed quote": Case(None, "error: sweep.yaml:2:1: invalid YAML: found unexpected end of stream; fix: fix the "
-                           "YAML syntax at that position", sweep=b'name: "x\n'),
-    "python object tag": Case(None, "error: sweep.yaml:1:7: invalid YAML: could not determine a constructor for the "
-                              "tag 'tag:yaml.org,2002:python/object/apply:os.system'; fix: fix the YAML syntax at that "
-                              "position", sweep=b"name: !!python/object/apply:os.system ['true']\n"),
-    "name escapes the output root": Case(None, "error: sweep.yaml:1:1: name: name '../escape' must be letters, "
-                                         "digits, '_', '.', '-' (it names the output folder)",
-                                         sweep=b"name: ../escape\n"),
+    "sweep file missing": Case(
+        None,
+        "error: nope.yaml: file not found; fix: check the path (it is relative to the current folder)",
+        sweep_name="nope.yaml",
+    ),
+    "sweep file empty": Case(
+        None, "error: sweep.yaml: the file is empty; fix: write a sweep file (see README.md)", sweep=b""
+    ),
+    "sweep file only comments": Case(
+        None,
+        "error: sweep.yaml: the file is empty; fix: write a sweep file (see README.md)",
+        sweep=b"# nothing yet\n\n",
+    ),
+    "sweep file not UTF-8": Case(
+        None, "error: sweep.yaml: not UTF-8 text (byte 6); fix: save the file as UTF-8", sweep=b"name: \xe9t\xe9\n"
+    ),
+    "sweep file UTF-16": Case(
+        None,
+        "error: sweep.yaml: not UTF-8 text (byte 0); fix: save the file as UTF-8",
+        sweep="name: x\n".encode("utf-16"),
+    ),
+    "sweep file is a list": Case(
+        None,
+        "error: sweep.yaml: the top level must be a mapping of sections, not a list; "
+        "fix: start the file with 'name:', 'dataset:', ... keys",
+        sweep=b"- name\n- dataset\n",
+    ),
+    "sweep file is a scalar": Case(
+        None,
+        "error: sweep.yaml: the top level must be a mapping of sections, not a "
+        "str; fix: start the file with 'name:', 'dataset:', ... keys",
+        sweep=b"hello\n",
+    ),
+    "tab indentation": Case(
+        None,
+        "error: sweep.yaml:2:1: invalid YAML: found character '\\t' that cannot start any "
+        "token; fix: fix the YAML syntax at that position",
+        sweep=b"name: x\n\tdataset: y\n",
+    ),
+    "unclosed bracket": Case(
+        None,
+        "error: sweep.yaml:3:1: invalid YAML: expected the node content, but found "
+        "'<stream end>'; fix: fix the YAML syntax at that position",
+        sweep=b"name: x\ndataset: {source: [\n",
+    ),
+    "unclosed quote": Case(
+        None,
+        "error: sweep.yaml:2:1: invalid YAML: found unexpected end of stream; fix: fix the "
+        "YAML syntax at that position",
+        sweep=b'name: "x\n',
+    ),
+    "python object tag": Case(
+        None,
+        "error: sweep.yaml:1:7: invalid YAML: could not determine a constructor for the "
+        "tag 'tag:yaml.org,2002:python/object/apply:os.system'; fix: fix the YAML syntax at that "
+        "position",
+        sweep=b"name: !!python/object/apply:os.system ['true']\n",
+    ),
+    "name escapes the output root": Case(
+        None,
+        "error: sweep.yaml:1:1: name: name '../escape' must be letters, "
+        "digits, '_', '.', '-' (it names the output folder)",
+        sweep=b"name: ../escape\n",
+    ),
     # -------------------------------------------------------------- the dataset file
-    "dataset missing": Case(None, "error: {dir}/nope.csv: dataset.source: dataset file not found; fix: check the "
-                            "path (relative paths start at the sweep file's folder)", source="nope.csv"),
-    "dataset is a folder": Case(None, "error: {dir}: dataset.source: dataset file not found; fix: check the path "
-                                "(relative paths start at the sweep file's folder)", source="."),
-    "dataset empty file": Case(b"", "error: {dir}/data.csv: dataset.source: cannot read the dataset: No columns to "
-                               "parse from file; " + FIX_FORMAT),
-    "dataset header only": Case(b"a,c,y\n", "error: {dir}/data.csv: dataset.source: the dataset has no rows; fix: "
-                                "point to a file with data"),
-    "dataset ragged rows": Case(b"a,c,y\n1,u,p\n2,v,q,7,8\n", "error: {dir}/data.csv: dataset.source: cannot read "
-                                "the dataset: Error tokenizing data. C error: Expected 3 fields in line 3, saw 5; "
-                                + FIX_FORMAT),
-    "dataset not UTF-8": Case("a,c,y\n1,é,p\n".encode("latin-1") + b"2,v,q\n" * 100,
-                              "error: {dir}/data.csv: dataset.source: cannot read the dataset: 'utf-8' codec can't "
-                              "decode byte 0xe9 in position 0: unexpected end of data; " + FIX_FORMAT),
-    "dataset duplicate header": Case(b"a,a,c,y\n" + b"1,2,u,p\n3,4,v,q\n" * 60,
-                                     "error: {dir}/data.csv: dataset.source: the header repeats column name(s) "
-                                     "['a']; fix: give every column a unique name"),
-    "dataset unknown format": Case(None, "error: {dir}/data.xlsx: dataset.source: unknown dataset format '.xlsx'; "
-                                   "fix: use a .csv, .tsv or .parquet file", source="data.xlsx"),
-    "dataset parquet is not parquet": Case(None, "error: {dir}/data.parquet: dataset.source: cannot read the "
-                                           "dataset: Could not open Parquet input source '{dir}/data.parquet': Parquet "
-                                           "magic bytes not found in footer. Either the file is corrupted or this is not "
-                                           "a parquet file.; " + FIX_FORMAT, source="data.parquet"),
-    "unknown bundled dataset": Case(None, "error: dataset.source: unknown bundled dataset 'iris2'; fix: use one of "
-                                    "sklearn:digits, sklearn:breast_cancer, sklearn:wine or a CSV/Parquet path", source="sklearn:iris2"),
+    "dataset missing": Case(
+        None,
+        "error: {dir}/nope.csv: dataset.source: dataset file not found; fix: check the "
+        "path (relative paths start at the sweep file's folder)",
+        source="nope.csv",
+    ),
+    "dataset is a folder": Case(
+        None,
+        "error: {dir}: dataset.source: dataset file not found; fix: check the path "
+        "(relative paths start at the sweep file's folder)",
+        source=".",
+    ),
+    "dataset empty file": Case(
+        b"",
+        "error: {dir}/data.csv: dataset.source: cannot read the dataset: No columns to parse from file; " + FIX_FORMAT,
+    ),
+    "dataset header only": Case(
+        b"a,c,y\n", "error: {dir}/data.csv: dataset.source: the dataset has no rows; fix: point to a file with data"
+    ),
+    "dataset ragged rows": Case(
+        b"a,c,y\n1,u,p\n2,v,q,7,8\n",
+        "error: {dir}/data.csv: dataset.source: cannot read "
+        "the dataset: Error tokenizing data. C error: Expected 3 fields in line 3, saw 5; " + FIX_FORMAT,
+    ),
+    "dataset not UTF-8": Case(
+        "a,c,y\n1,é,p\n".encode("latin-1") + b"2,v,q\n" * 100,
+        "error: {dir}/data.csv: dataset.source: cannot read the dataset: 'utf-8' codec can't "
+        "decode byte 0xe9 in position 0: unexpected end of data; " + FIX_FORMAT,
+    ),
+    "dataset duplicate header": Case(
+        b"a,a,c,y\n" + b"1,2,u,p\n3,4,v,q\n" * 60,
+        "error: {dir}/data.csv: dataset.source: the header repeats column name(s) "
+        "['a']; fix: give every column a unique name",
+    ),
+    "dataset unknown format": Case(
+        None,
+        "error: {dir}/data.xlsx: dataset.source: unknown dataset format '.xlsx'; "
+        "fix: use a .csv, .tsv or .parquet file",
+        source="data.xlsx",
+    ),
+    "dataset parquet is not parquet": Case(
+        None,
+        "error: {dir}/data.parquet: dataset.source: cannot read the "
+        "dataset: Could not open Parquet input source '{dir}/data.parquet': Parquet "
+        "magic bytes not found in footer. Either the file is corrupted or this is not "
+        "a parquet file.; " + FIX_FORMAT,
+        source="data.parquet",
+    ),
+    "unknown bundled dataset": Case(
+        None,
+        "error: dataset.source: unknown bundled dataset 'iris2'; fix: use one of "
+        "sklearn:digits, sklearn:breast_cancer, sklearn:wine or a CSV/Parquet path",
+        source="sklearn:iris2",
+    ),
     # -------------------------------------------------------------- columns and values
-    "feature column missing": Case(edit(c=DROP), "error: input_features[c]: column 'c' is not in the dataset (it has "
-                                   "2 columns); fix: set 'column:' to one of the dataset's columns"),
-    "target column missing": Case(edit(y=DROP), "error: output_features[y]: column 'y' is not in the dataset (it has "
-                                  "2 columns); fix: set 'column:' to one of the dataset's columns"),
-    "number column all NaN": Case(edit(a=np.nan), "error: input_features[a]: every training value is missing; "
-                                  + MISSING),
-    "category column all NaN": Case(edit(c=None), "error: input_features[c]: every training value is missing; "
-                                    + MISSING),
-    "number column holds text": Case(edit(a=_set_rows(5, "abc")), "error: input_features[a]: 1 values are not "
-                                     "numbers (e.g. 'abc'); fix: clean the column or use type: category"),
-    "number column holds inf": Case(edit(a=_set_rows(7, np.inf)), "error: input_features[a]: the column holds "
-                                    "infinite values; fix: clean the column"),
-    "number beyond float32": Case(edit(a=_set_rows(slice(None, None, 2), 1e300)), "error: input_features[a]: values "
-                                  "up to 1e+300 do not fit float32 (largest 3.4e+38); fix: rescale the column (e.g. "
-                                  "take its log) before the sweep"),
-    "target single class": Case(edit(y="p"), "error: output_features[y]: the target has a single class; there is "
-                                "nothing to learn; fix: use a column with at least 2 classes"),
-    "target has missing values": Case(edit(y=_set_rows(3, None)), "error: output_features[y]: 1 rows have no target "
-                                      "value; fix: drop or fill those rows"),
-    "binary target with 3 values": Case(edit(y=lambda s: np.resize(["p", "q", "r"], len(s))),
-                                        "error: output_features[y]: a binary column needs 2 distinct values, but has "
-                                        "3: ['p', 'q', 'r']; fix: use type: category for more than two classes",
-                                        target_type="binary"),
-    "number target holds text": Case(lambda df: df, "error: output_features[y]: 120 values are not numbers (e.g. "
-                                     "'q'); fix: clean the column or use type: category", target_type="number"),
-    "a class per row": Case(edit(y=lambda s: [f"k{i}" for i in range(len(s))]),
-                            "error: dataset.split: the validation split has 18 rows, too few for 120 classes (at "
-                            "least 120); fix: use more rows or a larger validation fraction"),
+    "feature column missing": Case(
+        edit(c=DROP),
+        "error: input_features[c]: column 'c' is not in the dataset (it has "
+        "2 columns); fix: set 'column:' to one of the dataset's columns",
+    ),
+    "target column missing": Case(
+        edit(y=DROP),
+        "error: output_features[y]: column 'y' is not in the dataset (it has "
+        "2 columns); fix: set 'column:' to one of the dataset's columns",
+    ),
+    "number column all NaN": Case(
+        edit(a=np.nan), "error: input_features[a]: every training value is missing; " + MISSING
+    ),
+    "category column all NaN": Case(
+        edit(c=None), "error: input_features[c]: every training value is missing; " + MISSING
+    ),
+    "number column holds text": Case(
+        edit(a=_set_rows(5, "abc")),
+        "error: input_features[a]: 1 values are not numbers (e.g. 'abc'); fix: clean the column or use type: category",
+    ),
+    "number column holds inf": Case(
+        edit(a=_set_rows(7, np.inf)),
+        "error: input_features[a]: the column holds infinite values; fix: clean the column",
+    ),
+    "number beyond float32": Case(
+        edit(a=_set_rows(slice(None, None, 2), 1e300)),
+        "error: input_features[a]: values "
+        "up to 1e+300 do not fit float32 (largest 3.4e+38); fix: rescale the column (e.g. "
+        "take its log) before the sweep",
+    ),
+    "target single class": Case(
+        edit(y="p"),
+        "error: output_features[y]: the target has a single class; there is "
+        "nothing to learn; fix: use a column with at least 2 classes",
+    ),
+    "target has missing values": Case(
+        edit(y=_set_rows(3, None)),
+        "error: output_features[y]: 1 rows have no target value; fix: drop or fill those rows",
+    ),
+    "binary target with 3 values": Case(
+        edit(y=lambda s: np.resize(["p", "q", "r"], len(s))),
+        "error: output_features[y]: a binary column needs 2 distinct values, but has "
+        "3: ['p', 'q', 'r']; fix: use type: category for more than two classes",
+        target_type="binary",
+    ),
+    "number target holds text": Case(
+        lambda df: df,
+        "error: output_features[y]: 120 values are not numbers (e.g. 'q'); fix: clean the column or use type: category",
+        target_type="number",
+    ),
+    "a class per row": Case(
+        edit(y=lambda s: [f"k{i}" for i in range(len(s))]),
+        "error: dataset.split: the validation split has 18 rows, too few for 120 classes (at "
+        "least 120); fix: use more rows or a larger validation fraction",
+    ),
     # -------------------------------------------------------------- sizes
-    "too few rows to split": Case(lambda df: df.head(6), "error: dataset.split: the validation split has 1 rows, too "
-                                  "few for 2 classes (at least 2); fix: use more rows or a larger validation fraction"),
-    "fewer rows than kfold.k": Case(lambda df: df.head(30), "error: kfold.k: 40 folds of 26 train+validation rows "
-                                    "hold about 0 rows each, too few to score 2 classes; fix: lower kfold.k",
-                                    extra="kfold: {k: 40, top_k: 1}\n"),
-    "batch larger than the train split": Case(lambda df: df, "error: trainer.batch_size: one step of 2 DDP worker(s) "
-                                              "x batch_size 512 needs 1024 rows, but the train split has 84; fix: "
-                                              "lower trainer.batch_size (it is per worker) or use batch_size: auto",
-                                              trainer=", batch_size: 512"),
+    "too few rows to split": Case(
+        lambda df: df.head(6),
+        "error: dataset.split: the validation split has 1 rows, too "
+        "few for 2 classes (at least 2); fix: use more rows or a larger validation fraction",
+    ),
+    "fewer rows than kfold.k": Case(
+        lambda df: df.head(30),
+        "error: kfold.k: 40 folds of 26 train+validation rows "
+        "hold about 0 rows each, too few to score 2 classes; fix: lower kfold.k",
+        extra="kfold: {k: 40, top_k: 1}\n",
+    ),
+    "batch larger than the train split": Case(
+        lambda df: df,
+        "error: trainer.batch_size: one step of 2 DDP worker(s) "
+        "x batch_size 512 needs 1024 rows, but the train split has 84; fix: "
+        "lower trainer.batch_size (it is per worker) or use batch_size: auto",
+        trainer=", batch_size: 512",
+    ),
     # -------------------------------------------------------------- image files
-    "image file missing": Case(_image_paths(7, "img/gone.png"), "error: {dir}/img/gone.png: input_features[img]: "
-                               "image file not found (row 7 of column 'img'; 1 of 120 files missing); fix: check the "
-                               "paths in column 'img' (relative paths start at the dataset file's folder)",
-                               inputs=IMG, files=IMAGES),
-    "image file is not an image": Case(_image_paths(3, "img/notes.png"), "error: {dir}/img/notes.png: "
-                                       "input_features[img]: cannot read the image (row 3 of column 'img'): cannot "
-                                       "identify image file '{dir}/img/notes.png'; fix: replace the file with a PNG, "
-                                       "JPEG, BMP or TIFF image, or drop the row",
-                                       inputs=IMG, files={**IMAGES, "img/notes.png": b"text"}),
-    "images of different sizes": Case(_image_paths(5, "img/big.png"), "error: {dir}/img/big.png: input_features[img]: "
-                                      "image is 6x7 pixels (row 5 of column 'img') but the first image (ok.png) is 4x4 "
-                                      "(height x width); fix: set preprocessing: {{height: 4, width: 4}} on the feature "
-                                      "to resize every image", inputs=IMG, files={**IMAGES, "img/big.png": _png((6, 7))}),
-    "image path missing": Case(_image_paths(2, None), "error: input_features[img]: 1 rows have no image path in column "
-                               "'img' (e.g. row 2); fix: fill or drop those rows", inputs=IMG, files=IMAGES),
+    "image file missing": Case(
+        _image_paths(7, "img/gone.png"),
+        "error: {dir}/img/gone.png: input_features[img]: "
+        "image file not found (row 7 of column 'img'; 1 of 120 files missing); fix: check the "
+        "paths in column 'img' (relative paths start at the dataset file's folder)",
+        inputs=IMG,
+        files=IMAGES,
+    ),
+    "image file is not an image": Case(
+        _image_paths(3, "img/notes.png"),
+        "error: {dir}/img/notes.png: "
+        "input_features[img]: cannot read the image (row 3 of column 'img'): cannot "
+        "identify image file '{dir}/img/notes.png'; fix: replace the file with a PNG, "
+        "JPEG, BMP or TIFF image, or drop the row",
+        inputs=IMG,
+        files={**IMAGES, "img/notes.png": b"text"},
+    ),
+    "images of different sizes": Case(
+        _image_paths(5, "img/big.png"),
+        "error: {dir}/img/big.png: input_features[img]: "
+        "image is 6x7 pixels (row 5 of column 'img') but the first image (ok.png) is 4x4 "
+        "(height x width); fix: set preprocessing: {{height: 4, width: 4}} on the feature "
+        "to resize every image",
+        inputs=IMG,
+        files={**IMAGES, "img/big.png": _png((6, 7))},
+    ),
+    "image path missing": Case(
+        _image_paths(2, None),
+        "error: input_features[img]: 1 rows have no image path in column "
+        "'img' (e.g. row 2); fix: fill or drop those rows",
+        inputs=IMG,
+        files=IMAGES,
+    ),
 }
 
 
@@ -241,9 +365,13 @@ def _materialize(case: Case, folder: Path) -> Path:
         (folder / "data.parquet").write_text("not parquet")
     if case.source == "data.xlsx":
         (folder / "data.xlsx").write_bytes(b"PK\x03\x04")
-    text = case.sweep if case.sweep is not None else SWEEP.format(
-        source=case.source, target_type=case.target_type, trainer=case.trainer, extra=case.extra,
-        inputs=case.inputs).encode()
+    text = (
+        case.sweep
+        if case.sweep is not None
+        else SWEEP.format(
+            source=case.source, target_type=case.target_type, trainer=case.trainer, extra=case.extra, inputs=case.inputs
+        ).encode()
+    )
     if case.sweep_name != "nope.yaml":
         (folder / case.sweep_name).write_bytes(text)
     return folder / case.sweep_name
@@ -286,8 +414,9 @@ def test_unseen_categories_at_test_time_are_mapped_to_unknown_not_an_error(tmp_p
     df = frame()
     df["c"] = [f"only-{i}" if i % 10 == 0 else v for i, v in enumerate(df["c"])]  # 12 values seen at most once
     df.to_csv(tmp_path / "data.csv", index=False)
-    (tmp_path / "sweep.yaml").write_text(SWEEP.format(source="data.csv", target_type="category", trainer="",
-                                                      extra="", inputs=""))
+    (tmp_path / "sweep.yaml").write_text(
+        SWEEP.format(source="data.csv", target_type="category", trainer="", extra="", inputs="")
+    )
     code, err = _invoke(["validate", "sweep.yaml"], tmp_path)
     assert code == 0, err
 
@@ -306,8 +435,9 @@ def test_unseen_categories_at_test_time_are_mapped_to_unknown_not_an_error(tmp_p
 def test_an_unreadable_dataset_is_one_line(tmp_path):
     frame().to_csv(tmp_path / "data.csv", index=False)
     (tmp_path / "data.csv").chmod(0)
-    (tmp_path / "sweep.yaml").write_text(SWEEP.format(source="data.csv", target_type="category", trainer="",
-                                                      extra="", inputs=""))
+    (tmp_path / "sweep.yaml").write_text(
+        SWEEP.format(source="data.csv", target_type="category", trainer="", extra="", inputs="")
+    )
     code, err = _invoke(["validate", "sweep.yaml"], tmp_path)
     assert code == 2
     assert err.strip() == f"error: {tmp_path}/data.csv: dataset.source: permission denied; fix: make the file readable"

@@ -37,39 +37,63 @@ SEARCHES = [
     ("cap-below-start", lambda s: 10.0 * s, {"max_size": 5}, [5], 5),
     ("cap-one", lambda s: 1.0, {"max_size": 1}, [1], 1),
     ("start-and-growth", lambda s: 10.0 * s, {"max_size": 100, "start": 4, "growth": 3}, [4, 12, 36, 100], 100),
-    ("plateau-patience-2", {8: 100.0, 16: 200.0, 32: 205.0, 64: 206.0, 128: 900.0}, {"max_size": 1024},
-     [8, 16, 32, 64], 16),
-    ("plateau-patience-1", {8: 100.0, 16: 200.0, 32: 205.0, 64: 900.0}, {"max_size": 1024, "patience": 1},
-     [8, 16, 32], 16),
-    ("plateau-patience-3", {8: 100.0, 16: 200.0, 32: 205.0, 64: 206.0, 128: 207.0}, {"max_size": 1024,
-                                                                                    "patience": 3},
-     [8, 16, 32, 64, 128], 16),
-    ("stall-then-improve", {8: 100.0, 16: 101.0, 32: 300.0, 64: 301.0, 128: 302.0}, {"max_size": 1024},
-     [8, 16, 32, 64, 128], 32),
+    (
+        "plateau-patience-2",
+        {8: 100.0, 16: 200.0, 32: 205.0, 64: 206.0, 128: 900.0},
+        {"max_size": 1024},
+        [8, 16, 32, 64],
+        16,
+    ),
+    (
+        "plateau-patience-1",
+        {8: 100.0, 16: 200.0, 32: 205.0, 64: 900.0},
+        {"max_size": 1024, "patience": 1},
+        [8, 16, 32],
+        16,
+    ),
+    (
+        "plateau-patience-3",
+        {8: 100.0, 16: 200.0, 32: 205.0, 64: 206.0, 128: 207.0},
+        {"max_size": 1024, "patience": 3},
+        [8, 16, 32, 64, 128],
+        16,
+    ),
+    (
+        "stall-then-improve",
+        {8: 100.0, 16: 101.0, 32: 300.0, 64: 301.0, 128: 302.0},
+        {"max_size": 1024},
+        [8, 16, 32, 64, 128],
+        32,
+    ),
     ("slower-when-larger", {8: 100.0, 16: 50.0, 32: 25.0}, {"max_size": 1024}, [8, 16, 32], 8),
-    ("zero-tolerance", {8: 100.0, 16: 100.5, 32: 100.6, 64: 100.6, 128: 100.6}, {"max_size": 1024,
-                                                                                "tolerance": 0.0},
-     [8, 16, 32, 64, 128], 32),
+    (
+        "zero-tolerance",
+        {8: 100.0, 16: 100.5, 32: 100.6, 64: 100.6, 128: 100.6},
+        {"max_size": 1024, "tolerance": 0.0},
+        [8, 16, 32, 64, 128],
+        32,
+    ),
     # out of memory: bisect between the last fit and the failure, then keep 10 % headroom below the failure
     ("oom-after-success", lambda s: OOM if s >= 32 else 10.0 * s, {"max_size": 1024}, [8, 16, 32, 24, 28], 28),
     ("oom-at-cap", lambda s: OOM if s >= 20 else 10.0 * s, {"max_size": 20}, [8, 16, 20, 18, 19], 18),
     ("oom-on-second-size", lambda s: OOM if s >= 16 else 10.0 * s, {"max_size": 1024}, [8, 16, 12, 14], 14),
     ("oom-no-refine", {8: 100.0, 16: 200.0, 32: OOM}, {"max_size": 1024, "refine_steps": 0}, [8, 16, 32], 16),
-    ("oom-headroom-bites", {8: 100.0, 16: 200.0, 17: OOM}, {"max_size": 17, "refine_steps": 0},
-     [8, 16, 17], 15),
+    ("oom-headroom-bites", {8: 100.0, 16: 200.0, 17: OOM}, {"max_size": 17, "refine_steps": 0}, [8, 16, 17], 15),
 ]
 
 
-@pytest.mark.parametrize(("speeds", "kwargs", "tried", "chosen"), [c[1:] for c in SEARCHES],
-                         ids=[c[0] for c in SEARCHES])
+@pytest.mark.parametrize(
+    ("speeds", "kwargs", "tried", "chosen"), [c[1:] for c in SEARCHES], ids=[c[0] for c in SEARCHES]
+)
 def test_search_sequence(speeds, kwargs, tried, chosen):
     probe = ScriptedProbe(speeds)
     choice = search_batch_size(probe, **kwargs)
     assert probe.calls == tried
     assert choice.batch_size == chosen
     assert [s for s, _ in choice.tried] == tried
-    assert [v for _, v in choice.tried] == [probe.speeds(s) if callable(probe.speeds) else probe.speeds[s]
-                                            for s in tried]
+    assert [v for _, v in choice.tried] == [
+        probe.speeds(s) if callable(probe.speeds) else probe.speeds[s] for s in tried
+    ]
 
 
 def test_oom_at_start_halves_down():
@@ -85,7 +109,8 @@ def test_a_size_that_ran_out_of_memory_is_never_probed_again_nor_anything_above(
     choice = search_batch_size(probe, max_size=64)
     for i, (size, speed) in enumerate(choice.tried):
         if speed is None:
-            assert all(later < size for later, _ in choice.tried[i + 1:])
+            assert all(later < size for later, _ in choice.tried[i + 1 :])
+
 
 def test_smallest_size_within_tolerance_of_best_wins():
     probe = ScriptedProbe({8: 100.0, 16: 104.0, 32: 106.0})
@@ -100,9 +125,15 @@ def test_oom_at_one_raises():
     assert isinstance(BatchSizeError("x"), RuntimeError)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"max_size": 0}, {"max_size": -4}, {"max_size": 8, "growth": 1}, {"max_size": 8, "patience": 0},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_size": 0},
+        {"max_size": -4},
+        {"max_size": 8, "growth": 1},
+        {"max_size": 8, "patience": 0},
+    ],
+)
 def test_invalid_args(kwargs):
     probe = ScriptedProbe(lambda s: 1.0)
     with pytest.raises(ValueError, match="must hold, but got"):
@@ -111,8 +142,13 @@ def test_invalid_args(kwargs):
 
 
 @settings(max_examples=200, deadline=None, database=None)
-@given(max_size=st.integers(1, 4096), start=st.integers(1, 64), oom_above=st.integers(1, 5000),
-       speeds=st.lists(st.floats(0.1, 1e6), min_size=40, max_size=40), patience=st.integers(1, 4))
+@given(
+    max_size=st.integers(1, 4096),
+    start=st.integers(1, 64),
+    oom_above=st.integers(1, 5000),
+    speeds=st.lists(st.floats(0.1, 1e6), min_size=40, max_size=40),
+    patience=st.integers(1, 4),
+)
 def test_search_invariants(max_size, start, oom_above, speeds, patience):
     """Any probe where size 1 fits: sizes stay in [1, max_size]; the choice is a size that ran
     and fits; no size that fits is measured twice; the search is logarithmic in max_size."""
@@ -131,16 +167,19 @@ class OutOfMemoryError(RuntimeError):
     """Named like torch.cuda.OutOfMemoryError; the predicate matches by type name."""
 
 
-@pytest.mark.parametrize(("exc", "expected"), [
-    (OutOfMemoryError("anything"), True),
-    (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
-    (RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.3 GiB total capacity)"), True),
-    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), True),
-    (RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"), True),
-    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (8x3 and 4x2)"), False),
-    (ValueError("bad value"), False),
-    (MemoryError(), False),
-])
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (OutOfMemoryError("anything"), True),
+        (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        (RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.3 GiB total capacity)"), True),
+        (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), True),
+        (RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"), True),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied (8x3 and 4x2)"), False),
+        (ValueError("bad value"), False),
+        (MemoryError(), False),
+    ],
+)
 def test_is_oom(exc, expected):
     assert is_oom(exc) is expected
 
@@ -162,8 +201,9 @@ def test_train_loop_in_process(repo_root: Path, tmp_path, monkeypatch):
             return
         model_pt = Path(checkpoint_dir) / "model.pt"
         state = torch.load(model_pt, weights_only=True)
-        reports.append({**metrics, "_has_model_pt": model_pt.is_file(), "_ckpt_epoch": state["epoch"],
-                        "_ckpt_dir": checkpoint_dir})
+        reports.append(
+            {**metrics, "_has_model_pt": model_pt.is_file(), "_ckpt_epoch": state["epoch"], "_ckpt_dir": checkpoint_dir}
+        )
 
     train_loop(cfg, data, Job(), report)
 
@@ -183,8 +223,15 @@ def test_train_loop_in_process(repo_root: Path, tmp_path, monkeypatch):
         else:
             assert "checkpoint_epoch" not in r
         assert r["world_size"] == 1 and r["global_batch_size"] == r["batch_size"]
-        for key in ("train/combined/running_loss", "validation/combined/loss", "validation/malignant/loss",
-                    "validation/malignant/accuracy", "train_time_s", "samples_per_s", "batch_size_tuning_s"):
+        for key in (
+            "train/combined/running_loss",
+            "validation/combined/loss",
+            "validation/malignant/loss",
+            "validation/malignant/accuracy",
+            "train_time_s",
+            "samples_per_s",
+            "batch_size_tuning_s",
+        ):
             assert key in r, key
     tried = reports[0]["batch_size_tried"]
     assert tried.split(";")[0].startswith("8:")
@@ -209,8 +256,9 @@ def test_a_second_trial_with_the_same_model_shape_is_a_cache_hit_without_probing
     cache = MemoryCache()
     firsts = []
     for lr in (0.01, 0.05):
-        cfg = resolve_trial_config({**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 1}},
-                                   {"trainer.learning_rate": lr})
+        cfg = resolve_trial_config(
+            {**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 1}}, {"trainer.learning_rate": lr}
+        )
         reports: list[dict] = []
         train_loop(cfg, data, Job(), lambda m, c, out=reports: out.append(m), cache=cache)
         firsts.append(reports[0])
@@ -223,12 +271,27 @@ def test_a_second_trial_with_the_same_model_shape_is_a_cache_hit_without_probing
 def test_a_different_model_shape_misses_the_cache():
     from ludwig_hpo.train.batch_size import cache_key
 
-    base = dict(architecture="a", input_shapes={"x": (8, 8)}, device="cpu", device_memory=0, world_size=2,
-                precision="fp32", strategy="ddp", max_size=64)
+    base = dict(
+        architecture="a",
+        input_shapes={"x": (8, 8)},
+        device="cpu",
+        device_memory=0,
+        world_size=2,
+        precision="fp32",
+        strategy="ddp",
+        max_size=64,
+    )
     assert cache_key(**base) == cache_key(**dict(base))
-    for change in ({"architecture": "b"}, {"input_shapes": {"x": (4, 4)}}, {"world_size": 4},
-                   {"device": "NVIDIA H200", "device_memory": 150_000_000_000}, {"precision": "bf16"},
-                   {"max_size": 32}, {"kind": "eval"}, {"optimizer": "adam"}):
+    for change in (
+        {"architecture": "b"},
+        {"input_shapes": {"x": (4, 4)}},
+        {"world_size": 4},
+        {"device": "NVIDIA H200", "device_memory": 150_000_000_000},
+        {"precision": "bf16"},
+        {"max_size": 32},
+        {"kind": "eval"},
+        {"optimizer": "adam"},
+    ):
         assert cache_key(**{**base, **change}) != cache_key(**base), change
 
 

@@ -61,9 +61,11 @@ def test_the_folder_comes_back_if_the_reporter_moved_it_and_goes_when_dropped():
 
 def test_an_ended_runs_folder_is_gone_even_if_its_process_is_then_killed():
     """Ray Train kills a trial's workers after their last report: exit handlers never run."""
-    code = ("import os\nfrom ludwig_hpo.train.checkpoint import CheckpointFolder\n"
-            "a = CheckpointFolder()\nprint(a.write({'epoch': 1}), flush=True)\na.close()\n"
-            "os._exit(0)\n")
+    code = (
+        "import os\nfrom ludwig_hpo.train.checkpoint import CheckpointFolder\n"
+        "a = CheckpointFolder()\nprint(a.write({'epoch': 1}), flush=True)\na.close()\n"
+        "os._exit(0)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     path = out.stdout.strip()
     assert path and not os.path.exists(path)
@@ -106,8 +108,16 @@ def _adam_state() -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     model(torch.randn(5, 4)).sum().backward()
     opt.step()
-    return {"epoch": 3, "best_objective": 0.25, "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
-            "weights": OrderedDict(model.state_dict()), "scaler": {}, "cuda_rng": None, "pair": (1, torch.ones(2))}
+    return {
+        "epoch": 3,
+        "best_objective": 0.25,
+        "optimizer": opt.state_dict(),
+        "rng": torch.get_rng_state(),
+        "weights": OrderedDict(model.state_dict()),
+        "scaler": {},
+        "cuda_rng": None,
+        "pair": (1, torch.ones(2)),
+    }
 
 
 def test_pack_round_trips_through_torch_save_with_every_dtype_and_shape(tmp_path):

@@ -110,11 +110,15 @@ def test_a_sweep_where_every_trial_failed_summarizes_the_distinct_errors():
     def failed(i, error):
         return TrialRecord(f"t{i}", "FAILED", {}, None, None, error=error)
 
-    trials = [failed(0, "FloatingPointError: training loss is nan at epoch 1"),
-              failed(1, "BatchSizeError: no batch size fits"),
-              failed(2, "FloatingPointError: training loss is nan at epoch 1")]
-    assert _failure_summary(trials) == ("3 of 3 trial(s) failed: 2x FloatingPointError: training loss is nan at "
-                                        "epoch 1; 1x BatchSizeError: no batch size fits")
+    trials = [
+        failed(0, "FloatingPointError: training loss is nan at epoch 1"),
+        failed(1, "BatchSizeError: no batch size fits"),
+        failed(2, "FloatingPointError: training loss is nan at epoch 1"),
+    ]
+    assert _failure_summary(trials) == (
+        "3 of 3 trial(s) failed: 2x FloatingPointError: training loss is nan at "
+        "epoch 1; 1x BatchSizeError: no batch size fits"
+    )
 
 
 def test_hpo_ui_without_a_store_is_one_line_exit_2(tmp_path, monkeypatch):

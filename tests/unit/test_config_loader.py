@@ -68,7 +68,9 @@ def load_error(path: Path) -> ConfigError:
 
 
 # ---------------------------------------------------------------------------- valid files
-@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml")))
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in (Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
+)
 def test_shipped_sweeps_load(repo_root, name):
     loaded = load_sweep(repo_root / "sweeps" / name)
     assert isinstance(loaded, LoadedSweep)
@@ -100,88 +102,260 @@ def test_max_t_equal_to_epochs_is_accepted(tmp_path):
 # (id, file text, err.key, substring of err.message, "line:col" of err.source or None for the bare path)
 CASES = [
     ("unknown-top-level-key", BASE + "hyperopts: {}\n", "hyperopts", "unknown key 'hyperopts'", "19:1"),
-    ("unknown-nested-key", edit(("  learning_rate: 0.01", "  learnin_rate: 0.01")),
-     "trainer.learnin_rate", "unknown key 'learnin_rate'", "11:3"),
-    ("bad-literal", edit(("goal: minimize", "goal: maximise")),
-     "hyperopt.goal", "Input should be 'minimize' or 'maximize', got 'maximise'", "13:3"),
+    (
+        "unknown-nested-key",
+        edit(("  learning_rate: 0.01", "  learnin_rate: 0.01")),
+        "trainer.learnin_rate",
+        "unknown key 'learnin_rate'",
+        "11:3",
+    ),
+    (
+        "bad-literal",
+        edit(("goal: minimize", "goal: maximise")),
+        "hyperopt.goal",
+        "Input should be 'minimize' or 'maximize', got 'maximise'",
+        "13:3",
+    ),
     ("wrong-type", edit(("epochs: 4", "epochs: ten")), "trainer.epochs", "valid integer", "10:3"),
-    ("section-not-a-mapping", edit(("trainer:\n  epochs: 4\n  learning_rate: 0.01\n", "trainer: 5\n")),
-     "trainer", "valid dictionary", "9:1"),
-    ("missing-required", edit(("dataset:\n  source: sklearn:digits\n", "")), "dataset", "required key is missing",
-     "1:1"),
-    ("missing-parameters", edit(("  parameters:\n" + PARAM_LR, "")), "hyperopt.parameters",
-     "required key is missing", "12:1"),
-    ("feature-named-like-section", edit(("{name: size, type: number}", "{name: trainer, type: number}")),
-     "input_features[trainer].name", "'trainer' is reserved", "6:6"),
-    ("feature-name-with-dot", edit(("{name: size, type: number}", "{name: s.ize, type: number}")),
-     "input_features[s.ize].name", "contains '.'", "6:6"),
-    ("nested-encoder-value", edit(("{name: size, type: number}",
-                                   "{name: size, type: number, encoder: {type: dense, num_layers: 0}}")),
-     "input_features[size].encoder.num_layers", "greater than or equal to 1, got 0", "6:55"),
-    ("nested-encoder-typo", edit(("{name: size, type: number}",
-                                  "{name: size, type: category, encoder: {embeding_size: 3}}")),
-     "input_features[size].encoder.embeding_size", "unknown key 'embeding_size'", "6:44"),
-    ("kfold-k-too-small", edit(("hyperopt:\n", "kfold: {k: 1}\nhyperopt:\n")),
-     "kfold.k", "greater than or equal to 2, got 1", "12:9"),
+    (
+        "section-not-a-mapping",
+        edit(("trainer:\n  epochs: 4\n  learning_rate: 0.01\n", "trainer: 5\n")),
+        "trainer",
+        "valid dictionary",
+        "9:1",
+    ),
+    (
+        "missing-required",
+        edit(("dataset:\n  source: sklearn:digits\n", "")),
+        "dataset",
+        "required key is missing",
+        "1:1",
+    ),
+    (
+        "missing-parameters",
+        edit(("  parameters:\n" + PARAM_LR, "")),
+        "hyperopt.parameters",
+        "required key is missing",
+        "12:1",
+    ),
+    (
+        "feature-named-like-section",
+        edit(("{name: size, type: number}", "{name: trainer, type: number}")),
+        "input_features[trainer].name",
+        "'trainer' is reserved",
+        "6:6",
+    ),
+    (
+        "feature-name-with-dot",
+        edit(("{name: size, type: number}", "{name: s.ize, type: number}")),
+        "input_features[s.ize].name",
+        "contains '.'",
+        "6:6",
+    ),
+    (
+        "nested-encoder-value",
+        edit(("{name: size, type: number}", "{name: size, type: number, encoder: {type: dense, num_layers: 0}}")),
+        "input_features[size].encoder.num_layers",
+        "greater than or equal to 1, got 0",
+        "6:55",
+    ),
+    (
+        "nested-encoder-typo",
+        edit(("{name: size, type: number}", "{name: size, type: category, encoder: {embeding_size: 3}}")),
+        "input_features[size].encoder.embeding_size",
+        "unknown key 'embeding_size'",
+        "6:44",
+    ),
+    (
+        "kfold-k-too-small",
+        edit(("hyperopt:\n", "kfold: {k: 1}\nhyperopt:\n")),
+        "kfold.k",
+        "greater than or equal to 2, got 1",
+        "12:9",
+    ),
     ("bad-sweep-name", edit(("name: tiny", "name: a/b")), "name", "must be letters, digits", "1:1"),
-    ("unknown-feature-type", edit(("{name: size, type: number}", "{name: size, type: text}")),
-     "input_features[size]", "does not match any of the expected tags", "6:5"),
-    ("duplicate-feature-names", edit(("{name: size, type: number}", "{name: image, type: number}")),
-     "input_features", "feature names must be unique, but ['image']", "4:1"),
-    ("duplicate-yaml-key", edit(("  epochs: 4\n", "  epochs: 4\n  epochs: 5\n")),
-     None, "duplicate key 'epochs' (first at line 10)", "11:3"),
-    ("goal-contradicts-metric", edit(("goal: minimize", "goal: maximize")),
-     "hyperopt.goal", "'loss' is better when smaller; set goal: minimize", "13:3"),
-    ("metric-not-for-output-type",
-     edit(("{name: label, type: category}", "{name: label, type: number}"), ("goal: minimize", "goal: maximize"),
-          ("metric: loss", "metric: accuracy")),
-     "hyperopt.metric", "'accuracy' is not reported for a number output; use one of ['loss', 'mae']", "14:3"),
-    ("output-feature-not-an-output", edit(("output_feature: label", "output_feature: size")),
-     "hyperopt.output_feature", "'size' is not an output feature; use one of ['label', 'combined']", "15:3"),
-    ("split-test-refused", edit(("  metric: loss\n", "  metric: loss\n  split: test\n")),
-     "hyperopt.split", "leaks it into the search", "15:3"),
-    ("split-fractions-sum", edit(("  source: sklearn:digits\n",
-                                  "  source: sklearn:digits\n  split: {train: 0.7, validation: 0.2, test: 0.2}\n")),
-     "dataset.split", "must sum to 1, but got 1.1", "4:3"),
-    ("loguniform-lower-zero", param("trainer.learning_rate: {space: loguniform, lower: 0, upper: 0.1}"),
-     'hyperopt.parameters."trainer.learning_rate"', "loguniform needs lower > 0", "18:5"),
-    ("uniform-lower-above-upper", param("combiner.dropout: {space: uniform, lower: 0.5, upper: 0.1}"),
-     'hyperopt.parameters."combiner.dropout"', "lower < upper must hold, but got (lower=0.5, upper=0.1)", "18:5"),
-    ("randint-empty-range", param("combiner.num_fc_layers: {space: randint, lower: 3, upper: 3}"),
-     'hyperopt.parameters."combiner.num_fc_layers"', "lower < upper must hold", "18:5"),
-    ("empty-categories", param("combiner.output_size: {space: choice, categories: []}"),
-     'hyperopt.parameters."combiner.output_size".categories', "at least 1 item", "18:43"),
-    ("unknown-space-key", param("trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-2, step: 2}"),
-     'hyperopt.parameters."trainer.learning_rate".step', "unknown key 'step'", "18:78"),
-    ("unknown-space", param("trainer.learning_rate: {space: normal, lower: 0, upper: 1}"),
-     'hyperopt.parameters."trainer.learning_rate"', "does not match any of the expected tags", "18:5"),
-    ("unknown-path-head", param("trainr.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-2}"),
-     'hyperopt.parameters."trainr.learning_rate"', "did you mean 'trainer'?", "18:5"),
-    ("path-to-unknown-field", param("image.encoder.num_layer: {space: randint, lower: 1, upper: 4}"),
-     'hyperopt.parameters."image.encoder.num_layer"', "unknown key 'num_layer'", "18:5"),
-    ("path-walks-into-value", param("trainer.epochs.x: {space: randint, lower: 1, upper: 4}"),
-     'hyperopt.parameters."trainer.epochs.x"', "walks into 'trainer.epochs', which is a value", "18:5"),
-    ("value-out-of-schema-range", param("image.encoder.num_layers: {space: randint, lower: 1, upper: 10}"),
-     'hyperopt.parameters."image.encoder.num_layers"',
-     "value 9 is invalid for input_features[image].encoder.num_layers: Input should be less than or equal to 6",
-     "18:5"),
-    ("category-wrong-type", param("combiner.output_size: {space: choice, categories: [8, big]}"),
-     'hyperopt.parameters."combiner.output_size"', "value 'big' is invalid for combiner.output_size", "18:5"),
-    ("category-not-in-schema", param("trainer.optimizer.type: {space: choice, categories: [adam, rmsprop]}"),
-     'hyperopt.parameters."trainer.optimizer.type"', "value 'rmsprop' is invalid for trainer.optimizer.type", "18:5"),
-    ("max-t-contradicts-epochs", edit(("grace_period: 1}", "grace_period: 1, max_t: 8}")),
-     "hyperopt.scheduler.max_t", "max_t (8) contradicts trainer.epochs (4)", "16:55"),
-    ("grace-period-above-epochs", edit(("grace_period: 1}", "grace_period: 5}")),
-     "hyperopt.scheduler.grace_period", "grace_period (5) must be <= trainer.epochs (4)", "16:38"),
+    (
+        "unknown-feature-type",
+        edit(("{name: size, type: number}", "{name: size, type: text}")),
+        "input_features[size]",
+        "does not match any of the expected tags",
+        "6:5",
+    ),
+    (
+        "duplicate-feature-names",
+        edit(("{name: size, type: number}", "{name: image, type: number}")),
+        "input_features",
+        "feature names must be unique, but ['image']",
+        "4:1",
+    ),
+    (
+        "duplicate-yaml-key",
+        edit(("  epochs: 4\n", "  epochs: 4\n  epochs: 5\n")),
+        None,
+        "duplicate key 'epochs' (first at line 10)",
+        "11:3",
+    ),
+    (
+        "goal-contradicts-metric",
+        edit(("goal: minimize", "goal: maximize")),
+        "hyperopt.goal",
+        "'loss' is better when smaller; set goal: minimize",
+        "13:3",
+    ),
+    (
+        "metric-not-for-output-type",
+        edit(
+            ("{name: label, type: category}", "{name: label, type: number}"),
+            ("goal: minimize", "goal: maximize"),
+            ("metric: loss", "metric: accuracy"),
+        ),
+        "hyperopt.metric",
+        "'accuracy' is not reported for a number output; use one of ['loss', 'mae']",
+        "14:3",
+    ),
+    (
+        "output-feature-not-an-output",
+        edit(("output_feature: label", "output_feature: size")),
+        "hyperopt.output_feature",
+        "'size' is not an output feature; use one of ['label', 'combined']",
+        "15:3",
+    ),
+    (
+        "split-test-refused",
+        edit(("  metric: loss\n", "  metric: loss\n  split: test\n")),
+        "hyperopt.split",
+        "leaks it into the search",
+        "15:3",
+    ),
+    (
+        "split-fractions-sum",
+        edit(
+            (
+                "  source: sklearn:digits\n",
+                "  source: sklearn:digits\n  split: {train: 0.7, validation: 0.2, test: 0.2}\n",
+            )
+        ),
+        "dataset.split",
+        "must sum to 1, but got 1.1",
+        "4:3",
+    ),
+    (
+        "loguniform-lower-zero",
+        param("trainer.learning_rate: {space: loguniform, lower: 0, upper: 0.1}"),
+        'hyperopt.parameters."trainer.learning_rate"',
+        "loguniform needs lower > 0",
+        "18:5",
+    ),
+    (
+        "uniform-lower-above-upper",
+        param("combiner.dropout: {space: uniform, lower: 0.5, upper: 0.1}"),
+        'hyperopt.parameters."combiner.dropout"',
+        "lower < upper must hold, but got (lower=0.5, upper=0.1)",
+        "18:5",
+    ),
+    (
+        "randint-empty-range",
+        param("combiner.num_fc_layers: {space: randint, lower: 3, upper: 3}"),
+        'hyperopt.parameters."combiner.num_fc_layers"',
+        "lower < upper must hold",
+        "18:5",
+    ),
+    (
+        "empty-categories",
+        param("combiner.output_size: {space: choice, categories: []}"),
+        'hyperopt.parameters."combiner.output_size".categories',
+        "at least 1 item",
+        "18:43",
+    ),
+    (
+        "unknown-space-key",
+        param("trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-2, step: 2}"),
+        'hyperopt.parameters."trainer.learning_rate".step',
+        "unknown key 'step'",
+        "18:78",
+    ),
+    (
+        "unknown-space",
+        param("trainer.learning_rate: {space: normal, lower: 0, upper: 1}"),
+        'hyperopt.parameters."trainer.learning_rate"',
+        "does not match any of the expected tags",
+        "18:5",
+    ),
+    (
+        "unknown-path-head",
+        param("trainr.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-2}"),
+        'hyperopt.parameters."trainr.learning_rate"',
+        "did you mean 'trainer'?",
+        "18:5",
+    ),
+    (
+        "path-to-unknown-field",
+        param("image.encoder.num_layer: {space: randint, lower: 1, upper: 4}"),
+        'hyperopt.parameters."image.encoder.num_layer"',
+        "unknown key 'num_layer'",
+        "18:5",
+    ),
+    (
+        "path-walks-into-value",
+        param("trainer.epochs.x: {space: randint, lower: 1, upper: 4}"),
+        'hyperopt.parameters."trainer.epochs.x"',
+        "walks into 'trainer.epochs', which is a value",
+        "18:5",
+    ),
+    (
+        "value-out-of-schema-range",
+        param("image.encoder.num_layers: {space: randint, lower: 1, upper: 10}"),
+        'hyperopt.parameters."image.encoder.num_layers"',
+        "value 9 is invalid for input_features[image].encoder.num_layers: Input should be less than or equal to 6",
+        "18:5",
+    ),
+    (
+        "category-wrong-type",
+        param("combiner.output_size: {space: choice, categories: [8, big]}"),
+        'hyperopt.parameters."combiner.output_size"',
+        "value 'big' is invalid for combiner.output_size",
+        "18:5",
+    ),
+    (
+        "category-not-in-schema",
+        param("trainer.optimizer.type: {space: choice, categories: [adam, rmsprop]}"),
+        'hyperopt.parameters."trainer.optimizer.type"',
+        "value 'rmsprop' is invalid for trainer.optimizer.type",
+        "18:5",
+    ),
+    (
+        "max-t-contradicts-epochs",
+        edit(("grace_period: 1}", "grace_period: 1, max_t: 8}")),
+        "hyperopt.scheduler.max_t",
+        "max_t (8) contradicts trainer.epochs (4)",
+        "16:55",
+    ),
+    (
+        "grace-period-above-epochs",
+        edit(("grace_period: 1}", "grace_period: 5}")),
+        "hyperopt.scheduler.grace_period",
+        "grace_period (5) must be <= trainer.epochs (4)",
+        "16:38",
+    ),
     ("yaml-tab", edit(("  epochs: 4\n", "\tepochs: 4\n")), None, "invalid YAML", "10:1"),
-    ("yaml-unclosed-bracket", edit(("{name: size, type: number}", "{name: size, type: number")),
-     None, "invalid YAML", "7:16"),
+    (
+        "yaml-unclosed-bracket",
+        edit(("{name: size, type: number}", "{name: size, type: number")),
+        None,
+        "invalid YAML",
+        "7:16",
+    ),
     ("yaml-two-documents", BASE + "---\nname: other\n", None, "invalid YAML", "19:1"),
     ("empty-file", "", None, "the file is empty", None),
     ("comments-only", "# nothing here\n", None, "the file is empty", None),
     ("not-utf8", b"name: caf\xe9\n", None, "not UTF-8 text (byte 9)", None),
-    ("top-level-list", "- name: tiny\n- dataset: x\n", None, "top level must be a mapping of sections, not a list",
-     None),
+    (
+        "top-level-list",
+        "- name: tiny\n- dataset: x\n",
+        None,
+        "top level must be a mapping of sections, not a list",
+        None,
+    ),
     ("top-level-scalar", "just words\n", None, "not a str", None),
 ]
 
@@ -226,20 +400,29 @@ def test_misspelt_required_section_suggests_the_name(tmp_path):
     assert err.source.endswith(":12:1")
 
 
-@pytest.mark.parametrize(("old", "new", "key"), [
-    ("epochs: 4", "epochs: 4\n  batch_size: big", "trainer.batch_size"),
-    ("grace_period: 1}", "grace_period: 1}\n  executor: {max_concurrent_trials: lots}",
-     "hyperopt.executor.max_concurrent_trials"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("epochs: 4", "epochs: 4\n  batch_size: big", "trainer.batch_size"),
+        (
+            "grace_period: 1}",
+            "grace_period: 1}\n  executor: {max_concurrent_trials: lots}",
+            "hyperopt.executor.max_concurrent_trials",
+        ),
+    ],
+)
 def test_scalar_union_error_names_the_key(tmp_path, old, new, key):
     assert load_error(write(tmp_path, edit((old, new)))).key == key
 
 
-@pytest.mark.parametrize(("old", "new", "key", "where"), [
-    ("goal: minimize", "goal: maximize", "hyperopt.goal", "13:3"),
-    ("output_feature: label", "output_feature: size", "hyperopt.output_feature", "15:3"),
-    ("grace_period: 1}", "grace_period: 5}", "hyperopt.scheduler.grace_period", "16:38"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "key", "where"),
+    [
+        ("goal: minimize", "goal: maximize", "hyperopt.goal", "13:3"),
+        ("output_feature: label", "output_feature: size", "hyperopt.output_feature", "15:3"),
+        ("grace_period: 1}", "grace_period: 5}", "hyperopt.scheduler.grace_period", "16:38"),
+    ],
+)
 def test_cross_field_error_points_at_the_key(tmp_path, old, new, key, where):
     path = write(tmp_path, edit((old, new)))
     err = load_error(path)
@@ -271,16 +454,24 @@ def test_load_accepts_str_path(tmp_path):
     assert load_sweep(str(write(tmp_path, BASE))).config.name == "tiny"
 
 
-@pytest.mark.parametrize(("line", "message", "fix"), [
-    ("image.preprocessing.scale: {space: choice, categories: [8, 16]}",
-     "'image.preprocessing.scale' cannot be searched: preprocessing is fitted once per sweep",
-     "set it in the config instead of hyperopt.parameters"),
-    ("size.column: {space: choice, categories: [a, b]}", "cannot be searched: the data is prepared once", None),
-    ("label.type: {space: choice, categories: [number, category]}", "cannot be searched", None),
-    ("trainer.epochs: {space: randint, lower: 2, upper: 4}", "it sets the scheduler's max_t", None),
-    ("combiner.output_size: {space: uniform, lower: 8, upper: 16}", "is invalid for combiner.output_size",
-     "use an integer space (randint, qrandint, lograndint) for an integer field"),
-])
+@pytest.mark.parametrize(
+    ("line", "message", "fix"),
+    [
+        (
+            "image.preprocessing.scale: {space: choice, categories: [8, 16]}",
+            "'image.preprocessing.scale' cannot be searched: preprocessing is fitted once per sweep",
+            "set it in the config instead of hyperopt.parameters",
+        ),
+        ("size.column: {space: choice, categories: [a, b]}", "cannot be searched: the data is prepared once", None),
+        ("label.type: {space: choice, categories: [number, category]}", "cannot be searched", None),
+        ("trainer.epochs: {space: randint, lower: 2, upper: 4}", "it sets the scheduler's max_t", None),
+        (
+            "combiner.output_size: {space: uniform, lower: 8, upper: 16}",
+            "is invalid for combiner.output_size",
+            "use an integer space (randint, qrandint, lograndint) for an integer field",
+        ),
+    ],
+)
 def test_parameters_that_cannot_be_searched_or_do_not_fit_the_field(tmp_path, line, message, fix):
     err = load_error(write(tmp_path, param(line)))
     assert message in err.message
@@ -289,10 +480,13 @@ def test_parameters_that_cannot_be_searched_or_do_not_fit_the_field(tmp_path, li
         assert err.fix == fix
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("? [a, b]\n: 1\n", "a key must be a plain value"),
-    ("x: &a [*a]\n", "expands to over 100000 values through YAML aliases"),
-    ("trainer: &a {x: *a}\n", "expands to over 100000 values through YAML aliases"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("? [a, b]\n: 1\n", "a key must be a plain value"),
+        ("x: &a [*a]\n", "expands to over 100000 values through YAML aliases"),
+        ("trainer: &a {x: *a}\n", "expands to over 100000 values through YAML aliases"),
+    ],
+)
 def test_odd_yaml_is_a_config_error_not_a_traceback(tmp_path, text, message):
     assert message in load_error(write(tmp_path, text)).message

@@ -15,11 +15,14 @@ NUMBERS = ["mean_radius", "mean_texture", "worst_area"]
 
 
 # ---------------------------------------------------------------------------- sources
-@pytest.mark.parametrize(("name", "shape", "columns", "target", "n_classes"), [
-    ("digits", (1797, 2), ["image", "label"], "label", 10),
-    ("breast_cancer", (569, 31), ["mean_radius", "mean_concave_points", "worst_fractal_dimension"], "malignant", 2),
-    ("wine", (178, 14), ["alcohol", "od280_od315_of_diluted_wines", "proline"], "cultivar", 3),
-])
+@pytest.mark.parametrize(
+    ("name", "shape", "columns", "target", "n_classes"),
+    [
+        ("digits", (1797, 2), ["image", "label"], "label", 10),
+        ("breast_cancer", (569, 31), ["mean_radius", "mean_concave_points", "worst_fractal_dimension"], "malignant", 2),
+        ("wine", (178, 14), ["alcohol", "od280_od315_of_diluted_wines", "proline"], "cultivar", 3),
+    ],
+)
 def test_bundled(tmp_path, name, shape, columns, target, n_classes):
     df = load_dataframe(f"sklearn:{name}", tmp_path)
     assert df.shape == shape
@@ -69,14 +72,17 @@ def test_parquet_list_column_round_trip(tmp_path):
     assert np.asarray(back["image"].iloc[1].tolist(), dtype=np.float32).sum() == 4
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("missing.csv", None, "dataset file not found"),
-    ("data.xlsx", "x\n1\n", "unknown dataset format '.xlsx'"),
-    ("noext", "x\n1\n", "unknown dataset format ''"),
-    ("empty.csv", "", "cannot read the dataset"),
-    ("header_only.csv", "x,y\n", "the dataset has no rows"),
-    ("broken.parquet", "not parquet", "cannot read the dataset"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.csv", None, "dataset file not found"),
+        ("data.xlsx", "x\n1\n", "unknown dataset format '.xlsx'"),
+        ("noext", "x\n1\n", "unknown dataset format ''"),
+        ("empty.csv", "", "cannot read the dataset"),
+        ("header_only.csv", "x,y\n", "the dataset has no rows"),
+        ("broken.parquet", "not parquet", "cannot read the dataset"),
+    ],
+)
 def test_file_errors(tmp_path, name, content, message):
     path = tmp_path / name
     if content is not None:
@@ -169,8 +175,9 @@ def breast_cancer(tmp_path_factory):
 
 
 def test_prepare_zscore_fitted_on_train_only(breast_cancer, make_config):
-    cfg = make_config([{"name": n, "type": "number"} for n in NUMBERS], [{"name": "malignant", "type": "binary"}],
-                      kfold={"k": 3})
+    cfg = make_config(
+        [{"name": n, "type": "number"} for n in NUMBERS], [{"name": "malignant", "type": "binary"}], kfold={"k": 3}
+    )
     data = prepare(breast_cancer, cfg)
     train, val = data.splits["train"], data.splits["validation"]
     _assert_partition(data.splits, len(breast_cancer))
@@ -191,9 +198,13 @@ def test_prepare_zscore_fitted_on_train_only(breast_cancer, make_config):
 
 
 def test_prepare_minmax_and_none(breast_cancer, make_config):
-    cfg = make_config([{"name": "mean_radius", "type": "number", "preprocessing": {"normalization": "minmax"}},
-                       {"name": "mean_area", "type": "number", "preprocessing": {"normalization": "none"}}],
-                      [{"name": "malignant", "type": "binary"}])
+    cfg = make_config(
+        [
+            {"name": "mean_radius", "type": "number", "preprocessing": {"normalization": "minmax"}},
+            {"name": "mean_area", "type": "number", "preprocessing": {"normalization": "none"}},
+        ],
+        [{"name": "malignant", "type": "binary"}],
+    )
     data = prepare(breast_cancer, cfg)
     train = data.splits["train"]
     assert data.inputs["mean_radius"][train].min() == pytest.approx(0.0, abs=1e-6)
@@ -203,8 +214,9 @@ def test_prepare_minmax_and_none(breast_cancer, make_config):
 
 def test_prepare_missing_numbers_filled_with_train_mean(make_config):
     df = pd.DataFrame({"x": [1.0, np.nan] * 20, "y": [0, 1] * 20})
-    cfg = make_config([{"name": "x", "type": "number", "preprocessing": {"normalization": "none"}}],
-                      [{"name": "y", "type": "binary"}])
+    cfg = make_config(
+        [{"name": "x", "type": "number", "preprocessing": {"normalization": "none"}}], [{"name": "y", "type": "binary"}]
+    )
     assert np.all(prepare(df, cfg).inputs["x"] == 1.0)
 
 
@@ -212,19 +224,23 @@ def test_prepare_missing_numbers_filled_with_train_mean(make_config):
 def mixed_frame():
     n = 60
     rng = np.random.default_rng(0)
-    return pd.DataFrame({
-        "row_id": [f"r{i}" for i in range(n)],  # unique: every non-train value is unseen
-        "color": rng.choice(["red", "green", None], size=n),
-        "smoker": rng.choice(["yes", "No", " YES ", "n"], size=n),
-        "target": ["a", "b", "c"] * (n // 3),
-        "answer": ["yes", "no"] * (n // 2),
-        "amount": rng.normal(size=n),
-    })
+    return pd.DataFrame(
+        {
+            "row_id": [f"r{i}" for i in range(n)],  # unique: every non-train value is unseen
+            "color": rng.choice(["red", "green", None], size=n),
+            "smoker": rng.choice(["yes", "No", " YES ", "n"], size=n),
+            "target": ["a", "b", "c"] * (n // 3),
+            "answer": ["yes", "no"] * (n // 2),
+            "amount": rng.normal(size=n),
+        }
+    )
 
 
 def test_prepare_category_vocab_unseen_maps_to_zero(mixed_frame, make_config):
-    cfg = make_config([{"name": "row_id", "type": "category"}, {"name": "color", "type": "category"}],
-                      [{"name": "target", "type": "category"}])
+    cfg = make_config(
+        [{"name": "row_id", "type": "category"}, {"name": "color", "type": "category"}],
+        [{"name": "target", "type": "category"}],
+    )
     data = prepare(mixed_frame, cfg)
     train = data.splits["train"]
     others = np.concatenate([data.splits["validation"], data.splits["test"]])
@@ -243,8 +259,10 @@ def test_prepare_category_vocab_unseen_maps_to_zero(mixed_frame, make_config):
 
 
 def test_prepare_binary_from_strings(mixed_frame, make_config):
-    cfg = make_config([{"name": "smoker", "type": "binary"}, {"name": "amount", "type": "number"}],
-                      [{"name": "answer", "type": "binary"}])
+    cfg = make_config(
+        [{"name": "smoker", "type": "binary"}, {"name": "amount", "type": "number"}],
+        [{"name": "answer", "type": "binary"}],
+    )
     data = prepare(mixed_frame, cfg)
     expect = mixed_frame["smoker"].str.strip().str.lower().isin(["yes"]).to_numpy(np.float32)
     np.testing.assert_array_equal(data.inputs["smoker"][:, 0], expect)
@@ -260,8 +278,9 @@ def test_prepare_binary_two_arbitrary_labels(make_config):
 
 def test_prepare_number_target_and_image_input(make_config):
     rng = np.random.default_rng(0)
-    df = pd.DataFrame({"img": [rng.integers(0, 255, (6, 5)).astype(np.float32) for _ in range(30)],
-                       "price": rng.normal(size=30)})
+    df = pd.DataFrame(
+        {"img": [rng.integers(0, 255, (6, 5)).astype(np.float32) for _ in range(30)], "price": rng.normal(size=30)}
+    )
     data = prepare(df, make_config([{"name": "img", "type": "image"}], [{"name": "price", "type": "number"}]))
     assert data.inputs["img"].shape == (30, 6, 5)
     assert data.meta["img"].shape == (6, 5)
@@ -270,8 +289,9 @@ def test_prepare_number_target_and_image_input(make_config):
 
 
 def test_prepare_missing_column_names_the_feature(breast_cancer, make_config):
-    cfg = make_config([{"name": "radius", "column": "MEAN_RADIUS", "type": "number"}],
-                      [{"name": "malignant", "type": "binary"}])
+    cfg = make_config(
+        [{"name": "radius", "column": "MEAN_RADIUS", "type": "number"}], [{"name": "malignant", "type": "binary"}]
+    )
     with pytest.raises(DataError) as info:
         prepare(breast_cancer, cfg)
     err = info.value
@@ -297,13 +317,20 @@ def test_prepare_single_class_target(make_config, out_type):
     assert info.value.key == "output_features[y]"
 
 
-@pytest.mark.parametrize(("frame", "inputs", "message"), [
-    ({"x": ["1", "two"] * 10, "y": [0, 1] * 10}, [{"name": "x", "type": "number"}], "values are not numbers"),
-    ({"x": [1.0, np.inf] * 10, "y": [0, 1] * 10}, [{"name": "x", "type": "number"}], "infinite values"),
-    ({"x": ["a", "b", "c", "d"] * 5, "y": [0, 1] * 10}, [{"name": "x", "type": "binary"}], "needs 2 distinct values"),
-    ({"x": [1, None] * 10, "y": [0, 1] * 10}, [{"name": "x", "type": "binary"}], "missing values in a binary"),
-    ({"x": [1.0] * 20, "y": [0, None] * 10}, [{"name": "x", "type": "number"}], "rows have no target value"),
-])
+@pytest.mark.parametrize(
+    ("frame", "inputs", "message"),
+    [
+        ({"x": ["1", "two"] * 10, "y": [0, 1] * 10}, [{"name": "x", "type": "number"}], "values are not numbers"),
+        ({"x": [1.0, np.inf] * 10, "y": [0, 1] * 10}, [{"name": "x", "type": "number"}], "infinite values"),
+        (
+            {"x": ["a", "b", "c", "d"] * 5, "y": [0, 1] * 10},
+            [{"name": "x", "type": "binary"}],
+            "needs 2 distinct values",
+        ),
+        ({"x": [1, None] * 10, "y": [0, 1] * 10}, [{"name": "x", "type": "binary"}], "missing values in a binary"),
+        ({"x": [1.0] * 20, "y": [0, None] * 10}, [{"name": "x", "type": "number"}], "rows have no target value"),
+    ],
+)
 def test_prepare_bad_columns(make_config, frame, inputs, message):
     cfg = make_config(inputs, [{"name": "y", "type": "binary"}])
     with pytest.raises(DataError) as info:

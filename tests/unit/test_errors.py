@@ -10,14 +10,20 @@ from ludwig_hpo.errors import ConfigError, DataError, HpoError, ResourceError, T
 from ludwig_hpo.train.batch_size import BatchSizeError
 
 
-@pytest.mark.parametrize(("kwargs", "line"), [
-    ({}, "bad value"),
-    ({"source": "s.yaml:3:5"}, "s.yaml:3:5: bad value"),
-    ({"key": "trainer.epochs"}, "trainer.epochs: bad value"),
-    ({"fix": "use 3"}, "bad value; fix: use 3"),
-    ({"source": "s.yaml:3:5", "key": "trainer.epochs", "fix": "use 3"}, "s.yaml:3:5: trainer.epochs: bad value; fix: use 3"),
-    ({"source": "", "key": None, "fix": ""}, "bad value"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "line"),
+    [
+        ({}, "bad value"),
+        ({"source": "s.yaml:3:5"}, "s.yaml:3:5: bad value"),
+        ({"key": "trainer.epochs"}, "trainer.epochs: bad value"),
+        ({"fix": "use 3"}, "bad value; fix: use 3"),
+        (
+            {"source": "s.yaml:3:5", "key": "trainer.epochs", "fix": "use 3"},
+            "s.yaml:3:5: trainer.epochs: bad value; fix: use 3",
+        ),
+        ({"source": "", "key": None, "fix": ""}, "bad value"),
+    ],
+)
 def test_one_line_format(kwargs, line):
     err = UserError("bad value", **kwargs)
     assert err.one_line() == line
@@ -30,9 +36,15 @@ def test_one_line_collapses_whitespace():
     assert err.message == "first line\nsecond\tline  here", "the fields themselves are kept verbatim"
 
 
-@pytest.mark.parametrize(("cls", "builtin"), [
-    (ConfigError, ValueError), (DataError, ValueError), (ResourceError, RuntimeError), (TrackingError, RuntimeError),
-])
+@pytest.mark.parametrize(
+    ("cls", "builtin"),
+    [
+        (ConfigError, ValueError),
+        (DataError, ValueError),
+        (ResourceError, RuntimeError),
+        (TrackingError, RuntimeError),
+    ],
+)
 def test_builtin_mixins(cls, builtin):
     err = cls("m")
     assert isinstance(err, builtin)
@@ -49,8 +61,12 @@ def test_trial_error_is_not_a_user_error():
 
 @pytest.mark.parametrize("cls", [UserError, ConfigError, DataError, ResourceError, TrackingError])
 def test_pickle_round_trip(cls):
-    err = cls("lower < upper must hold", source="sweeps/x.yaml:12:5", key='hyperopt.parameters."a.b"',
-              fix="correct the bounds")
+    err = cls(
+        "lower < upper must hold",
+        source="sweeps/x.yaml:12:5",
+        key='hyperopt.parameters."a.b"',
+        fix="correct the bounds",
+    )
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is cls
     assert (back.message, back.source, back.key, back.fix) == (err.message, err.source, err.key, err.fix)

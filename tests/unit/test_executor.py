@@ -11,13 +11,16 @@ from ludwig_hpo.execution.resources import plan_resources
 from ludwig_hpo.execution.trainable import trial_resources
 
 
-@pytest.mark.parametrize(("requested", "use_gpu", "expected"), [
-    ("auto", False, "pooled"),
-    ("auto", True, "fresh"),
-    ("fresh", False, "fresh"),
-    ("pooled", True, "pooled"),
-    ("pooled", False, "pooled"),
-])
+@pytest.mark.parametrize(
+    ("requested", "use_gpu", "expected"),
+    [
+        ("auto", False, "pooled"),
+        ("auto", True, "fresh"),
+        ("fresh", False, "fresh"),
+        ("pooled", True, "pooled"),
+        ("pooled", False, "pooled"),
+    ],
+)
 def test_choose_executor(requested, use_gpu, expected):
     choice = choose_executor(requested, use_gpu=use_gpu)
     assert choice.executor == expected
@@ -35,12 +38,15 @@ def test_trial_executor_field_defaults_to_auto_and_rejects_unknown_values():
         BackendConfig(trial_executor="warm")
 
 
-@pytest.mark.parametrize(("workers", "executor", "expected"), [
-    (2, "fresh", {"cpu": 0, "trial_slot": 1}),
-    (2, "pooled", {"cpu": 0, "trial_slot": 1}),
-    (1, "fresh", {"cpu": 1.0, "gpu": 0, "trial_slot": 1}),  # trains in the trial actor
-    (1, "pooled", {"cpu": 0, "trial_slot": 1}),  # the warm group's worker holds the CPU
-])
+@pytest.mark.parametrize(
+    ("workers", "executor", "expected"),
+    [
+        (2, "fresh", {"cpu": 0, "trial_slot": 1}),
+        (2, "pooled", {"cpu": 0, "trial_slot": 1}),
+        (1, "fresh", {"cpu": 1.0, "gpu": 0, "trial_slot": 1}),  # trains in the trial actor
+        (1, "pooled", {"cpu": 0, "trial_slot": 1}),  # the warm group's worker holds the CPU
+    ],
+)
 def test_pooled_trials_reserve_only_a_slot(workers, executor, expected):
     plan = plan_resources(num_workers=workers, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=2, cluster_gpus=0)
     assert trial_resources(plan, executor) == expected

@@ -45,7 +45,8 @@ def test_relative_paths_start_at_the_dataset_folder_not_the_current_one(tmp_path
     data_dir = tmp_path / "data"
     pixels = _images(data_dir)
     pd.DataFrame({"img": [f"images/{i}.png" for i in range(30)], "y": ["a", "b", "c"] * 10}).to_csv(
-        data_dir / "rows.csv", index=False)
+        data_dir / "rows.csv", index=False
+    )
     monkeypatch.chdir(tmp_path)  # the current folder holds no images/
     cfg = make_config([{"name": "img", "type": "image"}], [{"name": "y", "type": "category"}])
     source = "data/rows.csv"
@@ -104,8 +105,9 @@ def test_crop_or_pad_centres_the_image(tmp_path):
 
 def test_arrays_are_resized_like_files(tmp_path):
     arrays = [np.full((3, 3), 7.0, np.float32), np.full((5, 5), 9.0, np.float32)]
-    got = load_images(pd.Series(arrays), key=KEY, column="img", height=4, width=4, resize_method="interpolate",
-                      data_dir=None)
+    got = load_images(
+        pd.Series(arrays), key=KEY, column="img", height=4, width=4, resize_method="interpolate", data_dir=None
+    )
     assert got.shape == (2, 4, 4) and np.allclose(got[0], 7) and np.allclose(got[1], 9)
 
 
@@ -117,7 +119,8 @@ def test_an_image_of_another_size_names_the_file_and_the_fix(tmp_path):
     assert info.value.one_line() == (
         f"{tmp_path}/images/big.png: {KEY}: image is 10x12 pixels (row 2 of column 'img') but the first image "
         "(0.png) is 8x8 (height x width); fix: set preprocessing: {height: 8, width: 8} on the feature to resize "
-        "every image")
+        "every image"
+    )
 
 
 def test_a_missing_file_names_the_file_the_column_and_counts_the_others(tmp_path):
@@ -126,19 +129,34 @@ def test_a_missing_file_names_the_file_the_column_and_counts_the_others(tmp_path
         _load(["images/0.png", "images/9.png", "images/1.png", "images/8.png"], tmp_path)
     assert info.value.one_line() == (
         f"{tmp_path}/images/9.png: {KEY}: image file not found (row 1 of column 'img'; 2 of 4 files missing); "
-        "fix: check the paths in column 'img' (relative paths start at the dataset file's folder)")
+        "fix: check the paths in column 'img' (relative paths start at the dataset file's folder)"
+    )
 
 
-@pytest.mark.parametrize(("cells", "message"), [
-    (["images/0.png", None], "1 rows have no image path in column 'img' (e.g. row 1); fix: fill or drop those rows"),
-    (["images/0.png", " "], "1 rows have no image path in column 'img' (e.g. row 1); fix: fill or drop those rows"),
-    (["images/0.png", 3], "column 'img' mixes image paths and other values (row 1: int); fix: give every row an "
-     "image file path"),
-    (["https://example.org/0.png"], "image URLs are not downloaded ('https://example.org/0.png' in column 'img'); "
-     "fix: download the images and list their file paths"),
-    ([np.zeros((2, 2, 3))], "image cells must be 2-D (H, W) arrays, got shape (2, 2, 3) (row 0); fix: store "
-     "grayscale images as (H, W) arrays"),
-])
+@pytest.mark.parametrize(
+    ("cells", "message"),
+    [
+        (
+            ["images/0.png", None],
+            "1 rows have no image path in column 'img' (e.g. row 1); fix: fill or drop those rows",
+        ),
+        (["images/0.png", " "], "1 rows have no image path in column 'img' (e.g. row 1); fix: fill or drop those rows"),
+        (
+            ["images/0.png", 3],
+            "column 'img' mixes image paths and other values (row 1: int); fix: give every row an image file path",
+        ),
+        (
+            ["https://example.org/0.png"],
+            "image URLs are not downloaded ('https://example.org/0.png' in column 'img'); "
+            "fix: download the images and list their file paths",
+        ),
+        (
+            [np.zeros((2, 2, 3))],
+            "image cells must be 2-D (H, W) arrays, got shape (2, 2, 3) (row 0); fix: store "
+            "grayscale images as (H, W) arrays",
+        ),
+    ],
+)
 def test_bad_cells_are_one_line(tmp_path, cells, message):
     _images(tmp_path, n=1)
     with pytest.raises(DataError) as info:
@@ -152,7 +170,8 @@ def test_a_file_that_is_not_an_image(tmp_path):
         _load(["notes.png"], tmp_path)
     assert info.value.one_line() == (
         f"{tmp_path}/notes.png: {KEY}: cannot read the image (row 0 of column 'img'): cannot identify image file "
-        f"'{tmp_path}/notes.png'; fix: replace the file with a PNG, JPEG, BMP or TIFF image, or drop the row")
+        f"'{tmp_path}/notes.png'; fix: replace the file with a PNG, JPEG, BMP or TIFF image, or drop the row"
+    )
 
 
 def test_the_fixture_pixels_are_the_digits(tmp_path):

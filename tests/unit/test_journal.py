@@ -10,8 +10,16 @@ from ludwig_hpo.results.live import LiveTrial
 def _trial(tid, status="FINISHED"):
     t = LiveTrial(tid, {"trainer.learning_rate": 0.1}, {"phase": "search"}, f"trial_{tid}")
     t.history = [EpochRecord(1, 0.5, {"validation/y/loss": 0.5}), EpochRecord(2, 0.25, {"validation/y/loss": 0.25})]
-    t.last = {"trial_id": tid, "batch_size": 16, "world_size": 2, "checkpoint_path": "/ckpt/2", "epoch": 2,
-              "objective": 0.25, "validation/y/loss": 0.25, "pid": 7.0}
+    t.last = {
+        "trial_id": tid,
+        "batch_size": 16,
+        "world_size": 2,
+        "checkpoint_path": "/ckpt/2",
+        "epoch": 2,
+        "objective": 0.25,
+        "validation/y/loss": 0.25,
+        "pid": 7.0,
+    }
     t.checkpoint, t.checkpoint_epoch = "/ckpt/2", 2
     t.status = status
     return t
@@ -26,8 +34,15 @@ def test_ended_trials_replay_what_they_reported(tmp_path):
     assert sorted(replay) == ["a", "b"]
     assert replay["b"]["status"] == "KILLED" and replay["a"]["checkpoint_epoch"] == 2
     first, second = replay["a"]["results"]
-    assert first == {"trial_id": "a", "batch_size": 16, "world_size": 2, "pid": 7.0, "validation/y/loss": 0.5,
-                     "objective": 0.5, "epoch": 1}
+    assert first == {
+        "trial_id": "a",
+        "batch_size": 16,
+        "world_size": 2,
+        "pid": 7.0,
+        "validation/y/loss": 0.5,
+        "objective": 0.5,
+        "epoch": 1,
+    }
     assert second["objective"] == 0.25 and second["epoch"] == 2 and second["checkpoint_path"] == "/ckpt/2"
 
 
@@ -103,12 +118,20 @@ def test_a_restored_monitor_adopts_them_as_ended(tmp_path):
     t = _trial("b", status="KILLED")
     t.config = {"trainer.learning_rate": 0.1}
     JournalSink(path).trial_ended(t)
-    mon = SweepMonitor(epochs=4, goal_sign=1.0, sinks=[],
-                       describe=lambda tid, c: TrialDescription(dict(c), {"phase": "search"}, f"trial_{tid}"))
+    mon = SweepMonitor(
+        epochs=4,
+        goal_sign=1.0,
+        sinks=[],
+        describe=lambda tid, c: TrialDescription(dict(c), {"phase": "search"}, f"trial_{tid}"),
+    )
     mon.ended_outside_state = read_journal(path)
     mon.set_state({"trials": {}})
     rec = mon.trials["b"]
-    assert (rec.status, rec.params, [h.epoch for h in rec.history]) == ("KILLED", {"trainer.learning_rate": 0.1}, [1, 2])
+    assert (rec.status, rec.params, [h.epoch for h in rec.history]) == (
+        "KILLED",
+        {"trainer.learning_rate": 0.1},
+        [1, 2],
+    )
     assert rec.replayed
 
 
@@ -118,12 +141,17 @@ def test_a_resumed_searcher_counts_them_and_stops_at_num_samples():
     from ludwig_hpo.config.schema import HyperoptConfig
     from ludwig_hpo.search import algorithms
 
-    hp = HyperoptConfig.model_validate({"parameters": {"trainer.learning_rate": {
-        "space": "loguniform", "lower": 1e-4, "upper": 1e-1}}, "executor": {"num_samples": 3}})
+    hp = HyperoptConfig.model_validate(
+        {
+            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1}},
+            "executor": {"num_samples": 3},
+        }
+    )
     s = algorithms.make_searcher(hp)
     s.suggest("t0")
-    algorithms.ENDED_OUTSIDE_STATE.update({"b": {"config": {"trainer.learning_rate": 0.01},
-                                                 "results": [{"objective": 0.3, "epoch": 1}]}})
+    algorithms.ENDED_OUTSIDE_STATE.update(
+        {"b": {"config": {"trainer.learning_rate": 0.01}, "results": [{"objective": 0.3, "epoch": 1}]}}
+    )
     try:
         assert isinstance(s.suggest("t1"), dict)  # t0, the adopted b, t1: 3 trials
         assert s.suggest("t2") == Searcher.FINISHED
@@ -157,9 +185,11 @@ def test_a_checkpoint_tunes_saved_state_names_but_its_retention_deleted_is_put_b
         meta = {"checkpoint_manager": {"_type": "CLOUDPICKLE_FALLBACK", "value": cloudpickle.dumps(manager).hex()}}
         return [json.dumps({"trial_id": tid, "status": status}), json.dumps(meta)]
 
-    data = [trial("a", "RUNNING", ["checkpoint_000001"], "checkpoint_000000"),  # replaced, then killed
-            trial("b", "RUNNING", ["checkpoint_000000"], "checkpoint_000000"),  # as saved
-            trial("c", "TERMINATED", ["checkpoint_000002"], "checkpoint_000001")]  # not restored
+    data = [
+        trial("a", "RUNNING", ["checkpoint_000001"], "checkpoint_000000"),  # replaced, then killed
+        trial("b", "RUNNING", ["checkpoint_000000"], "checkpoint_000000"),  # as saved
+        trial("c", "TERMINATED", ["checkpoint_000002"], "checkpoint_000001"),
+    ]  # not restored
     (exp / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps({"trial_data": data}))
     assert restore_missing_checkpoints(exp) == ["a"]
     assert (exp / "search_trial_a" / "checkpoint_000000" / "model.pt").read_text() == "checkpoint_000001"

@@ -20,13 +20,18 @@ from ludwig_hpo.errors import UserError
 SWEEPS = sorted((Path(__file__).parents[2] / "sweeps").glob("*.yaml"))
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**12, 10**12),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
     st.sampled_from(["auto", "choice", "loguniform", "randint", "minimize", "max", "tpe", "asha", "", "."]),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                      max_leaves=6)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=6,
+)
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -67,7 +72,11 @@ def _check(path: Path) -> None:
 
 
 @pytest.mark.parametrize("sweep", SWEEPS, ids=lambda p: p.name)
-@settings(max_examples=int(os.environ.get("HPO_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(os.environ.get("HPO_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_tree_mutations_never_raise_a_traceback(tmp_path, sweep, data):
     tree = yaml.safe_load(sweep.read_text())
@@ -82,7 +91,11 @@ def test_tree_mutations_never_raise_a_traceback(tmp_path, sweep, data):
 
 
 @pytest.mark.parametrize("sweep", SWEEPS, ids=lambda p: p.name)
-@settings(max_examples=int(os.environ.get("HPO_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(os.environ.get("HPO_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_text_mutations_never_raise_a_traceback(tmp_path, sweep, data):
     raw = bytearray(sweep.read_bytes())

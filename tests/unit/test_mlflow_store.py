@@ -20,8 +20,13 @@ def test_log_batch_is_one_request_within_limits(store, monkeypatch):
     calls = []
     real = store.client.log_batch
     monkeypatch.setattr(store.client, "log_batch", lambda *a, **kw: (calls.append(kw), real(*a, **kw)))
-    store.log_batch(run, params={"batch_size": 32}, tags={"batch_size_cache": "hit"},
-                    metrics={"validation/x/loss": 0.5, "bad": math.nan, "flag": True}, step=1)
+    store.log_batch(
+        run,
+        params={"batch_size": 32},
+        tags={"batch_size_cache": "hit"},
+        metrics={"validation/x/loss": 0.5, "bad": math.nan, "flag": True},
+        step=1,
+    )
     assert len(calls) == 1
     data = store.client.get_run(run).data
     assert data.params == {"batch_size": "32"}
@@ -59,10 +64,12 @@ def test_a_committed_write_survives_the_driver_killed_right_after(tmp_path):
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    code = (f"import os, signal\nfrom ludwig_hpo.tracking import MlflowStore\n"
-            f"s = MlflowStore({uri!r}, 'unit')\nr = s.start_run('t', tags={{'trial_id': 'a'}})\n"
-            f"s.log_steps(r, params={{'lr': 0.1}}, tags={{'status': 'FINISHED'}}, metrics=[('loss', 0.5, 3, 0)])\n"
-            f"s.end_run(r, 'FINISHED')\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    code = (
+        f"import os, signal\nfrom ludwig_hpo.tracking import MlflowStore\n"
+        f"s = MlflowStore({uri!r}, 'unit')\nr = s.start_run('t', tags={{'trial_id': 'a'}})\n"
+        f"s.log_steps(r, params={{'lr': 0.1}}, tags={{'status': 'FINISHED'}}, metrics=[('loss', 0.5, 3, 0)])\n"
+        f"s.end_run(r, 'FINISHED')\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert os.path.getsize(tmp_path / "mlflow.db-wal") > 0  # not folded into the database: only in the log

@@ -20,33 +20,48 @@ BATCH = 16
 @pytest.fixture(scope="module")
 def frame():
     rng = np.random.default_rng(0)
-    return pd.DataFrame({
-        "num": rng.normal(size=N),
-        "flag": rng.choice(["yes", "no"], size=N),
-        "color": rng.choice(["red", "green", "blue", "cyan"], size=N),
-        "img": [rng.random((8, 8), dtype=np.float32) for _ in range(N)],
-        "img_odd": [rng.random((7, 5), dtype=np.float32) for _ in range(N)],
-        "klass": ["a", "b", "c"] * (N // 3),
-        "bin": [0, 1] * (N // 2),
-        "value": rng.normal(size=N),
-    })
+    return pd.DataFrame(
+        {
+            "num": rng.normal(size=N),
+            "flag": rng.choice(["yes", "no"], size=N),
+            "color": rng.choice(["red", "green", "blue", "cyan"], size=N),
+            "img": [rng.random((8, 8), dtype=np.float32) for _ in range(N)],
+            "img_odd": [rng.random((7, 5), dtype=np.float32) for _ in range(N)],
+            "klass": ["a", "b", "c"] * (N // 3),
+            "bin": [0, 1] * (N // 2),
+            "value": rng.normal(size=N),
+        }
+    )
 
 
 INPUTS = {
     "number-passthrough": ({"name": "num", "type": "number"}, 1),
-    "number-dense": ({"name": "num", "type": "number", "encoder": {"type": "dense", "num_layers": 2,
-                                                                    "output_size": 5}}, 5),
+    "number-dense": (
+        {"name": "num", "type": "number", "encoder": {"type": "dense", "num_layers": 2, "output_size": 5}},
+        5,
+    ),
     "binary": ({"name": "flag", "type": "binary"}, 1),
     "category": ({"name": "color", "type": "category", "encoder": {"embedding_size": 3}}, 3),
-    "image-1-layer": ({"name": "img", "type": "image", "encoder": {"num_layers": 1, "channels": 2,
-                                                                    "output_size": 6}}, 6),
-    "image-2-layers": ({"name": "img", "type": "image", "encoder": {"num_layers": 2, "channels": 2,
-                                                                     "output_size": 6}}, 6),
-    "image-3-layers": ({"name": "img", "type": "image", "encoder": {"num_layers": 3, "channels": 2,
-                                                                     "output_size": 6}}, 6),
-    "image-odd-shape-5x5-kernel": ({"name": "img_odd", "type": "image",
-                                    "encoder": {"num_layers": 2, "channels": 2, "kernel_size": 5,
-                                                "output_size": 4}}, 4),
+    "image-1-layer": (
+        {"name": "img", "type": "image", "encoder": {"num_layers": 1, "channels": 2, "output_size": 6}},
+        6,
+    ),
+    "image-2-layers": (
+        {"name": "img", "type": "image", "encoder": {"num_layers": 2, "channels": 2, "output_size": 6}},
+        6,
+    ),
+    "image-3-layers": (
+        {"name": "img", "type": "image", "encoder": {"num_layers": 3, "channels": 2, "output_size": 6}},
+        6,
+    ),
+    "image-odd-shape-5x5-kernel": (
+        {
+            "name": "img_odd",
+            "type": "image",
+            "encoder": {"num_layers": 2, "channels": 2, "kernel_size": 5, "output_size": 4},
+        },
+        4,
+    ),
 }
 OUTPUTS = {
     "category": ({"name": "klass", "type": "category", "decoder": {"num_fc_layers": 1, "output_size": 4}}, (BATCH, 3)),
@@ -57,8 +72,10 @@ OUTPUTS = {
 
 def _batch(data, rows):
     idx = torch.as_tensor(rows)
-    return ({k: torch.tensor(v)[idx] for k, v in data.inputs.items()},
-            {k: torch.tensor(v)[idx] for k, v in data.targets.items()})
+    return (
+        {k: torch.tensor(v)[idx] for k, v in data.inputs.items()},
+        {k: torch.tensor(v)[idx] for k, v in data.targets.items()},
+    )
 
 
 @pytest.mark.parametrize("num_fc_layers", [0, 1])
@@ -89,8 +106,7 @@ def test_forward_shapes_and_gradients(frame, make_config, in_id, out_id, num_fc_
 
 
 def test_several_inputs_and_outputs(frame, make_config):
-    cfg = make_config([f for f, _ in INPUTS.values() if f["name"] != "img_odd"][1:5],
-                      [f for f, _ in OUTPUTS.values()])
+    cfg = make_config([f for f, _ in INPUTS.values() if f["name"] != "img_odd"][1:5], [f for f, _ in OUTPUTS.values()])
     data = prepare(frame, cfg)
     model = build_model(cfg, data.meta)
     x, y = _batch(data, np.arange(BATCH))
@@ -117,8 +133,9 @@ def test_passthrough_features_add_no_module_and_models_pickled_with_them_still_r
 
     from ludwig_hpo.model.encoders import PassthroughEncoder
 
-    cfg = make_config([INPUTS["number-passthrough"][0], INPUTS["category"][0], INPUTS["binary"][0]],
-                      [OUTPUTS["binary"][0]])
+    cfg = make_config(
+        [INPUTS["number-passthrough"][0], INPUTS["category"][0], INPUTS["binary"][0]], [OUTPUTS["binary"][0]]
+    )
     data = prepare(frame, cfg)
     torch.manual_seed(0)
     model = build_model(cfg, data.meta).eval()
@@ -135,11 +152,14 @@ def test_passthrough_features_add_no_module_and_models_pickled_with_them_still_r
     assert set(restored.state_dict()) == set(model.state_dict())
 
 
-@pytest.mark.parametrize(("kind", "logits", "target", "expect"), [
-    ("category", [[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]], [0, 1, 1], {"accuracy": 2.0}),
-    ("binary", [3.0, -3.0, 3.0], [1.0, 0.0, 0.0], {"accuracy": 2.0}),
-    ("number", [1.0, 2.0, 4.0], [1.0, 3.0, 2.0], {"loss": 5.0, "mae": 3.0}),
-])
+@pytest.mark.parametrize(
+    ("kind", "logits", "target", "expect"),
+    [
+        ("category", [[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]], [0, 1, 1], {"accuracy": 2.0}),
+        ("binary", [3.0, -3.0, 3.0], [1.0, 0.0, 0.0], {"accuracy": 2.0}),
+        ("number", [1.0, 2.0, 4.0], [1.0, 3.0, 2.0], {"loss": 5.0, "mae": 3.0}),
+    ],
+)
 def test_metric_sums(kind, logits, target, expect):
     logits_t = torch.tensor(logits)
     target_t = torch.tensor(target)

@@ -45,8 +45,12 @@ class RecordingSink:
 
 def make_monitor(epochs=3, sign=1.0):
     sink = RecordingSink()
-    mon = SweepMonitor(epochs=epochs, goal_sign=sign, sinks=[sink],
-                       describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"))
+    mon = SweepMonitor(
+        epochs=epochs,
+        goal_sign=sign,
+        sinks=[sink],
+        describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"),
+    )
     return mon, sink
 
 
@@ -95,7 +99,9 @@ def test_best_follows_the_goal_and_keeps_the_latest_checkpoint_with_its_best_epo
 
 def test_error_is_failed_with_a_one_line_message_even_before_start():
     mon, sink = make_monitor()
-    started = FakeTrial("s", error="Traceback (most recent call last):\n  ...\nFloatingPointError: training loss is nan")
+    started = FakeTrial(
+        "s", error="Traceback (most recent call last):\n  ...\nFloatingPointError: training loss is nan"
+    )
     mon.on_trial_start(0, [], started)
     mon.on_trial_error(0, [], started)
     never = FakeTrial("n", {"lr": 1.0}, error="ray.exceptions.RayActorError: The actor died unexpectedly")
@@ -134,8 +140,9 @@ def _rec(tid, params, status="FINISHED", last=1.0):
 def test_kfold_jobs_train_for_the_epochs_at_which_the_search_trial_was_best():
     from ludwig_hpo.results import EpochRecord
 
-    rec = TrialRecord("a", "FINISHED", {"lr": 1}, 0.5, 0.2,
-                      history=(EpochRecord(1, 0.9), EpochRecord(2, 0.2), EpochRecord(3, 0.5)))
+    rec = TrialRecord(
+        "a", "FINISHED", {"lr": 1}, 0.5, 0.2, history=(EpochRecord(1, 0.9), EpochRecord(2, 0.2), EpochRecord(3, 0.5))
+    )
     assert {j["epochs"] for j in kfold_jobs([rec], k=2)} == {2}
 
 
@@ -151,18 +158,32 @@ def test_without_early_stopping_a_completed_trial_is_finished_whatever_its_epoch
 
 def test_kfold_jobs_names_and_tags():
     jobs = kfold_jobs([_rec("a", {"lr": 1}), _rec("b", {"lr": 2})], k=2)
-    assert [job_name(j) for j in jobs] == ["config1-fold0", "config1-fold1", "config1-test",
-                                           "config2-fold0", "config2-fold1", "config2-test"]
-    assert job_tags(jobs[2]) == {"phase": "kfold", "run_kind": "test", "kfold": "test", "config_rank": 1, "source_trial_id": "a"}
+    assert [job_name(j) for j in jobs] == [
+        "config1-fold0",
+        "config1-fold1",
+        "config1-test",
+        "config2-fold0",
+        "config2-fold1",
+        "config2-test",
+    ]
+    assert job_tags(jobs[2]) == {
+        "phase": "kfold",
+        "run_kind": "test",
+        "kfold": "test",
+        "config_rank": 1,
+        "source_trial_id": "a",
+    }
     assert jobs[3]["params"] == {"lr": 2}
 
 
 def test_aggregate_kfold_counts_failed_folds_and_keeps_fold_order():
     jobs = kfold_jobs([_rec("a", {"lr": 1})], k=3)
-    runs = [(job_tags(jobs[2]), _rec("x2", {"lr": 1}, last=0.3)),
-            (job_tags(jobs[0]), _rec("x0", {"lr": 1}, last=0.1)),
-            (job_tags(jobs[1]), _rec("x1", {"lr": 1}, status="FAILED", last=None)),
-            (job_tags(jobs[3]), _rec("xt", {"lr": 1}, last=0.25))]
+    runs = [
+        (job_tags(jobs[2]), _rec("x2", {"lr": 1}, last=0.3)),
+        (job_tags(jobs[0]), _rec("x0", {"lr": 1}, last=0.1)),
+        (job_tags(jobs[1]), _rec("x1", {"lr": 1}, status="FAILED", last=None)),
+        (job_tags(jobs[3]), _rec("xt", {"lr": 1}, last=0.25)),
+    ]
     (rec,) = aggregate_kfold(runs, k=3, metric="y/loss")
     assert rec.fold_scores == (0.1, 0.3) and rec.failed_folds == 1
     assert rec.test_score == 0.25 and rec.config_rank == 1 and rec.trial_id == "a"
@@ -279,8 +300,9 @@ def test_a_write_error_met_while_tune_saves_is_raised_again_when_the_phase_ends(
         def flush(self):
             pass
 
-    mon = SweepMonitor(epochs=1, goal_sign=1.0, sinks=[Broken()],
-                       describe=lambda tid, cfg: TrialDescription(dict(cfg), {}, tid))
+    mon = SweepMonitor(
+        epochs=1, goal_sign=1.0, sinks=[Broken()], describe=lambda tid, cfg: TrialDescription(dict(cfg), {}, tid)
+    )
     with pytest.raises(OSError):
         mon.get_state()  # Tune's last save logs and drops it
     with pytest.raises(OSError, match="store is down"):

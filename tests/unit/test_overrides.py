@@ -18,20 +18,24 @@ def loaded():
     return load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
 
 
-@pytest.mark.parametrize(("item", "parsed"), [
-    ("trainer.learning_rate=0.01", ("trainer.learning_rate", 0.01)),
-    ("trainer.precision=bf16", ("trainer.precision", "bf16")),
-    ("backend.use_gpu=false", ("backend.use_gpu", False)),
-    ("combiner.output_size = 64", ("combiner.output_size", 64)),
-    ("trainer.optimizer={type: sgd, momentum: 0.9}", ("trainer.optimizer", {"type": "sgd", "momentum": 0.9})),
-])
+@pytest.mark.parametrize(
+    ("item", "parsed"),
+    [
+        ("trainer.learning_rate=0.01", ("trainer.learning_rate", 0.01)),
+        ("trainer.precision=bf16", ("trainer.precision", "bf16")),
+        ("backend.use_gpu=false", ("backend.use_gpu", False)),
+        ("combiner.output_size = 64", ("combiner.output_size", 64)),
+        ("trainer.optimizer={type: sgd, momentum: 0.9}", ("trainer.optimizer", {"type": "sgd", "momentum": 0.9})),
+    ],
+)
 def test_parse_set(item, parsed):
     assert parse_set(item) == parsed
 
 
 def test_overrides_apply_to_sections_and_features(loaded):
-    out = with_overrides(loaded, [("trainer.learning_rate", 0.05), ("backend.strategy", "fsdp"),
-                                  ("backend.num_workers", 3)])
+    out = with_overrides(
+        loaded, [("trainer.learning_rate", 0.05), ("backend.strategy", "fsdp"), ("backend.num_workers", 3)]
+    )
     assert out.config.trainer.learning_rate == 0.05
     assert out.config.backend.strategy == "fsdp"
     assert out.config.backend.num_workers == 3
@@ -39,13 +43,16 @@ def test_overrides_apply_to_sections_and_features(loaded):
     assert loaded.config.trainer.learning_rate == 0.01  # the original is untouched
 
 
-@pytest.mark.parametrize(("sets", "line"), [
-    ([("trainer.learnin_rate", 0.1)], "trainer.learnin_rate: Extra inputs are not permitted"),
-    ([("trainer.learning_rate", "abc")], "trainer.learning_rate: Input should be a valid number"),
-    ([("trainer.precision", "fp8")], "trainer.precision: Input should be 'fp32', 'bf16' or 'fp16'"),
-    ([("trainer.learning_rate.x", 1)], "walks into 'trainer.learning_rate', which is a value"),
-    ([("trainer..x", 1)], "has an empty part"),
-])
+@pytest.mark.parametrize(
+    ("sets", "line"),
+    [
+        ([("trainer.learnin_rate", 0.1)], "trainer.learnin_rate: Extra inputs are not permitted"),
+        ([("trainer.learning_rate", "abc")], "trainer.learning_rate: Input should be a valid number"),
+        ([("trainer.precision", "fp8")], "trainer.precision: Input should be 'fp32', 'bf16' or 'fp16'"),
+        ([("trainer.learning_rate.x", 1)], "walks into 'trainer.learning_rate', which is a value"),
+        ([("trainer..x", 1)], "has an empty part"),
+    ],
+)
 def test_bad_overrides_are_one_line_errors(loaded, sets, line):
     with pytest.raises(ConfigError) as info:
         with_overrides(loaded, sets)

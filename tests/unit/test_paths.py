@@ -15,27 +15,29 @@ from ludwig_hpo.errors import ConfigError
 @pytest.fixture
 def raw(sweep_dict):
     return sweep_dict(
-        [{"name": "image", "type": "image"}, {"name": "size", "type": "number"},
-         {"name": "color", "type": "category"}],
+        [{"name": "image", "type": "image"}, {"name": "size", "type": "number"}, {"name": "color", "type": "category"}],
         [{"name": "label", "type": "category"}],
         trainer={"epochs": 3, "optimizer": {"type": "adam"}},
     )
 
 
-@pytest.mark.parametrize(("path", "value", "where"), [
-    ("trainer.learning_rate", 0.05, ("trainer", "learning_rate")),
-    ("trainer.epochs", 7, ("trainer", "epochs")),
-    ("trainer.optimizer.type", "sgd", ("trainer", "optimizer", "type")),
-    ("trainer.optimizer.weight_decay", 1e-4, ("trainer", "optimizer", "weight_decay")),
-    ("combiner.output_size", 32, ("combiner", "output_size")),
-    ("combiner.num_fc_layers", 0, ("combiner", "num_fc_layers")),
-    ("image.encoder.num_layers", 3, ("input_features", 0, "encoder", "num_layers")),
-    ("size.encoder.type", "dense", ("input_features", 1, "encoder", "type")),
-    ("size.preprocessing.normalization", "minmax", ("input_features", 1, "preprocessing", "normalization")),
-    ("color.encoder.embedding_size", 4, ("input_features", 2, "encoder", "embedding_size")),
-    ("label.decoder.num_fc_layers", 2, ("output_features", 0, "decoder", "num_fc_layers")),
-    ("label.loss_weight", 0.5, ("output_features", 0, "loss_weight")),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "where"),
+    [
+        ("trainer.learning_rate", 0.05, ("trainer", "learning_rate")),
+        ("trainer.epochs", 7, ("trainer", "epochs")),
+        ("trainer.optimizer.type", "sgd", ("trainer", "optimizer", "type")),
+        ("trainer.optimizer.weight_decay", 1e-4, ("trainer", "optimizer", "weight_decay")),
+        ("combiner.output_size", 32, ("combiner", "output_size")),
+        ("combiner.num_fc_layers", 0, ("combiner", "num_fc_layers")),
+        ("image.encoder.num_layers", 3, ("input_features", 0, "encoder", "num_layers")),
+        ("size.encoder.type", "dense", ("input_features", 1, "encoder", "type")),
+        ("size.preprocessing.normalization", "minmax", ("input_features", 1, "preprocessing", "normalization")),
+        ("color.encoder.embedding_size", 4, ("input_features", 2, "encoder", "embedding_size")),
+        ("label.decoder.num_fc_layers", 2, ("output_features", 0, "decoder", "num_fc_layers")),
+        ("label.loss_weight", 0.5, ("output_features", 0, "loss_weight")),
+    ],
+)
 def test_apply_params_sets_value(raw, path, value, where):
     before = copy.deepcopy(raw)
     out = apply_params(raw, {path: value})
@@ -58,12 +60,15 @@ def test_null_section_is_replaced(raw):
     assert apply_params(raw, {"combiner.output_size": 8})["combiner"] == {"output_size": 8}
 
 
-@pytest.mark.parametrize("value", [
-    [16, 32, 64],
-    {"type": "sgd", "momentum": 0.5},
-    {"type": "dense", "num_layers": 2, "output_size": 8},
-    [{"a": [1, 2]}, {"b": None}],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        [16, 32, 64],
+        {"type": "sgd", "momentum": 0.5},
+        {"type": "dense", "num_layers": 2, "output_size": 8},
+        [{"a": [1, 2]}, {"b": None}],
+    ],
+)
 def test_structured_values_are_deep_copies(raw, value):
     original = copy.deepcopy(value)
     out = apply_params(raw, {"trainer.x": value})
@@ -97,21 +102,24 @@ def test_set_path_mutates_in_place(raw):
     assert raw["trainer"]["seed"] == 5
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("trainr.learning_rate", "did you mean 'trainer'?"),
-    ("imag.encoder.num_layers", "did you mean 'image'?"),
-    ("zzzz.x", "valid starts are ['color', 'combiner', 'defaults', 'image', 'label', 'size', 'trainer']"),
-    ("hyperopt.goal", "neither a section"),
-    ("backend.num_workers", "neither a section"),
-    ("trainer.epochs.x", "walks into 'trainer.epochs', which is a value, not a section"),
-    ("image.type.x", "walks into 'image.type', which is a value"),
-    ("trainer.optimizer.type.x", "walks into 'trainer.optimizer.type'"),
-    ("trainer", "must be '<section or feature>.<field>"),
-    ("", "must be '<section or feature>.<field>"),
-    ("trainer.", "must be '<section or feature>.<field>"),
-    (".learning_rate", "must be '<section or feature>.<field>"),
-    ("trainer..learning_rate", "must be '<section or feature>.<field>"),
-])
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("trainr.learning_rate", "did you mean 'trainer'?"),
+        ("imag.encoder.num_layers", "did you mean 'image'?"),
+        ("zzzz.x", "valid starts are ['color', 'combiner', 'defaults', 'image', 'label', 'size', 'trainer']"),
+        ("hyperopt.goal", "neither a section"),
+        ("backend.num_workers", "neither a section"),
+        ("trainer.epochs.x", "walks into 'trainer.epochs', which is a value, not a section"),
+        ("image.type.x", "walks into 'image.type', which is a value"),
+        ("trainer.optimizer.type.x", "walks into 'trainer.optimizer.type'"),
+        ("trainer", "must be '<section or feature>.<field>"),
+        ("", "must be '<section or feature>.<field>"),
+        ("trainer.", "must be '<section or feature>.<field>"),
+        (".learning_rate", "must be '<section or feature>.<field>"),
+        ("trainer..learning_rate", "must be '<section or feature>.<field>"),
+    ],
+)
 def test_bad_paths(raw, path, message):
     before = copy.deepcopy(raw)
     with pytest.raises(PathError) as info:
@@ -122,8 +130,9 @@ def test_bad_paths(raw, path, message):
 
 
 def test_resolve_trial_config_applies_and_validates(raw):
-    cfg = resolve_trial_config(raw, {"trainer.learning_rate": 0.05, "image.encoder.num_layers": 3,
-                                     "trainer.optimizer.type": "sgd"})
+    cfg = resolve_trial_config(
+        raw, {"trainer.learning_rate": 0.05, "image.encoder.num_layers": 3, "trainer.optimizer.type": "sgd"}
+    )
     assert isinstance(cfg, SweepConfig)
     assert cfg.trainer.learning_rate == 0.05
     assert cfg.trainer.optimizer.type == "sgd"

@@ -31,8 +31,15 @@ FITS = [
 @pytest.mark.parametrize(("args", "concurrent"), FITS, ids=[str(a) for a, _ in FITS])
 def test_concurrency(args, concurrent):
     cpus, gpus, workers, cpw, use_gpu, max_conc, samples = args
-    plan = plan_resources(num_workers=workers, use_gpu=use_gpu, cpus_per_worker=cpw, cluster_cpus=cpus,
-                          cluster_gpus=gpus, max_concurrent=max_conc, num_samples=samples)
+    plan = plan_resources(
+        num_workers=workers,
+        use_gpu=use_gpu,
+        cpus_per_worker=cpw,
+        cluster_cpus=cpus,
+        cluster_gpus=gpus,
+        max_concurrent=max_conc,
+        num_samples=samples,
+    )
     assert plan.max_concurrent == concurrent
     assert plan.cpus_per_trial == pytest.approx(workers * cpw)
     assert plan.gpus_per_trial == (workers if use_gpu else 0)
@@ -54,11 +61,20 @@ CLUSTERS = [
 ]
 
 
-@pytest.mark.parametrize(("nodes", "workers", "cpw", "gpw", "concurrent"), CLUSTERS,
-                         ids=[f"{c[0]}-{c[1]}x{c[2]}cpu{c[3]}gpu" for c in CLUSTERS])
+@pytest.mark.parametrize(
+    ("nodes", "workers", "cpw", "gpw", "concurrent"),
+    CLUSTERS,
+    ids=[f"{c[0]}-{c[1]}x{c[2]}cpu{c[3]}gpu" for c in CLUSTERS],
+)
 def test_concurrency_on_multi_node_clusters(nodes, workers, cpw, gpw, concurrent):
-    plan = plan_resources(num_workers=workers, use_gpu=bool(gpw), cpus_per_worker=cpw, gpus_per_worker=gpw or 1.0,
-                          nodes=[NodeShape(c, g) for c, g in nodes], existing_cluster=True)
+    plan = plan_resources(
+        num_workers=workers,
+        use_gpu=bool(gpw),
+        cpus_per_worker=cpw,
+        gpus_per_worker=gpw or 1.0,
+        nodes=[NodeShape(c, g) for c, g in nodes],
+        existing_cluster=True,
+    )
     assert plan.max_concurrent == concurrent
     assert plan.nodes == len(nodes)
     assert plan.trial_token == {"memory": 1}
@@ -66,16 +82,30 @@ def test_concurrency_on_multi_node_clusters(nodes, workers, cpw, gpw, concurrent
 
 # (cluster cpus, cluster gpus, workers, cpus per worker, use_gpu) -> (key, exact one-line error)
 REFUSED = [
-    ((2, 0, 4, 1.0, False), "backend.num_workers: a trial needs 4 workers x 1 CPU = 4 CPUs but the cluster has 2; "
-     "fix: set backend.num_workers <= 2 or lower backend.cpus_per_worker"),
-    ((2, 0, 2, 1.5, False), "backend.num_workers: a trial needs 2 workers x 1.5 CPU = 3 CPUs but the cluster has 2; "
-     "fix: set backend.num_workers <= 1 or lower backend.cpus_per_worker"),
-    ((8, 1, 2, 1.0, True), "backend.use_gpu: a trial needs 2 GPUs (1 per worker) but the cluster has 1; "
-     "fix: lower backend.num_workers or set backend.use_gpu: false"),
-    ((8, 0, 1, 1.0, True), "backend.use_gpu: a trial needs 1 GPUs (1 per worker) but no node has 1 "
-     "(most on one node: 0); fix: set backend.use_gpu: false"),
-    ((4, 0, 1, 8.0, False), "backend.cpus_per_worker: one worker needs 8 CPUs but the cluster has 4; "
-     "fix: set backend.cpus_per_worker <= 4"),
+    (
+        (2, 0, 4, 1.0, False),
+        "backend.num_workers: a trial needs 4 workers x 1 CPU = 4 CPUs but the cluster has 2; "
+        "fix: set backend.num_workers <= 2 or lower backend.cpus_per_worker",
+    ),
+    (
+        (2, 0, 2, 1.5, False),
+        "backend.num_workers: a trial needs 2 workers x 1.5 CPU = 3 CPUs but the cluster has 2; "
+        "fix: set backend.num_workers <= 1 or lower backend.cpus_per_worker",
+    ),
+    (
+        (8, 1, 2, 1.0, True),
+        "backend.use_gpu: a trial needs 2 GPUs (1 per worker) but the cluster has 1; "
+        "fix: lower backend.num_workers or set backend.use_gpu: false",
+    ),
+    (
+        (8, 0, 1, 1.0, True),
+        "backend.use_gpu: a trial needs 1 GPUs (1 per worker) but no node has 1 "
+        "(most on one node: 0); fix: set backend.use_gpu: false",
+    ),
+    (
+        (4, 0, 1, 8.0, False),
+        "backend.cpus_per_worker: one worker needs 8 CPUs but the cluster has 4; fix: set backend.cpus_per_worker <= 4",
+    ),
 ]
 
 
@@ -83,36 +113,68 @@ REFUSED = [
 def test_refused(args, line):
     cpus, gpus, workers, cpw, use_gpu = args
     with pytest.raises(ResourceError) as info:
-        plan_resources(num_workers=workers, use_gpu=use_gpu, cpus_per_worker=cpw, cluster_cpus=cpus,
-                       cluster_gpus=gpus)
+        plan_resources(num_workers=workers, use_gpu=use_gpu, cpus_per_worker=cpw, cluster_cpus=cpus, cluster_gpus=gpus)
     assert info.value.one_line() == line
     assert isinstance(info.value, RuntimeError)
 
 
 MULTI_NODE_REFUSED = [
-    ([(2, 0), (2, 0)], 2, 4.0, 0, "backend.cpus_per_worker: one worker needs 4 CPUs but the largest node has 2; "
-     "fix: set backend.cpus_per_worker <= 2"),
-    ([(3, 0), (3, 0)], 3, 2.0, 0, "backend.num_workers: a trial needs 3 workers of 2 CPU but the cluster's 2 nodes "
-     "hold only 2 such workers; fix: set backend.num_workers <= 2 or lower backend.cpus_per_worker"),
-    ([(4, 1), (4, 1)], 3, 1.0, 1, "backend.use_gpu: a trial needs 3 GPUs (1 per worker) but the cluster has 2; "
-     "fix: lower backend.num_workers or set backend.use_gpu: false"),
-    ([(4, 0.5)], 1, 1.0, 1, "backend.use_gpu: a trial needs 1 GPUs (1 per worker) but no node has 1 "
-     "(most on one node: 0.5); fix: lower backend.gpus_per_worker"),
+    (
+        [(2, 0), (2, 0)],
+        2,
+        4.0,
+        0,
+        "backend.cpus_per_worker: one worker needs 4 CPUs but the largest node has 2; "
+        "fix: set backend.cpus_per_worker <= 2",
+    ),
+    (
+        [(3, 0), (3, 0)],
+        3,
+        2.0,
+        0,
+        "backend.num_workers: a trial needs 3 workers of 2 CPU but the cluster's 2 nodes "
+        "hold only 2 such workers; fix: set backend.num_workers <= 2 or lower backend.cpus_per_worker",
+    ),
+    (
+        [(4, 1), (4, 1)],
+        3,
+        1.0,
+        1,
+        "backend.use_gpu: a trial needs 3 GPUs (1 per worker) but the cluster has 2; "
+        "fix: lower backend.num_workers or set backend.use_gpu: false",
+    ),
+    (
+        [(4, 0.5)],
+        1,
+        1.0,
+        1,
+        "backend.use_gpu: a trial needs 1 GPUs (1 per worker) but no node has 1 "
+        "(most on one node: 0.5); fix: lower backend.gpus_per_worker",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("nodes", "workers", "cpw", "gpw", "line"), MULTI_NODE_REFUSED,
-                         ids=[str(r[0]) for r in MULTI_NODE_REFUSED])
+@pytest.mark.parametrize(
+    ("nodes", "workers", "cpw", "gpw", "line"), MULTI_NODE_REFUSED, ids=[str(r[0]) for r in MULTI_NODE_REFUSED]
+)
 def test_refused_on_multi_node_clusters(nodes, workers, cpw, gpw, line):
     with pytest.raises(ResourceError) as info:
-        plan_resources(num_workers=workers, use_gpu=bool(gpw), cpus_per_worker=cpw, gpus_per_worker=gpw or 1.0,
-                       nodes=[NodeShape(c, g) for c, g in nodes])
+        plan_resources(
+            num_workers=workers,
+            use_gpu=bool(gpw),
+            cpus_per_worker=cpw,
+            gpus_per_worker=gpw or 1.0,
+            nodes=[NodeShape(c, g) for c, g in nodes],
+        )
     assert info.value.one_line() == line
 
 
 def test_nodes_from_ray_skips_dead_nodes():
-    nodes = [{"Alive": True, "Resources": {"CPU": 2.0, "GPU": 1.0, "memory": 1e9}},
-             {"Alive": False, "Resources": {"CPU": 64.0}}, {"Alive": True, "Resources": {"CPU": 4.0}}]
+    nodes = [
+        {"Alive": True, "Resources": {"CPU": 2.0, "GPU": 1.0, "memory": 1e9}},
+        {"Alive": False, "Resources": {"CPU": 64.0}},
+        {"Alive": True, "Resources": {"CPU": 4.0}},
+    ]
     assert nodes_from_ray(nodes) == [NodeShape(2, 1), NodeShape(4, 0)]
 
 

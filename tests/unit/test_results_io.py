@@ -20,17 +20,40 @@ PARAMS = (
 
 def make_result(objective_last=0.25, objective_best=0.2, epoch_objective=0.3, metric=0.3, fold=0.4, test=0.5):
     trial = TrialRecord(
-        "t1", "FINISHED",
+        "t1",
+        "FINISHED",
         {"trainer.learning_rate": 0.01, "trainer.optimizer": {"type": "sgd", "momentum": 0.9}, "sizes": [16, 8]},
-        objective_last, objective_best,
-        (EpochRecord(1, epoch_objective, {"validation/label/loss": metric, "train/combined/loss": 0.5}),
-         EpochRecord(2, 0.25, {"validation/label/loss": 0.25})),
-        batch_size=32, wall_time_s=12.5, train_time_s=10.0)
-    failed = TrialRecord("t2", "FAILED", {"trainer.learning_rate": 5.0, "trainer.optimizer": "adam", "sizes": [8]},
-                         None, None, error="FloatingPointError: training loss is nan at epoch 1")
+        objective_last,
+        objective_best,
+        (
+            EpochRecord(1, epoch_objective, {"validation/label/loss": metric, "train/combined/loss": 0.5}),
+            EpochRecord(2, 0.25, {"validation/label/loss": 0.25}),
+        ),
+        batch_size=32,
+        wall_time_s=12.5,
+        train_time_s=10.0,
+    )
+    failed = TrialRecord(
+        "t2",
+        "FAILED",
+        {"trainer.learning_rate": 5.0, "trainer.optimizer": "adam", "sizes": [8]},
+        None,
+        None,
+        error="FloatingPointError: training loss is nan at epoch 1",
+    )
     kfold = KFoldRecord(1, "t1", dict(trial.params), (fold, 0.45, 0.42), test, "label/loss")
-    return SweepResult("digits-cnn", "validation/label/loss", "minimize", PARAMS, (trial, failed), (kfold,),
-                       best_trial_id="t1", wall_time_s=99.0, output_dir="/out", tracking_uri="sqlite:///x.db")
+    return SweepResult(
+        "digits-cnn",
+        "validation/label/loss",
+        "minimize",
+        PARAMS,
+        (trial, failed),
+        (kfold,),
+        best_trial_id="t1",
+        wall_time_s=99.0,
+        output_dir="/out",
+        tracking_uri="sqlite:///x.db",
+    )
 
 
 def same(a, b) -> bool:
@@ -114,8 +137,15 @@ def test_malformed_file(tmp_path):
 
 
 def test_round_trip_pareto_set_and_old_files_without_it(tmp_path):
-    r = SweepResult(name="s", metric="validation/y/loss", goal="minimize", parameters=(), trials=(),
-                    objectives=("validation/y/loss", "validation/y/accuracy"), pareto_trial_ids=("a", "b"))
+    r = SweepResult(
+        name="s",
+        metric="validation/y/loss",
+        goal="minimize",
+        parameters=(),
+        trials=(),
+        objectives=("validation/y/loss", "validation/y/accuracy"),
+        pareto_trial_ids=("a", "b"),
+    )
     write_result(r, tmp_path / "r.json")
     assert read_result(tmp_path / "r.json") == r
     d = json.loads((tmp_path / "r.json").read_text())

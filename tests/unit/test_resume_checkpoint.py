@@ -28,10 +28,18 @@ EPOCHS = 4
 @pytest.fixture(scope="module")
 def setup():
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
-    raw = {**loaded.raw, "trainer": {"epochs": EPOCHS, "learning_rate": 0.01, "batch_size": 16,
-                                     "eval_batch_size": 64, "optimizer": {"type": "adam"}},
-           "combiner": {"type": "concat", "num_fc_layers": 2, "output_size": 16, "dropout": 0.3},
-           "backend": {"num_workers": 1}}
+    raw = {
+        **loaded.raw,
+        "trainer": {
+            "epochs": EPOCHS,
+            "learning_rate": 0.01,
+            "batch_size": 16,
+            "eval_batch_size": 64,
+            "optimizer": {"type": "adam"},
+        },
+        "combiner": {"type": "concat", "num_fc_layers": 2, "output_size": 16, "dropout": 0.3},
+        "backend": {"num_workers": 1},
+    }
     cfg = SweepConfig.model_validate(raw)
     data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
     data = dataclasses.replace(data, splits={**data.splits, "train": data.splits["train"][:96]})
@@ -138,8 +146,9 @@ def test_continuing_from_a_checkpoint_after_the_best_epoch_keeps_the_best_weight
     later = [r["epoch"] for r in whole[:-1] if r["checkpoint_epoch"] < r["epoch"]]
     assert later, [(r["epoch"], r["objective"]) for r in whole]
     at = later[0]
-    rest, rest_saved, resumed = _run(fast, data, Job(checkpoint_budget=math.inf, resume_from=str(saved[at])),
-                                     keep=tmp_path / "rest")
+    rest, rest_saved, resumed = _run(
+        fast, data, Job(checkpoint_budget=math.inf, resume_from=str(saved[at])), keep=tmp_path / "rest"
+    )
     assert [r["epoch"] for r in rest] == list(range(at + 1, EPOCHS + 1))
     for a, b in zip(whole[at:], rest, strict=True):
         for key in ("objective", "train/combined/running_loss", "checkpoint_epoch", "checkpoint_objective"):

@@ -26,10 +26,12 @@ from ludwig_hpo.search.schedulers import (
 )
 from ludwig_hpo.search.space import clip_encoded, decode, to_optuna, to_tune
 
-SPACE = {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
-         "combiner.output_size": {"space": "qrandint", "lower": 8, "upper": 64, "q": 8},
-         "combiner.dropout": {"space": "uniform", "lower": 0.0, "upper": 0.5},
-         "trainer.optimizer.type": {"space": "choice", "categories": ["adam", "sgd"]}}
+SPACE = {
+    "trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
+    "combiner.output_size": {"space": "qrandint", "lower": 8, "upper": 64, "q": 8},
+    "combiner.dropout": {"space": "uniform", "lower": 0.0, "upper": 0.5},
+    "trainer.optimizer.type": {"space": "choice", "categories": ["adam", "sgd"]},
+}
 
 
 class Controller:  # what the median rule asks of Tune's controller
@@ -114,6 +116,7 @@ def test_a_failed_trial_counts_as_worst_in_the_median_rule():
 
 # ------------------------------------------------------------------ PBT
 
+
 def test_pbt_mutates_only_what_keeps_checkpoints_loadable():
     h = hp(scheduler={"type": "pbt", "perturbation_interval": 2}, search_alg={"type": "random", "seed": 3})
     sch = make_scheduler(h, epochs=8)
@@ -125,26 +128,33 @@ def test_pbt_mutates_only_what_keeps_checkpoints_loadable():
     assert pbt_checkpoints(hp()) == (0, 0)
 
 
-@pytest.mark.parametrize(("options", "expected"), [
-    ({"perturbation_interval": 2, "burn_in_period": 3}, (3, 2)),  # PBT perturbs at 3, 5, 7, ...
-    ({"perturbation_interval": 2.5}, (1, 1)),  # at 3, 6 (rounded up): every epoch
-    ({"perturbation_interval": 3, "time_attr": "time_total_s"}, (1, 1)),
-])
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"perturbation_interval": 2, "burn_in_period": 3}, (3, 2)),  # PBT perturbs at 3, 5, 7, ...
+        ({"perturbation_interval": 2.5}, (1, 1)),  # at 3, 6 (rounded up): every epoch
+        ({"perturbation_interval": 3, "time_attr": "time_total_s"}, (1, 1)),
+    ],
+)
 def test_pbt_trials_checkpoint_where_pbt_perturbs(options, expected):
     assert pbt_checkpoints(hp(scheduler={"type": "pbt", **options})) == expected
 
 
-@pytest.mark.parametrize("options", [
-    {"grace_period": 1, "reduction_factor": 2},
-    {"grace_period": 2, "reduction_factor": 3, "brackets": 2},
-    {"grace_period": 3, "reduction_factor": 1.5, "max_t": 30},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"grace_period": 1, "reduction_factor": 2},
+        {"grace_period": 2, "reduction_factor": 3, "brackets": 2},
+        {"grace_period": 3, "reduction_factor": 1.5, "max_t": 30},
+    ],
+)
 def test_trials_checkpoint_at_the_rungs_where_ray_s_asha_decides(options):
     epochs = 20
     sch = make_scheduler(hp(scheduler={"type": "asha", **options}), epochs=epochs)
     milestones = {m for b in sch._brackets for m, _ in b._rungs}  # what Ray's brackets hold
     assert set(stop_epochs(hp(scheduler={"type": "asha", **options}), epochs)) == {
-        math.ceil(m) for m in milestones if math.ceil(m) <= epochs}
+        math.ceil(m) for m in milestones if math.ceil(m) <= epochs
+    }
 
 
 def test_other_schedulers_stop_epochs():
@@ -156,20 +166,37 @@ def test_other_schedulers_stop_epochs():
 
 
 def test_categories_are_perturbed_as_lists_never_multiplied():
-    h = hp(scheduler={"type": "pbt", "hyperparam_mutations": {"trainer.optimizer.weight_decay": None}},
-           parameters={**SPACE, "trainer.optimizer.weight_decay": {"space": "choice", "categories": [0.0, 0.01]},
-                       "trainer.learning_rate_scaling": {"space": "choice", "categories": ["constant", "linear"]}})
+    h = hp(
+        scheduler={"type": "pbt", "hyperparam_mutations": {"trainer.optimizer.weight_decay": None}},
+        parameters={
+            **SPACE,
+            "trainer.optimizer.weight_decay": {"space": "choice", "categories": [0.0, 0.01]},
+            "trainer.learning_rate_scaling": {"space": "choice", "categories": ["constant", "linear"]},
+        },
+    )
     assert pbt_mutations(h)["trainer.optimizer.weight_decay"] == [0.0, 0.01]
-    sch = make_scheduler(hp(scheduler={"type": "pbt"}, parameters={
-        **SPACE, "trainer.learning_rate_scaling": {"space": "choice", "categories": ["constant", "linear"]}}), epochs=8)
+    sch = make_scheduler(
+        hp(
+            scheduler={"type": "pbt"},
+            parameters={
+                **SPACE,
+                "trainer.learning_rate_scaling": {"space": "choice", "categories": ["constant", "linear"]},
+            },
+        ),
+        epochs=8,
+    )
     assert sch._hyperparam_mutations["trainer.learning_rate_scaling"] == ["constant", "linear"]
     from ray.tune.schedulers.pbt import _explore
 
     random.seed(1)
     for _ in range(50):  # Ray's own perturbation, then ours: always a category
-        new, _ = _explore({"trainer.learning_rate_scaling": "linear", "trainer.learning_rate": 0.01,
-                           "combiner.dropout": 0.2}, sch._hyperparam_mutations, 0.25, (1.2, 0.8),
-                          sch._custom_explore_fn)
+        new, _ = _explore(
+            {"trainer.learning_rate_scaling": "linear", "trainer.learning_rate": 0.01, "combiner.dropout": 0.2},
+            sch._hyperparam_mutations,
+            0.25,
+            (1.2, 0.8),
+            sch._custom_explore_fn,
+        )
         assert new["trainer.learning_rate_scaling"] in ("constant", "linear")
 
 
@@ -190,8 +217,15 @@ def test_pbt_search_alg_defaults_to_random_sampling():
 
 
 def test_pbt_mutation_lists_and_spaces():
-    h = hp(scheduler={"type": "pbt", "hyperparam_mutations": {
-        "trainer.learning_rate": [0.001, 0.01], "combiner.dropout": {"space": "uniform", "lower": 0.1, "upper": 0.2}}})
+    h = hp(
+        scheduler={
+            "type": "pbt",
+            "hyperparam_mutations": {
+                "trainer.learning_rate": [0.001, 0.01],
+                "combiner.dropout": {"space": "uniform", "lower": 0.1, "upper": 0.2},
+            },
+        }
+    )
     m = pbt_mutations(h)
     assert m["trainer.learning_rate"] == [0.001, 0.01]
     assert all(0.1 <= m["combiner.dropout"].sample() < 0.2 for _ in range(50))
@@ -200,25 +234,38 @@ def test_pbt_mutation_lists_and_spaces():
 def test_pbt_perturbations_stay_inside_each_space():
     h = hp(scheduler={"type": "pbt"})
     explore = PbtExplore({p: to_optuna(s) for p, s in h.parameters.items()})
-    out = explore({"combiner.dropout": 0.48 * 1.2, "trainer.learning_rate": 0.09 * 1.2, "combiner.output_size": 70,
-                   "trainer.optimizer.type": "sgd"})
-    assert out == {"combiner.dropout": 0.5, "trainer.learning_rate": 0.1, "combiner.output_size": 64,
-                   "trainer.optimizer.type": "sgd"}
+    out = explore(
+        {
+            "combiner.dropout": 0.48 * 1.2,
+            "trainer.learning_rate": 0.09 * 1.2,
+            "combiner.output_size": 70,
+            "trainer.optimizer.type": "sgd",
+        }
+    )
+    assert out == {
+        "combiner.dropout": 0.5,
+        "trainer.learning_rate": 0.1,
+        "combiner.output_size": 64,
+        "trainer.optimizer.type": "sgd",
+    }
 
 
-@pytest.mark.parametrize("space", [
-    {"space": "uniform", "lower": 0.1, "upper": 0.2},
-    {"space": "quniform", "lower": 0.0, "upper": 1.0, "q": 0.25},
-    {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
-    {"space": "qloguniform", "lower": 1.0, "upper": 100.0, "q": 1.0},
-    {"space": "randn", "mean": 0.0, "sd": 1.0},
-    {"space": "randint", "lower": 2, "upper": 5},
-    {"space": "qrandint", "lower": 8, "upper": 64, "q": 8},
-    {"space": "lograndint", "lower": 1, "upper": 9},
-    {"space": "qlograndint", "lower": 2, "upper": 64, "q": 2},
-    {"space": "choice", "categories": [[1, 2], {"a": 1}, "x"]},
-    {"space": "choice", "categories": ["adam", "sgd"]},
-])
+@pytest.mark.parametrize(
+    "space",
+    [
+        {"space": "uniform", "lower": 0.1, "upper": 0.2},
+        {"space": "quniform", "lower": 0.0, "upper": 1.0, "q": 0.25},
+        {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
+        {"space": "qloguniform", "lower": 1.0, "upper": 100.0, "q": 1.0},
+        {"space": "randn", "mean": 0.0, "sd": 1.0},
+        {"space": "randint", "lower": 2, "upper": 5},
+        {"space": "qrandint", "lower": 8, "upper": 64, "q": 8},
+        {"space": "lograndint", "lower": 1, "upper": 9},
+        {"space": "qlograndint", "lower": 2, "upper": 64, "q": 2},
+        {"space": "choice", "categories": [[1, 2], {"a": 1}, "x"]},
+        {"space": "choice", "categories": ["adam", "sgd"]},
+    ],
+)
 def test_tune_domains_sample_what_optuna_would(space):
     h = HyperoptConfig.model_validate({"parameters": {"p": space}})
     s = h.parameters["p"]

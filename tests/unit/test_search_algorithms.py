@@ -32,9 +32,11 @@ def run(h: HyperoptConfig, n: int, objective=lambda i, c: float(i)) -> list[dict
     return out
 
 
-GRID = {"trainer.learning_rate": {"space": "grid_search", "values": [0.1, 0.01]},
-        "trainer.optimizer": {"space": "grid_search", "values": [{"type": "adam"}, {"type": "sgd", "momentum": 0.5}]},
-        "combiner.output_size": {"space": "grid_search", "values": [8, 16, 32]}}
+GRID = {
+    "trainer.learning_rate": {"space": "grid_search", "values": [0.1, 0.01]},
+    "trainer.optimizer": {"space": "grid_search", "values": [{"type": "adam"}, {"type": "sgd", "momentum": 0.5}]},
+    "combiner.output_size": {"space": "grid_search", "values": [8, 16, 32]},
+}
 
 
 def test_grid_is_exactly_the_cartesian_product_in_order():
@@ -47,8 +49,10 @@ def test_grid_is_exactly_the_cartesian_product_in_order():
 
 
 def test_grid_mixed_with_random_spaces_is_product_times_num_samples():
-    params = {"combiner.output_size": {"space": "grid_search", "values": [8, 16]},
-              "trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1}}
+    params = {
+        "combiner.output_size": {"space": "grid_search", "values": [8, 16]},
+        "trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
+    }
     h = hp(params, executor={"num_samples": 3}, search_alg={"seed": 0})
     assert h.num_trials == 6
     got = run(h, 6)
@@ -58,25 +62,39 @@ def test_grid_mixed_with_random_spaces_is_product_times_num_samples():
 
 
 def test_points_to_evaluate_run_first_and_may_be_partial():
-    params = {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
-              "trainer.optimizer": {"space": "choice", "categories": [{"type": "adam"}, {"type": "sgd"}]}}
+    params = {
+        "trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
+        "trainer.optimizer": {"space": "choice", "categories": [{"type": "adam"}, {"type": "sgd"}]},
+    }
     points = [{"trainer.learning_rate": 0.05, "trainer.optimizer": {"type": "sgd"}}, {"trainer.learning_rate": 0.001}]
     got = run(hp(params, search_alg={"seed": 1, "points_to_evaluate": points}), 3)
     assert got[0] == points[0]
-    assert got[1]["trainer.learning_rate"] == 0.001 and got[1]["trainer.optimizer"] in ({"type": "adam"}, {"type": "sgd"})
+    assert got[1]["trainer.learning_rate"] == 0.001 and got[1]["trainer.optimizer"] in (
+        {"type": "adam"},
+        {"type": "sgd"},
+    )
 
 
-SPACE = {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
-         "combiner.output_size": {"space": "qrandint", "lower": 8, "upper": 64, "q": 8},
-         "combiner.dropout": {"space": "uniform", "lower": 0.0, "upper": 0.5}}
+SPACE = {
+    "trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1},
+    "combiner.output_size": {"space": "qrandint", "lower": 8, "upper": 64, "q": 8},
+    "combiner.dropout": {"space": "uniform", "lower": 0.0, "upper": 0.5},
+}
 
 
-@pytest.mark.parametrize("search_alg", [
-    {"sampler": "tpe", "n_startup_trials": 2, "multivariate": True}, {"sampler": "random"},
-    {"sampler": "cmaes", "n_startup_trials": 2}, {"sampler": "gp", "n_startup_trials": 2},
-    {"sampler": "qmc", "qmc_type": "halton"}, {"sampler": "nsga2", "population_size": 4},
-    {"type": "variant_generator"},
-], ids=lambda s: s.get("sampler", s.get("type")))
+@pytest.mark.parametrize(
+    "search_alg",
+    [
+        {"sampler": "tpe", "n_startup_trials": 2, "multivariate": True},
+        {"sampler": "random"},
+        {"sampler": "cmaes", "n_startup_trials": 2},
+        {"sampler": "gp", "n_startup_trials": 2},
+        {"sampler": "qmc", "qmc_type": "halton"},
+        {"sampler": "nsga2", "population_size": 4},
+        {"type": "variant_generator"},
+    ],
+    ids=lambda s: s.get("sampler", s.get("type")),
+)
 def test_seed_reproduces_the_suggested_sequence(search_alg):
     def objective(i, c):
         return (c["trainer.learning_rate"] - 0.01) ** 2 + c["combiner.dropout"]
@@ -115,17 +133,33 @@ def test_first_trial_failing_is_a_failed_optuna_trial():
     assert s._ot_study.trials[0].state == optuna.trial.TrialState.FAIL
 
 
-@pytest.mark.parametrize(("scheduler", "cls", "attrs"), [
-    ({"type": "fifo"}, FIFOScheduler, {}),
-    ({"type": "async_hyperband", "grace_period": 2, "reduction_factor": 2}, AsyncHyperBandScheduler,
-     {"_time_attr": "epoch", "_max_t": 8}),
-    ({"type": "asha", "time_attr": "time_total_s", "max_t": 600, "grace_period": 60}, AsyncHyperBandScheduler,
-     {"_time_attr": "time_total_s", "_max_t": 600}),
-    ({"type": "hyperband", "reduction_factor": 2}, HyperBandScheduler, {"_time_attr": "epoch", "_max_t_attr": 8}),
-    ({"type": "median_stopping_rule", "grace_period": 2, "min_samples_required": 2}, MedianStoppingRule,
-     {"_time_attr": "epoch", "_grace_period": 2, "_min_samples_required": 2}),
-    ({"type": "median_stopping_rule", "time_attr": "training_iteration"}, MedianStoppingRule, {"_time_attr": "epoch"}),
-])
+@pytest.mark.parametrize(
+    ("scheduler", "cls", "attrs"),
+    [
+        ({"type": "fifo"}, FIFOScheduler, {}),
+        (
+            {"type": "async_hyperband", "grace_period": 2, "reduction_factor": 2},
+            AsyncHyperBandScheduler,
+            {"_time_attr": "epoch", "_max_t": 8},
+        ),
+        (
+            {"type": "asha", "time_attr": "time_total_s", "max_t": 600, "grace_period": 60},
+            AsyncHyperBandScheduler,
+            {"_time_attr": "time_total_s", "_max_t": 600},
+        ),
+        ({"type": "hyperband", "reduction_factor": 2}, HyperBandScheduler, {"_time_attr": "epoch", "_max_t_attr": 8}),
+        (
+            {"type": "median_stopping_rule", "grace_period": 2, "min_samples_required": 2},
+            MedianStoppingRule,
+            {"_time_attr": "epoch", "_grace_period": 2, "_min_samples_required": 2},
+        ),
+        (
+            {"type": "median_stopping_rule", "time_attr": "training_iteration"},
+            MedianStoppingRule,
+            {"_time_attr": "epoch"},
+        ),
+    ],
+)
 def test_schedulers(scheduler, cls, attrs):
     sch = make_scheduler(hp(SPACE, scheduler=scheduler), epochs=8)
     assert isinstance(sch, cls)
@@ -143,8 +177,9 @@ MO = [("validation/y/loss", "minimize"), ("validation/y/accuracy", "maximize")]
 
 
 def test_multi_objective_search_tells_every_metric_and_the_worst_of_each_on_failure():
-    h = hp(SPACE, metric=["loss", {"metric": "accuracy", "goal": "maximize"}], search_alg={"sampler": "nsga2",
-                                                                                          "seed": 0})
+    h = hp(
+        SPACE, metric=["loss", {"metric": "accuracy", "goal": "maximize"}], search_alg={"sampler": "nsga2", "seed": 0}
+    )
     assert h.multi_objective and h.metric == "loss"
     s = make_searcher(h, MO)
     for i, (loss, acc) in enumerate([(0.5, 0.8), (0.3, 0.6)]):
@@ -164,7 +199,13 @@ def test_pareto_set_from_last_epochs():
         m = {"validation/y/loss": loss, "validation/y/accuracy": acc}
         return TrialRecord(tid, status, {}, loss, loss, history=(EpochRecord(1, loss, m),))
 
-    records = [rec("a", 0.5, 0.8), rec("b", 0.3, 0.6), rec("c", 0.6, 0.7), rec("d", 0.2, 0.9, "FAILED"),
-               rec("e", 0.3, 0.8), TrialRecord("f", "FAILED", {}, None, None)]
+    records = [
+        rec("a", 0.5, 0.8),
+        rec("b", 0.3, 0.6),
+        rec("c", 0.6, 0.7),
+        rec("d", 0.2, 0.9, "FAILED"),
+        rec("e", 0.3, 0.8),
+        TrialRecord("f", "FAILED", {}, None, None),
+    ]
     assert pareto_trial_ids(records, MO) == ("e",)  # a (0.5, 0.8) is dominated by e (0.3, 0.8)
     assert pareto_trial_ids(records[:3], MO) == ("a", "b")

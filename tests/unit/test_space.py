@@ -25,26 +25,55 @@ TRANSLATIONS = [
     ("randint-upper-exclusive", {"space": "randint", "lower": 1, "upper": 4}, D.IntDistribution(1, 3)),
     ("randint-single-value", {"space": "randint", "lower": 2, "upper": 3}, D.IntDistribution(2, 2)),
     ("randint-negative", {"space": "randint", "lower": -3, "upper": 0}, D.IntDistribution(-3, -1)),
-    ("choice-strings", {"space": "choice", "categories": ["adam", "adamw", "sgd"]},
-     D.CategoricalDistribution(["adam", "adamw", "sgd"])),
+    (
+        "choice-strings",
+        {"space": "choice", "categories": ["adam", "adamw", "sgd"]},
+        D.CategoricalDistribution(["adam", "adamw", "sgd"]),
+    ),
     ("choice-numbers", {"space": "choice", "categories": [16, 32, 0.5]}, D.CategoricalDistribution([16, 32, 0.5])),
-    ("choice-scalars-with-none-and-bool", {"space": "choice", "categories": [None, True, "x"]},
-     D.CategoricalDistribution([None, True, "x"])),
+    (
+        "choice-scalars-with-none-and-bool",
+        {"space": "choice", "categories": [None, True, "x"]},
+        D.CategoricalDistribution([None, True, "x"]),
+    ),
     ("choice-lists", {"space": "choice", "categories": [[16], [32, 16]]}, D.CategoricalDistribution([0, 1])),
-    ("choice-blocks", {"space": "choice", "categories": [{"type": "adam"}, {"type": "sgd", "momentum": 0.5}]},
-     D.CategoricalDistribution([0, 1])),
-    ("choice-mixed", {"space": "choice", "categories": ["adam", {"type": "sgd"}, [1]]},
-     D.CategoricalDistribution([0, 1, 2])),
-    ("quniform-step", {"space": "quniform", "lower": 0.0, "upper": 0.5, "q": 0.1},
-     D.FloatDistribution(0.0, 0.5, step=0.1)),
-    ("qloguniform-rounded-after", {"space": "qloguniform", "lower": 0.001, "upper": 0.1, "q": 0.001},
-     D.FloatDistribution(0.001, 0.1, log=True)),
+    (
+        "choice-blocks",
+        {"space": "choice", "categories": [{"type": "adam"}, {"type": "sgd", "momentum": 0.5}]},
+        D.CategoricalDistribution([0, 1]),
+    ),
+    (
+        "choice-mixed",
+        {"space": "choice", "categories": ["adam", {"type": "sgd"}, [1]]},
+        D.CategoricalDistribution([0, 1, 2]),
+    ),
+    (
+        "quniform-step",
+        {"space": "quniform", "lower": 0.0, "upper": 0.5, "q": 0.1},
+        D.FloatDistribution(0.0, 0.5, step=0.1),
+    ),
+    (
+        "qloguniform-rounded-after",
+        {"space": "qloguniform", "lower": 0.001, "upper": 0.1, "q": 0.001},
+        D.FloatDistribution(0.001, 0.1, log=True),
+    ),
     ("randn-through-uniform", {"space": "randn", "mean": 1, "sd": 2}, D.FloatDistribution(1e-6, 1 - 1e-6)),
     ("qrandn-through-uniform", {"space": "qrandn", "mean": 0, "sd": 1, "q": 0.5}, D.FloatDistribution(1e-6, 1 - 1e-6)),
-    ("qrandint-upper-inclusive", {"space": "qrandint", "lower": 8, "upper": 64, "q": 8}, D.IntDistribution(8, 64, step=8)),
-    ("lograndint-upper-exclusive", {"space": "lograndint", "lower": 1, "upper": 100}, D.IntDistribution(1, 99, log=True)),
-    ("qlograndint-rounded-after", {"space": "qlograndint", "lower": 8, "upper": 256, "q": 8},
-     D.IntDistribution(8, 256, log=True)),
+    (
+        "qrandint-upper-inclusive",
+        {"space": "qrandint", "lower": 8, "upper": 64, "q": 8},
+        D.IntDistribution(8, 64, step=8),
+    ),
+    (
+        "lograndint-upper-exclusive",
+        {"space": "lograndint", "lower": 1, "upper": 100},
+        D.IntDistribution(1, 99, log=True),
+    ),
+    (
+        "qlograndint-rounded-after",
+        {"space": "qlograndint", "lower": 8, "upper": 256, "q": 8},
+        D.IntDistribution(8, 256, log=True),
+    ),
     ("grid-scalars", {"space": "grid_search", "values": [1, 2]}, D.CategoricalDistribution([1, 2])),
     ("grid-blocks", {"space": "grid_search", "values": [{"a": 1}, [2]]}, D.CategoricalDistribution([0, 1])),
 ]
@@ -81,16 +110,21 @@ def spaces():
     return {k: space(**v) for k, v in SPACES.items()}
 
 
-@pytest.mark.parametrize(("sampled", "decoded"), [
-    ({"trainer.optimizer": 1}, {"trainer.optimizer": {"type": "sgd", "momentum": 0.5}}),
-    ({"trainer.optimizer": 0}, {"trainer.optimizer": {"type": "adam"}}),
-    ({"combiner.sizes": 1}, {"combiner.sizes": [16, 8]}),
-    ({"combiner.sizes": 1.0}, {"combiner.sizes": [16, 8]}),  # an index that went through a float store
-    ({"combiner.output_size": 32}, {"combiner.output_size": 32}),  # scalar choices are sampled by value
-    ({"trainer.learning_rate": 0.01, "image.encoder.num_layers": 3},
-     {"trainer.learning_rate": 0.01, "image.encoder.num_layers": 3}),
-    ({"not.a.space": "kept"}, {"not.a.space": "kept"}),
-])
+@pytest.mark.parametrize(
+    ("sampled", "decoded"),
+    [
+        ({"trainer.optimizer": 1}, {"trainer.optimizer": {"type": "sgd", "momentum": 0.5}}),
+        ({"trainer.optimizer": 0}, {"trainer.optimizer": {"type": "adam"}}),
+        ({"combiner.sizes": 1}, {"combiner.sizes": [16, 8]}),
+        ({"combiner.sizes": 1.0}, {"combiner.sizes": [16, 8]}),  # an index that went through a float store
+        ({"combiner.output_size": 32}, {"combiner.output_size": 32}),  # scalar choices are sampled by value
+        (
+            {"trainer.learning_rate": 0.01, "image.encoder.num_layers": 3},
+            {"trainer.learning_rate": 0.01, "image.encoder.num_layers": 3},
+        ),
+        ({"not.a.space": "kept"}, {"not.a.space": "kept"}),
+    ],
+)
 def test_decode(spaces, sampled, decoded):
     assert decode(spaces, sampled) == decoded
 
@@ -181,14 +215,17 @@ def test_encode_inverts_decode(spec):
     s = space(**spec)
     for v in s.probe_values():
         if s.problem_with(v) is None:
-            assert decode_value(s, encode_value(s, v)) == pytest.approx(v) if not isinstance(v, (list, dict)) \
+            assert (
+                decode_value(s, encode_value(s, v)) == pytest.approx(v)
+                if not isinstance(v, (list, dict))
                 else decode_value(s, encode_value(s, v)) == v
+            )
 
 
 def test_describe_shows_inclusive_integer_ranges():
-    assert space(space="randint", lower=1, upper=4).describe() == \
-        "randint [1, 4) = integers 1..3, linear scale"
-    assert space(space="qrandint", lower=8, upper=64, q=8).describe() == \
-        "qrandint [8, 64] = integers 8..64 step 8, linear scale"
-    assert space(space="loguniform", lower=1e-4, upper=0.1).describe() == \
-        "loguniform float in [0.0001, 0.1), log scale"
+    assert space(space="randint", lower=1, upper=4).describe() == "randint [1, 4) = integers 1..3, linear scale"
+    assert (
+        space(space="qrandint", lower=8, upper=64, q=8).describe()
+        == "qrandint [8, 64] = integers 8..64 step 8, linear scale"
+    )
+    assert space(space="loguniform", lower=1e-4, upper=0.1).describe() == "loguniform float in [0.0001, 0.1), log scale"

@@ -15,7 +15,12 @@ def _sweep_dir(tmp_path, text=TEXT, phase="search"):
     root = tmp_path / "s"
     root.mkdir()
     (root / "sweep.yaml").write_text(text)
-    write_state(root, SweepState(fingerprint(text, yaml.safe_load(text)), str(tmp_path / "sweep.yaml"), "parent-1", "sqlite:///x", phase))
+    write_state(
+        root,
+        SweepState(
+            fingerprint(text, yaml.safe_load(text)), str(tmp_path / "sweep.yaml"), "parent-1", "sqlite:///x", phase
+        ),
+    )
     return root
 
 
@@ -28,14 +33,17 @@ def test_state_round_trips_and_moves_through_phases(tmp_path):
     assert not list(root.glob(".*.tmp"))
 
 
-@pytest.mark.parametrize(("phase", "text", "restart", "expected"), [
-    ("search", TEXT, False, "resume"),
-    ("kfold", TEXT, False, "resume"),
-    ("report", TEXT, False, "resume"),
-    ("finished", TEXT, False, "new"),  # a finished sweep is kept; the new one gets name_1
-    ("search", TEXT, True, "new"),  # --restart
-    ("finished", TEXT.replace("3", "4"), False, "new"),
-])
+@pytest.mark.parametrize(
+    ("phase", "text", "restart", "expected"),
+    [
+        ("search", TEXT, False, "resume"),
+        ("kfold", TEXT, False, "resume"),
+        ("report", TEXT, False, "resume"),
+        ("finished", TEXT, False, "new"),  # a finished sweep is kept; the new one gets name_1
+        ("search", TEXT, True, "new"),  # --restart
+        ("finished", TEXT.replace("3", "4"), False, "new"),
+    ],
+)
 def test_decide(tmp_path, phase, text, restart, expected):
     root = _sweep_dir(tmp_path, phase=phase)
     decision, state = decide(root, text, yaml.safe_load(text), restart=restart)
@@ -50,7 +58,8 @@ def test_an_unfinished_sweep_of_a_changed_file_names_the_changed_keys(tmp_path):
     assert info.value.one_line() == (
         f"{root} holds an unfinished sweep of a different version of this file (changed: "
         "input_features[a].type, trainer.epochs); fix: pass --restart to discard it, "
-        f"`hpo resume {root}` to finish it as it was, or change 'name:'")
+        f"`hpo resume {root}` to finish it as it was, or change 'name:'"
+    )
 
 
 def test_no_state_is_a_new_sweep(tmp_path):

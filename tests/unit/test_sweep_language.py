@@ -45,14 +45,17 @@ def test_defaults_apply_to_every_feature_of_the_type_and_feature_values_win(tmp_
 
 
 def test_root_blocks_deep_merge_and_dotted_parameters_win(tmp_path):
-    loaded = load(tmp_path, """\
+    loaded = load(
+        tmp_path,
+        """\
     ".":
       space: choice
       categories:
         - {trainer: {learning_rate: 0.1, optimizer: {type: sgd}}, combiner: {num_fc_layers: 3}}
         - {trainer: {optimizer: {type: adamw, weight_decay: 0.01}}}
     trainer.learning_rate: {space: choice, categories: [0.002]}
-""")
+""",
+    )
     blocks = loaded.config.hyperopt.parameters["."].categories
     cfg = resolve_trial_config(loaded.raw, {".": blocks[0], "trainer.learning_rate": 0.002})
     assert (cfg.trainer.learning_rate, cfg.trainer.optimizer.type, cfg.combiner.num_fc_layers) == (0.002, "sgd", 3)
@@ -62,15 +65,18 @@ def test_root_blocks_deep_merge_and_dotted_parameters_win(tmp_path):
 
 def test_a_field_that_exists_only_under_a_sampled_encoder_type(tmp_path):
     # loads (num_layers exists for the dense choice), and is left out of a passthrough trial
-    text = (BASE.replace("defaults:\n  number: {encoder: {type: dense, num_layers: 2}}\n", "")
-            + "    mean_radius.encoder.type: {space: choice, categories: [passthrough, dense]}\n"
-            + "    mean_radius.encoder.num_layers: {space: randint, lower: 1, upper: 3}\n")
+    text = (
+        BASE.replace("defaults:\n  number: {encoder: {type: dense, num_layers: 2}}\n", "")
+        + "    mean_radius.encoder.type: {space: choice, categories: [passthrough, dense]}\n"
+        + "    mean_radius.encoder.num_layers: {space: randint, lower: 1, upper: 3}\n"
+    )
     (tmp_path / "s.yaml").write_text(text)
     loaded = load_sweep(tmp_path / "s.yaml")
     dense = resolve_trial_config(loaded.raw, {"mean_radius.encoder.type": "dense", "mean_radius.encoder.num_layers": 2})
     assert dense.input_features[0].encoder.num_layers == 2
-    plain = resolve_trial_config(loaded.raw, {"mean_radius.encoder.type": "passthrough",
-                                              "mean_radius.encoder.num_layers": 2})
+    plain = resolve_trial_config(
+        loaded.raw, {"mean_radius.encoder.type": "passthrough", "mean_radius.encoder.num_layers": 2}
+    )
     assert plain.input_features[0].encoder.type == "passthrough"
 
 
@@ -96,21 +102,30 @@ def test_list_and_block_values_reach_the_config_intact():
     assert out["combiner"]["sizes"] == [16, 8]
 
 
-@pytest.mark.parametrize(("values", "want"), [
-    ([0, 1, 2, 0, 2], {"train": [0, 3], "validation": [1], "test": [2, 4]}),
-    ([0.0, 1.0, 2.0], {"train": [0], "validation": [1], "test": [2]}),
-    (["0", "1", "2", "0"], {"train": [0, 3], "validation": [1], "test": [2]}),
-])
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([0, 1, 2, 0, 2], {"train": [0, 3], "validation": [1], "test": [2, 4]}),
+        ([0.0, 1.0, 2.0], {"train": [0], "validation": [1], "test": [2]}),
+        (["0", "1", "2", "0"], {"train": [0, 3], "validation": [1], "test": [2]}),
+    ],
+)
 def test_fixed_split_column(values, want):
     got = fixed_split_indices(np.array(values, dtype=object))
     assert {k: v.tolist() for k, v in got.items()} == want
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ([0, 1, 3], "the split column holds 3 in row 2 (1 such rows); it may hold only 0 (train), 1 (validation), 2 (test)"),
-    ([0, None, 2, 1], "the split column holds None in row 1"),
-    ([0, 0, 2], "the split column assigns no row to validation (1)"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            [0, 1, 3],
+            "the split column holds 3 in row 2 (1 such rows); it may hold only 0 (train), 1 (validation), 2 (test)",
+        ),
+        ([0, None, 2, 1], "the split column holds None in row 1"),
+        ([0, 0, 2], "the split column assigns no row to validation (1)"),
+    ],
+)
 def test_fixed_split_column_errors(values, message):
     with pytest.raises(DataError) as info:
         fixed_split_indices(np.array(values, dtype=object))

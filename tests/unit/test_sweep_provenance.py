@@ -26,7 +26,9 @@ def test_git_commit_of_the_working_tree_marks_uncommitted_changes(tmp_path):
     assert _git_commit(tmp_path) == head + "+dirty"
 
 
-@pytest.mark.parametrize(("grace", "rf", "max_t", "rungs"), [(1, 3, 2, (1,)), (1, 3, 9, (1, 3, 9)),
-                                                            (3, 3, 12, (3, 9)), (2, 2, 16, (2, 4, 8, 16))])
+@pytest.mark.parametrize(
+    ("grace", "rf", "max_t", "rungs"),
+    [(1, 3, 2, (1,)), (1, 3, 9, (1, 3, 9)), (3, 3, 12, (3, 9)), (2, 2, 16, (2, 4, 8, 16))],
+)
 def test_asha_rungs(grace, rf, max_t, rungs):
     assert asha_rungs(grace, rf, max_t) == rungs

@@ -21,7 +21,9 @@ def _args(path: Path) -> list[str]:
     """A Ludwig config (no ``dataset``) runs on ``<its stem>.csv`` beside it, else ``data.csv``."""
     raw = yaml.safe_load(path.read_text())
     own = path.with_suffix(".csv")
-    return [str(path)] + ([] if "dataset" in raw else ["--dataset", str(own if own.is_file() else path.parent / "data.csv")])
+    return [str(path)] + (
+        [] if "dataset" in raw else ["--dataset", str(own if own.is_file() else path.parent / "data.csv")]
+    )
 
 
 def test_there_are_ludwig_fixtures():
@@ -65,8 +67,10 @@ def test_validate_prints_grid_counts_and_budget(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     text = (ROOT / "sweeps" / "breast_cancer_tiny.yaml").read_text()
     text = text.replace("executor: {num_samples: 4}", "executor: {num_samples: 3, time_budget_s: 600}")
-    text = text.replace("combiner.output_size: {space: choice, categories: [8, 16]}",
-                        "combiner.output_size: {space: grid_search, values: [8, 16]}")
+    text = text.replace(
+        "combiner.output_size: {space: choice, categories: [8, 16]}",
+        "combiner.output_size: {space: grid_search, values: [8, 16]}",
+    )
     (tmp_path / "s.yaml").write_text(text)
     out = CliRunner().invoke(app, ["validate", "s.yaml"]).stdout
     assert "search: 6 trials (grid of 2 points x num_samples 3); optuna tpe sampler" in out
