@@ -46,10 +46,11 @@ from ludwig_hpo.config import load_sweep
 from ludwig_hpo.driver.monitor import SweepMonitor
 from ludwig_hpo.results import SweepResult
 from ludwig_hpo.results.live import TrialDescription
-from ludwig_hpo.search.algorithms import OBJECTIVE, make_searcher
+from ludwig_hpo.search.algorithms import make_searcher
 from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode, param_infos
 from ludwig_hpo.tracking.sink import MlflowSink
+from ludwig_hpo.train.report_keys import OBJECTIVE
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ludwig_hpo.search.algorithms import OBJECTIVE, TIME_ATTR
+from ludwig_hpo.train.report_keys import OBJECTIVE, TIME_ATTR
 
 JOURNAL_FILE = "journal.jsonl"
 

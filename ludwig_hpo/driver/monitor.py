@@ -15,7 +15,7 @@ from ray.tune import Callback
 from ludwig_hpo.errors import one_line_error
 from ludwig_hpo.results.live import LiveTrial, TrialDescription, TrialSink
 from ludwig_hpo.results.records import EpochRecord, TrialRecord
-from ludwig_hpo.search.algorithms import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, OBJECTIVE, TIME_ATTR
+from ludwig_hpo.train.report_keys import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, OBJECTIVE, TIME_ATTR
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

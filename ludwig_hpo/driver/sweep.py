@@ -600,7 +600,7 @@ class Sweep:
     ):
         from ray import tune
 
-        from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE
+        from ludwig_hpo.train.report_keys import CHECKPOINT_OBJECTIVE
 
         mode = self.mode
         return tune.Tuner(
@@ -645,10 +645,11 @@ class Sweep:
         from ludwig_hpo.driver.monitor import SweepMonitor
         from ludwig_hpo.execution.trainable import search_trial
         from ludwig_hpo.results.live import TrialDescription
-        from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE, OBJECTIVE, make_searcher
+        from ludwig_hpo.search.algorithms import make_searcher
         from ludwig_hpo.search.schedulers import make_scheduler
         from ludwig_hpo.search.space import decode
         from ludwig_hpo.tracking.sink import MlflowSink
+        from ludwig_hpo.train.report_keys import CHECKPOINT_OBJECTIVE, OBJECTIVE
 
         hp = self.cfg.hyperopt
         n = hp.num_trials

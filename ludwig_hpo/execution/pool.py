@@ -34,6 +34,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
+
 #: How often a running trial tells its group it is alive (seconds).
 HEARTBEAT_INTERVAL_S = 0.5
 #: A trial silent this long is gone (its actor was killed): its group stops at the next
@@ -42,8 +44,6 @@ HEARTBEAT_TIMEOUT_S = 10.0
 #: After one rank raised, how long the other ranks get to end too (they usually raise the
 #: same error) before the group is rebuilt (a rank left in a collective would wait forever).
 RAISE_GRACE_S = 10.0
-#: Result key of a pooled trial's checkpoint folder, from rank 0 to the trial actor.
-CHECKPOINT_DIR_KEY = "pending_checkpoint_dir"
 #: Timeout of the groups' collectives; a peer that died is normally noticed much sooner.
 COLLECTIVE_TIMEOUT_S = 600.0
 
@@ -177,7 +177,7 @@ class _Reporter:
                 dest = Path(self.spec["storage_path"]) / self.spec["trial_id"] / f"pending_{uuid.uuid4().hex[:12]}"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(checkpoint_dir, dest)
-                metrics[CHECKPOINT_DIR_KEY] = str(dest)
+                metrics[PENDING_CHECKPOINT_DIR] = str(dest)
             stop = int(ray.get(self.spec["pools"].report.remote(self.spec["token"], metrics)))
             if stop and dest is not None:  # nobody will hand it to Tune
                 shutil.rmtree(dest, ignore_errors=True)
@@ -192,8 +192,8 @@ class _Reporter:
 def _drop_checkpoints(messages: list[dict]) -> None:
     """Remove the checkpoint folders of metrics no trial will hand to Tune."""
     for m in messages:
-        if CHECKPOINT_DIR_KEY in m:
-            shutil.rmtree(m[CHECKPOINT_DIR_KEY], ignore_errors=True)
+        if PENDING_CHECKPOINT_DIR in m:
+            shutil.rmtree(m[PENDING_CHECKPOINT_DIR], ignore_errors=True)
 
 
 @dataclass
@@ -505,9 +505,9 @@ def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
     try:
         while result is None:
             msgs, result = ray.get(pools.poll.remote(token, 2.0))
-            pending = [m[CHECKPOINT_DIR_KEY] for m in msgs if CHECKPOINT_DIR_KEY in m]
+            pending = [m[PENDING_CHECKPOINT_DIR] for m in msgs if PENDING_CHECKPOINT_DIR in m]
             for m in msgs:
-                folder = m.pop(CHECKPOINT_DIR_KEY, None)
+                folder = m.pop(PENDING_CHECKPOINT_DIR, None)
                 # Tune copies the folder into the trial's storage before report returns.
                 tune.report(m, checkpoint=tune.Checkpoint.from_directory(folder) if folder else None)
                 if folder:

@@ -79,14 +79,14 @@ def resume_point(storage_path: str, trial_id: str) -> Iterator[str | None]:
     """
     from ray import tune
 
-    from ludwig_hpo.train.loop import STATE_FILE
+    from ludwig_hpo.train.checkpoint import TRAINER_STATE_FILE
 
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as folder:
-            yield folder if (Path(folder) / STATE_FILE).is_file() else None
+            yield folder if (Path(folder) / TRAINER_STATE_FILE).is_file() else None
         return
-    kept = sorted(p.parent for p in (Path(storage_path) / trial_id).glob(f"checkpoint_*/{STATE_FILE}"))
+    kept = sorted(p.parent for p in (Path(storage_path) / trial_id).glob(f"checkpoint_*/{TRAINER_STATE_FILE}"))
     yield str(kept[-1]) if kept else None
 
 
@@ -227,7 +227,7 @@ def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> 
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from ludwig_hpo.search.algorithms import CHECKPOINT_OBJECTIVE
+    from ludwig_hpo.train.report_keys import CHECKPOINT_OBJECTIVE
 
     resources = {"CPU": ctx.cpus_per_worker, **({"GPU": ctx.gpus_per_worker} if ctx.use_gpu else {})}
     trainer = TorchTrainer(

@@ -19,14 +19,7 @@ from ray.tune.search.optuna import OptunaSearch
 from ludwig_hpo.config.schema import HyperoptConfig
 from ludwig_hpo.config.spaces import GridSearchSpace
 from ludwig_hpo.search.space import encode_value, to_optuna
-
-#: The key every trial reports for the scheduler: the metric's current value on its split.
-OBJECTIVE = "objective"
-#: Epochs, not Tune iterations, measure a trial's progress (a restored trial restarts its iterations).
-TIME_ATTR = "epoch"
-#: Keys of a result that passes a checkpoint: the epoch whose weights its ``model.pt`` holds
-#: (the trial's best so far) and that epoch's objective, what Tune and Train rank checkpoints by.
-CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE = "checkpoint_epoch", "checkpoint_objective"
+from ludwig_hpo.train.report_keys import OBJECTIVE
 
 
 def make_sampler(hp: HyperoptConfig) -> optuna.samplers.BaseSampler:
@@ -147,7 +140,7 @@ class _Search(OptunaSearch):
 
 
 def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None = None) -> OptunaSearch:
-    """``OptunaSearch`` over the declared parameters, optimizing :data:`OBJECTIVE` toward
+    """``OptunaSearch`` over the declared parameters, optimizing :data:`~ludwig_hpo.train.report_keys.OBJECTIVE` toward
     ``goal``, or, with several ``objectives`` (``[(reported key, goal)]``, from
     :attr:`SweepConfig.objectives`), every one of them (a Pareto front)."""
     space: dict[str, Any] = {path: to_optuna(s) for path, s in hp.parameters.items()}

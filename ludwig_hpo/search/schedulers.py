@@ -32,8 +32,8 @@ from ray.tune.schedulers import (
 
 from ludwig_hpo.config.schema import HyperoptConfig
 from ludwig_hpo.config.spaces import ParamSpace
-from ludwig_hpo.search.algorithms import OBJECTIVE
 from ludwig_hpo.search.space import clip_encoded, encode_value, to_optuna, tune_domain
+from ludwig_hpo.train.report_keys import OBJECTIVE
 
 
 class _ReusedActorsToNewTrials:

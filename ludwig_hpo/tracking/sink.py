@@ -10,30 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ludwig_hpo.results.live import LiveTrial
-from ludwig_hpo.search.algorithms import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, OBJECTIVE, TIME_ATTR
-
-#: Result keys that are not per-epoch metrics: logged once as tags, or Tune's bookkeeping.
-_ONCE_TAGS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size", "seed")
-_NOT_METRICS = frozenset(
-    _ONCE_TAGS
-    + (
-        TIME_ATTR,
-        "training_iteration",
-        "batch_size_cache_hit",
-        "setup_time_s",
-        "eval_time_s",
-        "timestamp",
-        "pid",
-        "time_this_iter_s",
-        "time_total_s",
-        "time_since_restore",
-        "iterations_since_restore",
-        CHECKPOINT_EPOCH,
-        CHECKPOINT_OBJECTIVE,
-        "resumed_from_epoch",
-        "checkpoint_improved",
-    )
-)  # in journals of earlier versions
+from ludwig_hpo.train.report_keys import (
+    BATCH_SIZE_CACHE_HIT,
+    BATCH_SIZE_TRIED,
+    NOT_METRICS,
+    OBJECTIVE,
+    ONCE_KEYS,
+    RESUMED_FROM_EPOCH,
+    TIME_ATTR,
+)
 
 
 def wall_time_split(t: LiveTrial) -> dict[str, float]:
@@ -241,20 +226,20 @@ class MlflowSink:
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         step = int(result[TIME_ATTR])
-        if "resumed_from_epoch" in result:  # it continued from a checkpoint (restored, retried, PBT)
-            self._log(t.trial_id, tags={"resumed_from_epoch": result["resumed_from_epoch"]})
+        if RESUMED_FROM_EPOCH in result:  # it continued from a checkpoint (restored, retried, PBT)
+            self._log(t.trial_id, tags={RESUMED_FROM_EPOCH: result[RESUMED_FROM_EPOCH]})
         if step <= self._skip_to.get(t.trial_id, 0):
             return
         self._logged_to[t.trial_id] = max(self._logged_to.get(t.trial_id, 0), step)
-        metrics = {k: v for k, v in result.items() if k not in _NOT_METRICS and _is_number(v)}
+        metrics = {k: v for k, v in result.items() if k not in NOT_METRICS and _is_number(v)}
         metrics.update(self._mutations(t, step))
         if len(t.history) == 1 or t.trial_id in self._skip_to:  # decided inside the trial, logged once
             self._skip_to.pop(t.trial_id, None)
-            tags = {k: result[k] for k in _ONCE_TAGS if k in result}
-            if "batch_size_tried" in result:
-                tags["batch_size_tried"] = result["batch_size_tried"]
-            if "batch_size_cache_hit" in result:
-                tags["batch_size_cache"] = "hit" if result["batch_size_cache_hit"] else "miss"
+            tags = {k: result[k] for k in ONCE_KEYS if k in result}
+            if BATCH_SIZE_TRIED in result:
+                tags[BATCH_SIZE_TRIED] = result[BATCH_SIZE_TRIED]
+            if BATCH_SIZE_CACHE_HIT in result:
+                tags["batch_size_cache"] = "hit" if result[BATCH_SIZE_CACHE_HIT] else "miss"
             self._log(t.trial_id, tags=tags, metrics=metrics, step=step)
             return
         self._log(t.trial_id, metrics=metrics, step=step)

@@ -1,6 +1,6 @@
-"""Training: the worker loop (flat, torch only), batch-size search and probe, the Tune trainable."""
+"""Training, torch only, on every rank: the epoch report's keys, the worker loop, evaluation,
+checkpoints, the batch-size search and probe, the DDP/FSDP strategy and precision.
 
-from ludwig_hpo.train.batch_size import BatchSizeChoice, search_batch_size
-from ludwig_hpo.train.loop import Job, train_loop
-
-__all__ = ["BatchSizeChoice", "Job", "search_batch_size", "train_loop"]
+Import the modules themselves (``ludwig_hpo.train.loop``, ...): this package imports nothing,
+so :mod:`ludwig_hpo.train.report_keys` stays free of torch for the driver and the report source.
+"""

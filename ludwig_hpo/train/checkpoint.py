@@ -22,7 +22,9 @@ from typing import Any
 import torch
 
 #: The checkpoint file's name inside the folder (what ``best_model/`` and the loaders expect).
-CHECKPOINT_FILE = "model.pt"
+MODEL_FILE = "model.pt"
+#: The other file of a resumable checkpoint folder: what continuing after its epoch needs.
+TRAINER_STATE_FILE = "trainer_state.pt"
 #: The share of a search trial's training time its checkpoint writes may take (Tune holds its
 #: experiment checkpoints to 5%; a trial's share is smaller, so the worker loop stays within a
 #: few percent of a plain loop together with its other costs).
@@ -223,7 +225,7 @@ class CheckpointFolder:
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
         return self.path
 
-    def write(self, obj: Any, name: str = CHECKPOINT_FILE) -> str:
+    def write(self, obj: Any, name: str = MODEL_FILE) -> str:
         """``torch.save(obj)`` into ``<folder>/<name>`` (``model.pt`` by default), or ``obj``
         itself when it is ``bytes`` (from :func:`serialized`); returns the folder.
 

@@ -11,8 +11,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -21,22 +20,32 @@ import torch.distributed as dist
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.model import build_model
-from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums, roc_auc
-from ludwig_hpo.model.outputs import loss as loss_fn
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
 from ludwig_hpo.train.checkpoint import (
     CHECKPOINT_BUDGET,
-    CHECKPOINT_FILE,
+    MODEL_FILE,
+    TRAINER_STATE_FILE,
     CheckpointBudget,
     CheckpointFolder,
     WeightsCopy,
     first_write_estimate,
-    pack,
     serialized,
-    unpack,
 )
-from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, eval_shard, train_shard
+from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, train_shard
+from ludwig_hpo.train.evaluate import all_reduce, evaluate
+from ludwig_hpo.train.report_keys import (
+    BATCH_SIZE_CACHE_HIT,
+    BATCH_SIZE_TRIED,
+    CHECKPOINT_EPOCH,
+    CHECKPOINT_OBJECTIVE,
+    OBJECTIVE,
+    RESUMED_FROM_EPOCH,
+    RUNNING_LOSS,
+    EpochReport,
+)
+from ludwig_hpo.train.resume import copy_best_weights, resume, trainer_state
+from ludwig_hpo.train.step import combined_loss, make_optimizer
 from ludwig_hpo.train.strategy import (
     AUTOCAST_DTYPES,
     autocast,
@@ -44,16 +53,15 @@ from ludwig_hpo.train.strategy import (
     full_state_dict,
     grad_scaler,
     is_fsdp,
-    load_training_state,
     no_grad_sync,
-    optimizer_state,
     unwrapped,
     wrap,
 )
 from ludwig_hpo.train.strategy import world as _world
 
 #: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
-#: metrics, except for the ``checkpoint_*`` keys, on rank 0 only. ``checkpoint_dir`` is a
+#: metrics (an :class:`~ludwig_hpo.train.report_keys.EpochReport` and the scores), except for
+#: the ``checkpoint_*`` keys, on rank 0 only. ``checkpoint_dir`` is a
 #: folder on rank 0 of a search trial when the epoch wrote a checkpoint (see ``Job``), None
 #: elsewhere. It holds ``model.pt`` (``{"state_dict", "epoch"}``: the weights of the best epoch
 #: so far) and ``trainer_state.pt`` (what continuing after this epoch needs). Such a report
@@ -62,11 +70,9 @@ from ludwig_hpo.train.strategy import world as _world
 #: gets better from one checkpoint to the next, except after a PBT clone took a donor's best).
 #: The reporter persists (copies or moves) the folder before returning: the next write
 #: rewrites its files.
-Reporter = Callable[[dict, "str | None"], None]
+Reporter = Callable[[dict[str, Any], "str | None"], None]
 #: ``model.pt``'s bytes are kept in memory between writes (while the best epoch stays) up to this size.
 MODEL_BYTES_KEPT = 16 * 2**20
-#: The files of a resumable checkpoint folder.
-MODEL_FILE, STATE_FILE = CHECKPOINT_FILE, "trainer_state.pt"
 
 
 @dataclass(frozen=True)
@@ -115,208 +121,6 @@ class Job:
             return train, "validation", held_out
         both = np.sort(np.concatenate([data.splits["train"], data.splits["validation"]]))
         return both, "test", data.splits["test"]
-
-
-def _all_reduce(t: torch.Tensor, op=None) -> torch.Tensor:
-    if _world()[1] > 1:
-        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
-    return t
-
-
-def _make_optimizer(cfg: SweepConfig, params, lr: float) -> torch.optim.Optimizer:
-    o = cfg.trainer.optimizer
-    if o.type == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay)
-    cls = torch.optim.AdamW if o.type == "adamw" else torch.optim.Adam
-    return cls(params, lr=lr, weight_decay=o.weight_decay)
-
-
-def _combined_loss(cfg: SweepConfig, logits: dict, targets: dict) -> torch.Tensor:
-    """The loss-weighted sum of the output losses (a 0-dim tensor). A weight of 1 and a single
-    output add no autograd node (the value is the same: ``1.0 * x + 0`` is ``x`` exactly)."""
-    total = None
-    for f in cfg.output_features:
-        part = loss_fn(f.type, logits[f.name], targets[f.name])
-        if f.loss_weight != 1:
-            part = f.loss_weight * part
-        total = part if total is None else total + part
-    return total
-
-
-@torch.no_grad()
-def evaluate(
-    model: torch.nn.Module,
-    cfg: SweepConfig,
-    dd: DeviceData,
-    rows: np.ndarray,
-    split: str,
-    batch_size: int,
-    *,
-    lockstep: bool = False,
-) -> dict[str, float]:
-    """Metrics of ``model`` over all ``rows``, identical on every rank.
-
-    Each rank scores its shard (``rows[rank::world]``, no padding); sums are all-reduced, so
-    every row counts exactly once. ROC AUC (binary outputs) gathers all scores. Keys:
-    ``"<split>/<feature>/<metric>"`` and ``"<split>/combined/loss"`` (the loss-weighted sum
-    of the output losses).
-
-    Args:
-        lockstep: every rank runs the same number of forward passes (an FSDP forward is a
-            collective); a rank whose shard is one batch short scores a filler batch and
-            discards it.
-    """
-    rank, world = _world()
-    model.eval()
-    shard = eval_shard(rows, rank=rank, world_size=world)
-    outputs = cfg.output_features
-    amp = AUTOCAST_DTYPES[cfg.trainer.precision] is not None
-    #: per-sample sums of each "<feature>/<metric>", added batch after batch (float64)
-    sums: dict[str, torch.Tensor] = {}
-    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in outputs if f.type == "binary"}
-    labels: dict[str, list[torch.Tensor]] = {k: [] for k in scores}
-    own = list(batches(shard, batch_size, dd.device, drop_last=False))
-    if lockstep:
-        most = math.ceil(math.ceil(len(rows) / world) / batch_size)
-        filler = torch.as_tensor(rows[:1], dtype=torch.int64).to(dd.device)
-        for _ in range(most - len(own)):
-            with autocast(dd.device, cfg.trainer.precision):
-                model(dd.batch(filler)[0])
-    for idx in own:
-        x, y = dd.batch(idx)
-        if amp:
-            with autocast(dd.device, cfg.trainer.precision):
-                out = model(x)
-        else:
-            out = model(x)
-        for f in outputs:
-            logits = out[f.name].float()
-            for m, v in metric_sums(f.type, logits, y[f.name]).items():
-                k = f"{f.name}/{m}"
-                sums[k] = sums[k] + v if k in sums else v
-            if f.name in scores:
-                scores[f.name].append(logits.cpu())
-                labels[f.name].append(y[f.name].cpu())
-    names = [f"{f.name}/{m}" for f in outputs for m in SUMMED_METRICS[f.type]]
-    count = torch.tensor(float(len(shard)), dtype=torch.float64, device=dd.device)
-    zero = torch.zeros((), dtype=torch.float64, device=dd.device)
-    # one vector, one all-reduce and one copy to the host for every summed metric
-    vec = _all_reduce(torch.stack([sums.get(k, zero) for k in names] + [count])).tolist()
-    n = max(vec[-1], 1.0)
-    out_metrics = {f"{split}/{k}": vec[i] / n for i, k in enumerate(names)}
-    for name in scores:
-        local = (
-            torch.cat(scores[name]) if scores[name] else torch.zeros(0),
-            torch.cat(labels[name]) if labels[name] else torch.zeros(0),
-        )
-        gathered = [local]
-        if world > 1:
-            gathered = [None] * world
-            dist.all_gather_object(gathered, local)
-        s = torch.cat([g[0] for g in gathered]).numpy() if world > 1 else local[0].numpy()
-        y = torch.cat([g[1] for g in gathered]).numpy() if world > 1 else local[1].numpy()
-        out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
-    out_metrics[f"{split}/combined/loss"] = sum(f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
-    model.train()
-    return out_metrics
-
-
-def _best_weights(
-    model: torch.nn.Module, inner: torch.nn.Module, best: WeightsCopy, *, fsdp: bool, rank: int
-) -> dict | None:
-    """The whole model's weights now, copied to the CPU into ``best`` (the best epoch's, kept
-    until a better epoch, for every checkpoint written meanwhile), on rank 0; None on other
-    ranks. A collective for FSDP (every rank calls it), which gathers a new copy; otherwise an
-    in-place copy into the same CPU tensors (:class:`~ludwig_hpo.train.checkpoint.WeightsCopy`);
-    a device-to-host copy on a GPU."""
-    if fsdp:
-        weights = full_state_dict(model)
-        return best.set({k: v.detach().to("cpu", copy=True) for k, v in weights.items()}) if rank == 0 else None
-    return best.refresh(inner) if rank == 0 else None
-
-
-def _trainer_state(
-    model: torch.nn.Module,
-    inner: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    *,
-    fsdp: bool,
-    rank: int,
-    device: torch.device,
-    state: dict,
-    with_weights: bool,
-) -> dict | None:
-    """``trainer_state.pt``'s content on rank 0 (None on other ranks): ``state`` (the epoch and
-    counters), the optimizer, gradient-scaler and random states and, with ``with_weights`` (the
-    epoch is not the best one, whose weights ``model.pt`` holds), this epoch's weights; packed
-    (:func:`~ludwig_hpo.train.checkpoint.pack`: a copy in one buffer per dtype, ~3x cheaper to
-    save than its ~20 small tensors one by one). A collective for FSDP: every rank calls it
-    with the same ``with_weights``.
-    """
-    weights = (full_state_dict(model) if fsdp else inner.state_dict()) if with_weights else None
-    optim = optimizer_state(model, optimizer) if fsdp or rank == 0 else None
-    if rank != 0:
-        return None
-    return {
-        "packed": pack(
-            {
-                **state,
-                "weights": weights,
-                "optimizer": optim,
-                "scaler": scaler.state_dict(),
-                "rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-            }
-        )
-    }
-
-
-def _resume(
-    folder: str,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    lr: float,
-    cfg: SweepConfig,
-    device: torch.device,
-) -> tuple[dict, dict]:
-    """Load a checkpoint folder (``model.pt``: the best epoch's weights; ``trainer_state.pt``:
-    the epoch it was written at, its weights when they differ, optimizer, scaler and random
-    states) into this rank's model, optimizer and scaler. The optimizer's hyperparameters are
-    this trial's (PBT may have changed them), its moments the checkpoint's. Every rank calls it.
-
-    Returns:
-        (the saved counters: ``epoch``, ``best_objective``, ``best_epoch``, ...; ``model.pt``'s
-        content: ``{"state_dict", "epoch"}``, the best weights).
-
-    Raises:
-        CheckpointError: the folder is incomplete or does not fit this model.
-    """
-    from ludwig_hpo.errors import CheckpointError, one_line_error
-
-    path = Path(folder)
-    try:
-        best = torch.load(path / MODEL_FILE, map_location="cpu", weights_only=True)
-        state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
-        if "packed" in state:
-            state = unpack(state["packed"])
-        current = state.get("weights") or best["state_dict"]
-        load_training_state(model, optimizer, current, state["optimizer"])
-    except (OSError, RuntimeError, KeyError, ValueError) as e:
-        raise CheckpointError(f"cannot resume from the checkpoint in {folder}: {one_line_error(str(e))}") from e
-    o = cfg.trainer.optimizer
-    for group in optimizer.param_groups:
-        group["lr"], group["weight_decay"] = lr, o.weight_decay
-        if "momentum" in group:
-            group["momentum"] = o.momentum
-    if state.get("scaler"):
-        scaler.load_state_dict(state["scaler"])
-    torch.set_rng_state(state["rng"])
-    if device.type == "cuda" and state.get("cuda_rng") is not None:
-        torch.cuda.set_rng_state(state["cuda_rng"], device)
-    state.setdefault("best_epoch", best.get("epoch", state["epoch"]))
-    return state, best
 
 
 def train_loop(
@@ -377,7 +181,7 @@ def train_loop(
     model = wrap(build_model(cfg, data.meta).to(device), cfg.backend.strategy, device, world)
     fsdp = is_fsdp(model)
     lr = effective_learning_rate(tr.learning_rate, tr.learning_rate_scaling, world)
-    optimizer = _make_optimizer(cfg, model.parameters(), lr)
+    optimizer = make_optimizer(cfg, model.parameters(), lr)
     scaler = grad_scaler(device, tr.precision)
     accumulate = tr.gradient_accumulation_steps
     model.train()
@@ -387,11 +191,11 @@ def train_loop(
     # Batch-size probes run on one rank's own module without collectives; a sharded model
     # has none, so FSDP probes a whole replica (a conservative memory estimate).
     probe_model = build_model(cfg, data.meta).to(device) if fsdp else inner
-    probe_opt = _make_optimizer(cfg, probe_model.parameters(), lr) if fsdp else optimizer
+    probe_opt = make_optimizer(cfg, probe_model.parameters(), lr) if fsdp else optimizer
 
     def probe_loss(x, y):
         with autocast(device, tr.precision):
-            return _combined_loss(cfg, probe_model(x), y)
+            return combined_loss(cfg, probe_model(x), y)
 
     train_bs, eval_bs = tune_batch_sizes(
         cfg,
@@ -417,9 +221,9 @@ def train_loop(
         (a tiny model's step is a fraction of a millisecond: each no-op costs)."""
         if amp:
             with autocast(device, tr.precision):
-                loss = _combined_loss(cfg, model(x), y)
+                loss = combined_loss(cfg, model(x), y)
         else:
-            loss = _combined_loss(cfg, model(x), y)
+            loss = combined_loss(cfg, model(x), y)
         # the mean over the group's batches, as one batch of all of them would give
         part = loss / group_len if group_len > 1 else loss
         (scaler.scale(part) if scaled else part).backward()
@@ -435,7 +239,7 @@ def train_loop(
     skip_nonfinite = tr.nan_policy == "skip_batch"
     nonfinite_batches = 0
     if job.resume_from:
-        resumed, best = _resume(job.resume_from, model, optimizer, scaler, lr, cfg, device)
+        resumed, best = resume(job.resume_from, model, optimizer, scaler, lr, cfg, device)
         first_epoch = resumed["epoch"] + 1
         best_objective, best_epoch = resumed["best_objective"], resumed["best_epoch"]
         best_weights = best["state_dict"] if rank == 0 else None
@@ -451,25 +255,23 @@ def train_loop(
             out.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
         return out
 
-    def report_keys(epoch: int, metrics: dict) -> dict:
+    def counters(epoch: int, metrics: dict[str, float]) -> EpochReport:
         """What every report carries besides the scores (the counters as they are now)."""
-        return {
-            "epoch": epoch,
-            "objective": metrics[objective_key],
-            "batch_size": batch_size,
-            "global_batch_size": batch_size * world * accumulate,
-            "eval_batch_size": eval_batch_size,
-            "world_size": world,
-            "optimizer_steps": optimizer_steps,
-            "train_time_s": train_time,
-            "batch_size_tuning_s": tuning_s,
-            # the optimizer's learning rate this epoch (after trainer.learning_rate_scaling),
-            # and where time went
-            "effective_learning_rate": optimizer.param_groups[0]["lr"],
-            "setup_time_s": setup_s,
-            "eval_time_s": eval_time,
-            "seed": seed,
-        }
+        return EpochReport(
+            epoch=epoch,
+            objective=metrics[objective_key],
+            batch_size=batch_size,
+            global_batch_size=batch_size * world * accumulate,
+            eval_batch_size=eval_batch_size,
+            world_size=world,
+            optimizer_steps=optimizer_steps,
+            train_time_s=train_time,
+            batch_size_tuning_s=tuning_s,
+            effective_learning_rate=optimizer.param_groups[0]["lr"],
+            setup_time_s=setup_s,
+            eval_time_s=eval_time,
+            seed=seed,
+        )
 
     if first_epoch > last_epoch:
         # It continues from a checkpoint of its final epoch (PBT cloned a trial that had just
@@ -477,7 +279,7 @@ def train_loop(
         t_eval = time.perf_counter()
         metrics = score()
         eval_time += time.perf_counter() - t_eval
-        metrics.update({**report_keys(last_epoch, metrics), "resumed_from_epoch": first_epoch - 1})
+        metrics.update({**counters(last_epoch, metrics), RESUMED_FROM_EPOCH: first_epoch - 1})
         report(metrics, None)
     # A search trial keeps its best epoch's weights (an epoch at least as good as every earlier
     # one) in memory, and writes a checkpoint (those weights as model.pt, and in
@@ -518,7 +320,7 @@ def train_loop(
             if sync:
                 if skip_nonfinite and world > 1:  # all-reduced gradients: the ranks decide together
                     flag = torch.tensor([float(group_bad)], device=device)
-                    group_bad = bool(_all_reduce(flag, op=dist.ReduceOp.MAX).item())
+                    group_bad = bool(all_reduce(flag, op=dist.ReduceOp.MAX).item())
                 if group_bad:  # a non-finite batch in the group: no step
                     group_bad = False
                 elif scaled:
@@ -534,7 +336,7 @@ def train_loop(
                 steps += 1
         # on the device: NCCL reduces only CUDA tensors
         counts = torch.tensor([float(steps), float(skipped)], dtype=torch.float64, device=device)
-        stats = _all_reduce(torch.cat([loss_sum.double().reshape(1), counts]))
+        stats = all_reduce(torch.cat([loss_sum.double().reshape(1), counts]))
         total_steps = stats[1].item()
         nonfinite_batches += int(stats[2].item())
         train_loss = (stats[0] / stats[1]).item() if total_steps else math.nan
@@ -554,30 +356,30 @@ def train_loop(
         train_time += time.perf_counter() - t_epoch
         metrics.update(
             {
-                **report_keys(epoch, metrics),
-                "train/combined/running_loss": train_loss,
+                **counters(epoch, metrics),
+                RUNNING_LOSS: train_loss,
                 "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
             }
         )
         if skip_nonfinite:
             metrics["nonfinite_batches"] = nonfinite_batches
         if epoch == first_epoch > 1:
-            metrics["resumed_from_epoch"] = first_epoch - 1
+            metrics[RESUMED_FROM_EPOCH] = first_epoch - 1
         if epoch == 1 and tr.batch_size == "auto":
-            metrics["batch_size_cache_hit"] = int(train_bs.cache_hit)
+            metrics[BATCH_SIZE_CACHE_HIT] = int(train_bs.cache_hit)
         if epoch == 1 and train_bs.tried:
-            metrics["batch_size_tried"] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
+            metrics[BATCH_SIZE_TRIED] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
         ckpt_dir, t_ckpt = None, time.perf_counter()
         if job.kind == "search":  # k-fold and test runs only score
             # the same decision on every rank (the metrics are all-reduced): a collective for
             # FSDP. A NaN objective is never better; a NaN best (a first epoch's) gives way to any number.
-            objective = metrics["objective"]
+            objective = metrics[OBJECTIVE]
             if best_objective is None or (
                 objective == objective
                 and (best_objective != best_objective or cfg.goal_sign * objective <= cfg.goal_sign * best_objective)
             ):
                 best_objective, best_epoch = objective, epoch
-                best_weights, best_bytes = _best_weights(model, inner, best_copy, fsdp=fsdp, rank=rank), None
+                best_weights, best_bytes = copy_best_weights(model, inner, best_copy, fsdp=fsdp, rank=rank), None
             periodic = (
                 job.checkpoint_every > 0
                 and epoch >= first_periodic
@@ -594,7 +396,7 @@ def train_loop(
                 dist.broadcast(flag, src=0)
                 write = bool(flag.item())
             if write:
-                trainer_state = _trainer_state(
+                state_blob = trainer_state(
                     model,
                     inner,
                     optimizer,
@@ -620,8 +422,8 @@ def train_loop(
                     # kept for the next write while the best stays (a small model's only)
                     best_bytes = model_pt if len(model_pt) <= MODEL_BYTES_KEPT else None
                     folder.write(model_pt, MODEL_FILE)
-                    ckpt_dir = folder.write(trainer_state, STATE_FILE)
-                    metrics.update({"checkpoint_epoch": best_epoch, "checkpoint_objective": best_objective})
+                    ckpt_dir = folder.write(state_blob, TRAINER_STATE_FILE)
+                    metrics.update({CHECKPOINT_EPOCH: best_epoch, CHECKPOINT_OBJECTIVE: best_objective})
         t_report = time.perf_counter()
         report(metrics, ckpt_dir)  # the reporter persists the folder; the next write replaces it
         if job.kind == "search":

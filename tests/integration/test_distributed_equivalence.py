@@ -22,7 +22,8 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data import load_dataframe, prepare
 from ludwig_hpo.model import build_model
 from ludwig_hpo.train.data import DeviceData
-from ludwig_hpo.train.loop import Job, evaluate, train_loop
+from ludwig_hpo.train.evaluate import evaluate
+from ludwig_hpo.train.loop import Job, train_loop
 
 from ..conftest import SWEEPS
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.data import load_dataframe, prepare
-from ludwig_hpo.train import Job, search_batch_size, train_loop
-from ludwig_hpo.train.batch_size import BatchSizeError, is_oom
+from ludwig_hpo.train.batch_size import BatchSizeError, is_oom, search_batch_size
+from ludwig_hpo.train.loop import Job, train_loop
 
 OOM = None
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ludwig_hpo.train.checkpoint import (
-    CHECKPOINT_FILE,
+    MODEL_FILE,
     CheckpointBudget,
     CheckpointFolder,
     WeightsCopy,
@@ -27,19 +27,19 @@ from ludwig_hpo.train.checkpoint import (
 
 
 def _load(folder: str) -> dict:
-    return torch.load(os.path.join(folder, CHECKPOINT_FILE), weights_only=True)
+    return torch.load(os.path.join(folder, MODEL_FILE), weights_only=True)
 
 
 def test_each_write_replaces_the_file_and_close_removes_the_folder():
     f = CheckpointFolder()
     big = f.write({"state_dict": {"w": torch.arange(100.0)}, "epoch": 1})
     assert _load(big)["epoch"] == 1
-    first_size = os.path.getsize(os.path.join(big, CHECKPOINT_FILE))
+    first_size = os.path.getsize(os.path.join(big, MODEL_FILE))
     small = f.write({"state_dict": {"w": torch.ones(3)}, "epoch": 2})  # shorter than the first file
     assert small == big
     got = _load(small)
     assert got["epoch"] == 2 and torch.equal(got["state_dict"]["w"], torch.ones(3))
-    assert os.path.getsize(os.path.join(small, CHECKPOINT_FILE)) < first_size  # no stale tail
+    assert os.path.getsize(os.path.join(small, MODEL_FILE)) < first_size  # no stale tail
     f.close()
     assert not os.path.exists(small)
     f.close()  # twice is harmless
@@ -52,7 +52,7 @@ def test_the_folder_comes_back_if_the_reporter_moved_it_and_goes_when_dropped():
     try:
         assert _load(f.write({"epoch": 2}))["epoch"] == 2
     finally:
-        os.remove(os.path.join(path + "-moved", CHECKPOINT_FILE))
+        os.remove(os.path.join(path + "-moved", MODEL_FILE))
         os.rmdir(path + "-moved")
     del f  # a run that raised
     gc.collect()

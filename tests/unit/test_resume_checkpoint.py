@@ -18,7 +18,8 @@ from ludwig_hpo.config import load_sweep
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data import load_dataframe, prepare
 from ludwig_hpo.errors import CheckpointError
-from ludwig_hpo.train.loop import MODEL_FILE, STATE_FILE, Job, train_loop
+from ludwig_hpo.train.checkpoint import MODEL_FILE, TRAINER_STATE_FILE
+from ludwig_hpo.train.loop import Job, train_loop
 
 from ..conftest import SWEEPS
 
@@ -63,7 +64,7 @@ def _run(cfg, data, job, keep: Path | None = None):
 def test_continuing_from_a_periodic_checkpoint_equals_an_uninterrupted_run(setup, tmp_path):
     cfg, data = setup
     whole, saved, model = _run(cfg, data, Job(checkpoint_every=2), keep=tmp_path)
-    assert 2 in saved and all((saved[2] / f).is_file() for f in (MODEL_FILE, STATE_FILE))
+    assert 2 in saved and all((saved[2] / f).is_file() for f in (MODEL_FILE, TRAINER_STATE_FILE))
     rest, _, resumed_model = _run(cfg, data, Job(checkpoint_every=2, resume_from=str(saved[2])))
     assert [r["epoch"] for r in rest] == [3, 4]
     for a, b in zip(whole[2:], rest, strict=True):
@@ -179,7 +180,7 @@ def test_a_checkpoint_of_another_model_is_a_checkpoint_error(setup, tmp_path):
     wider = cfg.model_copy(update={"combiner": cfg.combiner.model_copy(update={"output_size": 32})})
     with pytest.raises(CheckpointError, match="cannot resume from the checkpoint"):
         _run(wider, data, Job(resume_from=str(saved[2])))
-    (saved[2] / STATE_FILE).unlink()
+    (saved[2] / TRAINER_STATE_FILE).unlink()
     with pytest.raises(CheckpointError):
         _run(cfg, data, Job(resume_from=str(saved[2])))
 
@@ -225,13 +226,13 @@ def test_a_checkpoint_in_the_earlier_unpacked_format_still_resumes(setup, tmp_pa
 
     cfg, data = setup
     whole, saved, _ = _run(cfg, data, Job(checkpoint_every=2), keep=tmp_path)
-    state = unpack(torch.load(saved[2] / STATE_FILE, weights_only=False)["packed"])
+    state = unpack(torch.load(saved[2] / TRAINER_STATE_FILE, weights_only=False)["packed"])
     assert state["weights"] is None or whole[1]["checkpoint_epoch"] != 2
     if state["weights"] is not None:  # epoch 2 was not the best: the old format had its weights in model.pt
         torch.save({"state_dict": state["weights"], "epoch": 2}, saved[2] / MODEL_FILE)
     for key in ("weights", "best_epoch"):
         state.pop(key)
-    torch.save(state, saved[2] / STATE_FILE)
+    torch.save(state, saved[2] / TRAINER_STATE_FILE)
     rest, _, _ = _run(cfg, data, Job(checkpoint_every=2, resume_from=str(saved[2])))
     assert [r["epoch"] for r in rest] == [3, 4]
     for a, b in zip(whole[2:], rest, strict=True):

@@ -1,0 +1,106 @@
+"""The epoch report: what every rank hands its reporter once per epoch, and what the monitor,
+the MLflow sink, the journal, the searcher, the schedulers and the report source read back.
+
+This module is the one home of the report's keys. It is plain Python (no torch, no Ray), so the
+report source and the driver import it without the worker's dependencies.
+
+A report is one flat mapping: the fixed keys of :class:`EpochReport` plus the scores, keyed
+``<split>/<output feature>/<metric>`` (e.g. ``validation/label/loss``; the train split's
+running loss is ``train/combined/running_loss``). Every rank reports the same values (the
+scores are all-reduced); rank 0's report is what reaches Tune.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+#: The value the scheduler and the searcher optimize: the sweep's metric on its split.
+OBJECTIVE = "objective"
+#: Epochs, not Tune iterations, measure a trial's progress (a restored trial restarts its iterations).
+TIME_ATTR = "epoch"
+#: In a report that passes a checkpoint: the epoch whose weights its ``model.pt`` holds (the
+#: trial's best so far) and that epoch's objective, which Tune and Train rank checkpoints by.
+CHECKPOINT_EPOCH = "checkpoint_epoch"
+CHECKPOINT_OBJECTIVE = "checkpoint_objective"
+#: A trial that continued from a checkpoint (restored, retried, cloned by PBT): the epoch it continued from.
+RESUMED_FROM_EPOCH = "resumed_from_epoch"
+#: First epoch of a ``batch_size: auto`` trial: 1 when the size came from the sweep's cache, else 0.
+BATCH_SIZE_CACHE_HIT = "batch_size_cache_hit"
+#: First epoch of a tuned trial: the sizes the search tried, ``"<size>:<samples/s or oom>;..."``.
+BATCH_SIZE_TRIED = "batch_size_tried"
+#: Added by the Tune trial actor of a fresh multi-worker trial: Train's persisted checkpoint folder.
+CHECKPOINT_PATH = "checkpoint_path"
+#: Added by Tune to a result that carried a checkpoint: its folder's name inside the trial's folder.
+CHECKPOINT_DIR_NAME = "checkpoint_dir_name"
+#: Rank 0 of a pooled trial to its trial actor: the folder of the checkpoint to hand to Tune.
+PENDING_CHECKPOINT_DIR = "pending_checkpoint_dir"
+#: Added by the trainable: the Tune trial id (so a result names its trial outside Tune's callbacks).
+TRIAL_ID = "trial_id"
+#: The running training loss over the epoch's batches (a score key of the train split).
+RUNNING_LOSS = "train/combined/running_loss"
+
+
+class _EpochCounters(TypedDict):
+    epoch: int
+    objective: float
+    batch_size: int  # per worker
+    global_batch_size: int  # batch_size x world_size x gradient accumulation steps
+    eval_batch_size: int  # per worker
+    world_size: int
+    optimizer_steps: int
+    train_time_s: float  # the epochs' training and evaluation so far, this trial
+    batch_size_tuning_s: float
+    effective_learning_rate: float  # after trainer.learning_rate_scaling
+    setup_time_s: float
+    eval_time_s: float
+    seed: int
+
+
+class EpochReport(_EpochCounters, total=False):
+    """The fixed keys of one epoch's report (see the module docstring for the score keys).
+
+    ``epoch`` counts from 1; times are seconds on this trial's ranks; batch sizes are rows.
+    The optional keys appear on the epochs they describe.
+    """
+
+    samples_per_s: float  # training rows per second over the whole group
+    nonfinite_batches: int  # trainer.nan_policy: skip_batch
+    resumed_from_epoch: int
+    batch_size_cache_hit: int
+    batch_size_tried: str
+    checkpoint_epoch: int
+    checkpoint_objective: float
+
+
+#: Decided once inside a trial: logged once, as tags of its MLflow run.
+ONCE_KEYS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size", "seed")
+#: Keys Tune adds to every result (its bookkeeping, not the trial's metrics).
+TUNE_KEYS = (
+    "training_iteration",
+    "timestamp",
+    "pid",
+    "time_this_iter_s",
+    "time_total_s",
+    "time_since_restore",
+    "iterations_since_restore",
+)
+#: Report keys that are not per-epoch metrics of a trial's run.
+NOT_METRICS = frozenset(
+    ONCE_KEYS
+    + TUNE_KEYS
+    + (
+        TIME_ATTR,
+        BATCH_SIZE_CACHE_HIT,
+        "setup_time_s",
+        "eval_time_s",
+        CHECKPOINT_EPOCH,
+        CHECKPOINT_OBJECTIVE,
+        RESUMED_FROM_EPOCH,
+        "checkpoint_improved",  # in journals written by 0.1.0 sweeps
+    )
+)
+
+
+def is_score_key(key: str) -> bool:
+    """Whether ``key`` is a score (``<split>/<feature>/<metric>``) rather than a fixed key."""
+    return "/" in key
