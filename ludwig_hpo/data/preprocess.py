@@ -205,7 +205,7 @@ def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None) -> dict
                 f"stratify column {lsp.column!r} is not in the dataset", key=key, fix="use one of the dataset's columns"
             )
         strat = pd.factorize(df[lsp.column].astype(str))[0]
-    return split_indices(len(df), tuple(lsp.probabilities), sp.seed, strat)
+    return split_indices(len(df), lsp.probabilities, sp.seed, strat)
 
 
 def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) -> PreparedData:
@@ -273,27 +273,27 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
             inputs[feat.name] = x
             meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
 
-    for feat in cfg.output_features:
-        key = f"output_features[{feat.name}]"
-        s = _column(df, feat, "output_features")
+    for out in cfg.output_features:
+        key = f"output_features[{out.name}]"
+        s = _column(df, out, "output_features")
         if s.isna().any():
             raise DataError(f"{int(s.isna().sum())} rows have no target value", key=key, fix="drop or fill those rows")
-        if feat.type == "category":
+        if out.type == "category":
             classes = tuple(sorted(s.unique(), key=lambda v: (str(type(v)), v)))
             lookup = {v: i for i, v in enumerate(classes)}
             if len(classes) < 2:
                 raise DataError("the target has a single class", key=key, fix="use a column with at least 2 classes")
-            targets[feat.name] = s.map(lookup).to_numpy(np.int64)
-            meta[feat.name] = FeatureMeta(
-                feat.name, "category", vocab=tuple(c.item() if hasattr(c, "item") else c for c in classes)
+            targets[out.name] = s.map(lookup).to_numpy(np.int64)
+            meta[out.name] = FeatureMeta(
+                out.name, "category", vocab=tuple(c.item() if hasattr(c, "item") else c for c in classes)
             )
-        elif feat.type == "binary":
-            targets[feat.name] = _to_binary(s, key)
-            meta[feat.name] = FeatureMeta(feat.name, "binary")
+        elif out.type == "binary":
+            targets[out.name] = _to_binary(s, key)
+            meta[out.name] = FeatureMeta(out.name, "binary")
         else:
             x, stats = _number(s, key, train)
-            targets[feat.name] = x.astype(np.float32)
-            meta[feat.name] = FeatureMeta(feat.name, "number", stats=stats)
+            targets[out.name] = x.astype(np.float32)
+            meta[out.name] = FeatureMeta(out.name, "number", stats=stats)
 
     folds: tuple = ()
     if cfg.kfold is not None:

@@ -46,7 +46,7 @@ def split_indices(
     # stratify when every class can appear in every split; else a plain seeded split
     strat = labels if _can_stratify(labels, 3) and min(n_test, n_val) >= n_classes else None
     rest, test = train_test_split(idx, test_size=n_test, random_state=seed, stratify=strat)
-    strat_rest = labels[rest] if strat is not None else None
+    strat_rest = strat[rest] if strat is not None else None
     train, val = train_test_split(rest, test_size=n_val, random_state=seed + 1, stratify=strat_rest)
     return {"train": np.sort(train), "validation": np.sort(val), "test": np.sort(test)}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -23,7 +25,7 @@ class ECDModel(nn.Module):
         self.input_names = [f.name for f in cfg.input_features]
         encoders = {f.name: build_encoder(f, meta[f.name]) for f in cfg.input_features}
         #: width of each input feature's encoding, by feature name
-        self.widths = {name: e.output_size for name, e in encoders.items()}
+        self.widths: dict[str, int] = {name: cast(int, e.output_size) for name, e in encoders.items()}
         #: features that enter the combiner unchanged (passthrough encoders). They are not
         #: submodules: a table of 30 numbers would otherwise add 30 module calls to every
         #: forward and 30 modules to every state dict, ``train()`` and ``eval()``.
@@ -45,11 +47,15 @@ class ECDModel(nn.Module):
         if "passthrough" not in self.__dict__:  # pickled by an earlier version: every encoder is a module
             self.passthrough = frozenset()
             self._names = tuple(self.input_names)
-            self.widths = {name: e.output_size for name, e in self.encoders.items()}
+            self.widths = {name: cast(int, e.output_size) for name, e in self.encoders.items()}
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         table = getattr(inputs, "table", None)  # ludwig_hpo.train.data.Columns
-        if table is not None and len(self.passthrough) == len(self.input_names) and inputs.names == self._names:
+        if (
+            table is not None
+            and len(self.passthrough) == len(self.input_names)
+            and getattr(inputs, "names", None) == self._names
+        ):
             h = table  # the concatenation of its columns, already made
         else:
             h = torch.cat(

@@ -95,5 +95,5 @@ def build_encoder(feature: schema.InputFeature, meta: FeatureMeta) -> nn.Module:
     if isinstance(enc, schema.EmbedEncoder):
         return EmbedEncoder(enc, len(meta.vocab))
     if isinstance(enc, schema.StackedCNNEncoder):
-        return StackedCNNEncoder(enc, meta.shape)
+        return StackedCNNEncoder(enc, (meta.shape[0], meta.shape[1]))
     raise ValueError(f"no encoder for {type(enc).__name__}")

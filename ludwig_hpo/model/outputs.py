@@ -6,6 +6,8 @@ divide once: the reduced value is exactly the metric over the whole split.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -29,13 +31,18 @@ class OutputHead(nn.Module):
         for _ in range(d.num_fc_layers):
             layers += [nn.Linear(in_size, d.output_size), nn.ReLU(), nn.Dropout(d.dropout)]
             in_size = d.output_size
-        self.type = feature.type
+        self.kind = feature.type  # not ``type``: that is nn.Module's dtype-cast method
         n_out = len(meta.vocab) if feature.type == "category" else 1
         self.net = nn.Sequential(*layers, nn.Linear(in_size, n_out))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         out = self.net(h)
-        return out if self.type == "category" else out.squeeze(-1)
+        return out if self.kind == "category" else out.squeeze(-1)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state.get("type"), str):  # pickled by 0.1.0, which named the output type ``type``
+            state["kind"] = state.pop("type")
+        super().__setstate__(state)
 
 
 def loss(kind: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ludwig_hpo.data.preprocess import FeatureMeta
+from ludwig_hpo.model.build import ECDModel
 
 
 def _width(meta: FeatureMeta) -> int:
@@ -50,7 +51,7 @@ class FlatInputModel(nn.Module):
         output_names: the output features, in sweep-file order.
     """
 
-    def __init__(self, model: nn.Module, meta: dict[str, FeatureMeta], output_names: list[str]) -> None:
+    def __init__(self, model: ECDModel, meta: dict[str, FeatureMeta], output_names: list[str]) -> None:
         super().__init__()
         self.model = model
         self.inputs = [(n, meta[n].type, tuple(meta[n].shape), _width(meta[n])) for n in model.input_names]

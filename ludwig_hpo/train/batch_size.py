@@ -22,6 +22,10 @@ class BatchSizeError(HpoError, RuntimeError):
     """Even the smallest batch size ran out of memory."""
 
 
+#: Why the batch-size search stopped growing.
+StopReason = Literal["plateau", "cap", "memory"]
+
+
 @dataclass(frozen=True)
 class BatchSizeChoice:
     """Result of :func:`search_batch_size`.
@@ -35,7 +39,7 @@ class BatchSizeChoice:
 
     batch_size: int
     tried: tuple[tuple[int, float | None], ...]
-    stopped_by: Literal["plateau", "cap", "memory"] = "plateau"
+    stopped_by: StopReason = "plateau"
 
 
 def search_batch_size(
@@ -84,7 +88,7 @@ def search_batch_size(
     best = 0.0
     oom_at: int | None = None  # smallest size known to run out of memory
     stall = 0
-    stopped_by = "plateau"
+    stopped_by: StopReason = "plateau"
     while True:
         speed = probe(size)
         tried.append((size, speed))
@@ -110,7 +114,7 @@ def search_batch_size(
             stopped_by = "plateau" if stall >= patience else "cap"
             break
         size = nxt
-    if stopped_by == "memory":
+    if stopped_by == "memory" and oom_at is not None:
         fits = max(b for b, s in tried if s is not None)
         for _ in range(refine_steps):
             mid = (fits + oom_at) // 2

@@ -183,6 +183,7 @@ class WeightsCopy:
         else:  # a device-to-host copy per tensor
             for target, source in zip(self._targets, self._sources, strict=True):
                 target.copy_(source)
+        assert self.weights is not None  # set above on the first refresh
         return self.weights
 
     def set(self, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -237,11 +238,12 @@ class CheckpointFolder:
             OSError: the folder or file cannot be written.
         """
         if self.path is None:
-            self._open()
+            path = self._open()
         else:
-            os.makedirs(self.path, exist_ok=True)  # a reporter may have moved it away
+            path = self.path
+            os.makedirs(path, exist_ok=True)  # a reporter may have moved it away
         data = memoryview(obj if isinstance(obj, bytes) else serialized(obj))
-        fd = os.open(os.path.join(self.path, name), os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(os.path.join(path, name), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             written = 0
             while written < len(data):
@@ -249,7 +251,7 @@ class CheckpointFolder:
             os.ftruncate(fd, len(data))
         finally:
             os.close(fd)
-        return self.path
+        return path
 
     def close(self) -> None:
         """Remove the folder (nothing happens if nothing was written)."""

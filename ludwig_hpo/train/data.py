@@ -64,10 +64,10 @@ class DeviceData:
         """Inputs and targets of ``rows`` ((batch,) int64 on the device)."""
         if self._columns is not None:  # a table of numbers / binaries: its rows, and views of them
             picked = self._tables[0][0].index_select(0, rows)
-            inputs = Columns(zip(self._columns, picked.split(1, dim=1), strict=True))
-            inputs.table, inputs.names = picked, self._columns
-            return inputs, {k: v.index_select(0, rows) for k, v in self.targets.items()}
-        inputs = {k: v.index_select(0, rows) for k, v in self._alone.items()}
+            columns = Columns(zip(self._columns, picked.split(1, dim=1), strict=True))
+            columns.table, columns.names = picked, self._columns
+            return columns, {k: v.index_select(0, rows) for k, v in self.targets.items()}
+        inputs: dict[str, torch.Tensor] = {k: v.index_select(0, rows) for k, v in self._alone.items()}
         for (table, _), (names, widths) in zip(self._tables, self._splits, strict=True):
             # the columns as views, in one call (a Python slice per feature costs more)
             inputs.update(zip(names, table.index_select(0, rows).split(widths, dim=1), strict=True))

@@ -89,13 +89,13 @@ def evaluate(
             torch.cat(scores[name]) if scores[name] else torch.zeros(0),
             torch.cat(labels[name]) if labels[name] else torch.zeros(0),
         )
-        gathered = [local]
+        gathered: list[Any] = [local]
         if world > 1:
             gathered = [None] * world
             dist.all_gather_object(gathered, local)
         s = torch.cat([g[0] for g in gathered]).numpy() if world > 1 else local[0].numpy()
-        y = torch.cat([g[1] for g in gathered]).numpy() if world > 1 else local[1].numpy()
-        out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, y)
+        truth = torch.cat([g[1] for g in gathered]).numpy() if world > 1 else local[1].numpy()
+        out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, truth)
     out_metrics[f"{split}/combined/loss"] = sum(f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
     model.train()
     return out_metrics

@@ -117,6 +117,8 @@ class Job:
         if self.kind == "search":
             return data.splits["train"], "validation", data.splits["validation"]
         if self.kind == "fold":
+            if self.fold is None:
+                raise ValueError("a fold job needs its fold index")
             train, held_out = data.folds[self.fold]
             return train, "validation", held_out
         both = np.sort(np.concatenate([data.splits["train"], data.splits["validation"]]))
@@ -277,10 +279,9 @@ def train_loop(
         # It continues from a checkpoint of its final epoch (PBT cloned a trial that had just
         # ended): nothing is left to train; score it once, so the trial ends on a result of its own.
         t_eval = time.perf_counter()
-        metrics = score()
+        scores = score()
         eval_time += time.perf_counter() - t_eval
-        metrics.update({**counters(last_epoch, metrics), RESUMED_FROM_EPOCH: first_epoch - 1})
-        report(metrics, None)
+        report({**scores, **counters(last_epoch, scores), RESUMED_FROM_EPOCH: first_epoch - 1}, None)
     # A search trial keeps its best epoch's weights (an epoch at least as good as every earlier
     # one) in memory, and writes a checkpoint (those weights as model.pt, and in
     # trainer_state.pt what continuing from this epoch needs) while the checkpoint budget
@@ -351,16 +352,15 @@ def train_loop(
         # DDP forward would try to synchronize buffers across them). FSDP: the sharded module,
         # every rank running the same number of forward passes.
         t_eval = time.perf_counter()
-        metrics = score()
+        scores = score()
         eval_time += time.perf_counter() - t_eval
         train_time += time.perf_counter() - t_epoch
-        metrics.update(
-            {
-                **counters(epoch, metrics),
-                RUNNING_LOSS: train_loss,
-                "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
-            }
-        )
+        metrics: dict[str, Any] = {
+            **scores,
+            **counters(epoch, scores),
+            RUNNING_LOSS: train_loss,
+            "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
+        }
         if skip_nonfinite:
             metrics["nonfinite_batches"] = nonfinite_batches
         if epoch == first_epoch > 1:

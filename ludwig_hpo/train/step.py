@@ -22,10 +22,12 @@ def make_optimizer(cfg: SweepConfig, params: Any, lr: float) -> torch.optim.Opti
 def combined_loss(cfg: SweepConfig, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> torch.Tensor:
     """The loss-weighted sum of the output losses (a 0-dim tensor). A weight of 1 and a single
     output add no autograd node (the value is the same: ``1.0 * x + 0`` is ``x`` exactly)."""
-    total = None
+    total: torch.Tensor | None = None
     for f in cfg.output_features:
         part = loss_fn(f.type, logits[f.name], targets[f.name])
         if f.loss_weight != 1:
             part = f.loss_weight * part
         total = part if total is None else total + part
+    if total is None:  # the schema requires at least one output feature
+        raise ValueError("the config has no output feature")
     return total

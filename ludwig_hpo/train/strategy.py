@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -85,11 +86,12 @@ def no_grad_sync(model: torch.nn.Module, sync: bool) -> Iterator[None]:
         with model.no_sync():
             yield
     elif is_fsdp(model):
-        model.set_requires_gradient_sync(False)
+        sharded = cast(Any, model)  # an FSDP2 module (fully_shard's class is made at runtime)
+        sharded.set_requires_gradient_sync(False)
         try:
             yield
         finally:
-            model.set_requires_gradient_sync(True)
+            sharded.set_requires_gradient_sync(True)
     else:
         yield
 
@@ -103,7 +105,7 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False))
-        return {k: v.detach().cpu() for k, v in sd.items()}
+        return {k: cast(torch.Tensor, v).detach().cpu() for k, v in sd.items()}
     return {k: v.detach().cpu() for k, v in unwrapped(model).state_dict().items()}
 
 
