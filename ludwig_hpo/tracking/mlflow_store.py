@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.errors import TrackingError
+from ludwig_hpo.tracking.protocol import Tracker
+from ludwig_hpo.train.report_keys import OBJECTIVE
 
 _METRIC_NAME_OK = re.compile(r"[^\w\-. :/]")
 
@@ -120,8 +122,9 @@ def check_server(
     raise TrackingError(f"the MLflow server does not answer ({reason})", source=uri, key=key, fix=fix)
 
 
-class MlflowStore:
-    """Runs of one experiment in one tracking store. Driver process only.
+class MlflowStore(Tracker):
+    """Runs of one experiment in one tracking store: the :class:`~ludwig_hpo.tracking.protocol.Tracker`
+    in the calling process. Driver process only.
 
     Args:
         uri: tracking URI (``sqlite:///...``, ``http://127.0.0.1:5000``, a folder...).
@@ -325,7 +328,7 @@ class MlflowStore:
         for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, tags=chunk)
 
-    def last_step(self, run_id: str, metric: str = "objective") -> int:
+    def last_step(self, run_id: str, metric: str = OBJECTIVE) -> int:
         """The largest step logged for ``metric`` in ``run_id`` (0 when none): where a resumed
         trial's run continues."""
         return max((m.step for m in self.client.get_metric_history(run_id, metric)), default=0)
@@ -361,3 +364,7 @@ class MlflowStore:
     def log_text(self, run_id: str, text: str, file_name: str) -> None:
         """Write ``text`` as an artifact file of the run."""
         self.client.log_text(run_id, text, file_name)
+
+    def close(self) -> None:
+        """Nothing to release: MLflow keeps one store per URI for the whole process (its
+        connection pool included), shared with every other client of that URI. Safe to call twice."""

@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 
 from ludwig_hpo import __version__
+from ludwig_hpo.tracking.protocol import Tracker
 
 #: Artifact folder of the logged model in its run.
 MODEL_ARTIFACT = "model"
@@ -42,14 +43,14 @@ def _requirements() -> list[str]:
 
 
 def log_pytorch_model(
-    store, run_id: str, model: torch.nn.Module, example: pd.DataFrame, register_as: str | None = None
+    store: Tracker, run_id: str, model: torch.nn.Module, example: pd.DataFrame, register_as: str | None = None
 ) -> LoggedModel:
     """Save ``model`` (CPU, eval mode) with MLflow's PyTorch flavour, an input example and the
     signature inferred from ``model(example)``, log it as ``model/`` of ``run_id``, and
     optionally register it as a new version of model ``register_as``. Driver only.
 
     Args:
-        store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
+        store: the tracking store (:class:`~ludwig_hpo.tracking.protocol.Tracker`).
         model: takes one float32 tensor (batch, columns of ``example``), returns one tensor
             (batch, outputs); its ``output_columns`` attribute, when present, names the outputs.
         example: a few input rows (their column names become the signature's).

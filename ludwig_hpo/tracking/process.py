@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.errors import TrackingError
+from ludwig_hpo.tracking.protocol import Tracker
+from ludwig_hpo.train.report_keys import OBJECTIVE
 
 #: Seconds :meth:`StoreProcess.close` waits for the child to end after its last call.
 CLOSE_TIMEOUT_S = 30.0
@@ -101,9 +103,10 @@ def _reply(conn, number: int, *, result: Any = None, error: BaseException | None
     return True
 
 
-class StoreProcess:
+class StoreProcess(Tracker):
     """An :class:`~ludwig_hpo.tracking.MlflowStore` (same methods, same arguments) whose calls
-    run in a child process. Driver only; calls from several threads are served one at a time.
+    run in a child process: the :class:`~ludwig_hpo.tracking.protocol.Tracker` out of the
+    driver's interpreter. Driver only; calls from several threads are served one at a time.
 
     Args:
         uri, experiment, artifact_location: as for :class:`~ludwig_hpo.tracking.MlflowStore`.
@@ -114,9 +117,6 @@ class StoreProcess:
     """
 
     def __init__(self, uri: str, experiment: str, artifact_location: Path | None = None) -> None:
-        from ludwig_hpo.tracking.mlflow_store import MlflowStore
-
-        self._methods = {n for n in dir(MlflowStore) if not n.startswith("_")}
         ctx = multiprocessing.get_context("spawn")  # the driver has threads (Ray, torch): no fork
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(
@@ -128,6 +128,8 @@ class StoreProcess:
         self._number = 0  # of the last call; the store's construction is 0
         self._broken = False  # a wait interrupted inside an answer: the pipe is out of step
         try:
+            self.uri: str
+            self.experiment_id: str
             self.uri, self.experiment_id = self._answer(0)
         except BaseException:
             self._conn.close()  # the child ends at its pipe's end
@@ -170,7 +172,7 @@ class StoreProcess:
             error.add_note(f"in the MLflow store's process:\n{text}")
         raise error
 
-    def _call(self, name: str, *args, **kwargs) -> Any:
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             if self._broken:
                 raise TrackingError(
@@ -184,10 +186,76 @@ class StoreProcess:
                 raise self._ended() from None
             return self._answer(self._number)
 
-    def __getattr__(self, name: str):
-        if name.startswith("_") or name not in self._methods:
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
+    # ------------------------------------------------ the store's methods, as calls to the child
+    def start_run(
+        self,
+        name: str,
+        *,
+        parent_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> str:
+        """As :meth:`MlflowStore.start_run <ludwig_hpo.tracking.mlflow_store.MlflowStore.start_run>`."""
+        return self._call("start_run", name, parent_id=parent_id, tags=tags, params=params)
+
+    def reopen_run(self, run_id: str) -> None:
+        """As :meth:`MlflowStore.reopen_run <ludwig_hpo.tracking.mlflow_store.MlflowStore.reopen_run>`."""
+        self._call("reopen_run", run_id)
+
+    def end_run(self, run_id: str, status: str) -> None:
+        """As :meth:`MlflowStore.end_run <ludwig_hpo.tracking.mlflow_store.MlflowStore.end_run>`."""
+        self._call("end_run", run_id, status)
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        """As :meth:`MlflowStore.log_params <ludwig_hpo.tracking.mlflow_store.MlflowStore.log_params>`."""
+        self._call("log_params", run_id, params)
+
+    def log_metrics(self, run_id: str, metrics: dict[str, Any], step: int) -> None:
+        """As :meth:`MlflowStore.log_metrics <ludwig_hpo.tracking.mlflow_store.MlflowStore.log_metrics>`."""
+        self._call("log_metrics", run_id, metrics, step)
+
+    def log_batch(
+        self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any], metrics: dict[str, Any], step: int
+    ) -> None:
+        """As :meth:`MlflowStore.log_batch <ludwig_hpo.tracking.mlflow_store.MlflowStore.log_batch>`."""
+        self._call("log_batch", run_id, params=params, tags=tags, metrics=metrics, step=step)
+
+    def log_steps(
+        self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any], metrics: list[tuple[str, Any, int, int]]
+    ) -> None:
+        """As :meth:`MlflowStore.log_steps <ludwig_hpo.tracking.mlflow_store.MlflowStore.log_steps>`."""
+        self._call("log_steps", run_id, params=params, tags=tags, metrics=metrics)
+
+    def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
+        """As :meth:`MlflowStore.set_tags <ludwig_hpo.tracking.mlflow_store.MlflowStore.set_tags>`."""
+        self._call("set_tags", run_id, tags)
+
+    def log_text(self, run_id: str, text: str, file_name: str) -> None:
+        """As :meth:`MlflowStore.log_text <ludwig_hpo.tracking.mlflow_store.MlflowStore.log_text>`."""
+        self._call("log_text", run_id, text, file_name)
+
+    def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        """As :meth:`MlflowStore.log_artifact <ludwig_hpo.tracking.mlflow_store.MlflowStore.log_artifact>`
+        (``path`` is read by the child: the same machine, the same disk)."""
+        self._call("log_artifact", run_id, path, artifact_path)
+
+    def register_model_version(self, name: str, run_id: str, artifact_path: str) -> str:
+        """As :meth:`MlflowStore.register_model_version
+        <ludwig_hpo.tracking.mlflow_store.MlflowStore.register_model_version>`."""
+        return self._call("register_model_version", name, run_id, artifact_path)
+
+    def children_by_tag(self, parent_id: str, tag: str, *, status: str | None = None) -> dict[str, str]:
+        """As :meth:`MlflowStore.children_by_tag <ludwig_hpo.tracking.mlflow_store.MlflowStore.children_by_tag>`."""
+        return self._call("children_by_tag", parent_id, tag, status=status)
+
+    def last_step(self, run_id: str, metric: str = OBJECTIVE) -> int:
+        """As :meth:`MlflowStore.last_step <ludwig_hpo.tracking.mlflow_store.MlflowStore.last_step>`."""
+        return self._call("last_step", run_id, metric)
+
+    def close_running_children(self, parent_id: str, tags: dict[str, Any]) -> list[str]:
+        """As :meth:`MlflowStore.close_running_children
+        <ludwig_hpo.tracking.mlflow_store.MlflowStore.close_running_children>`."""
+        return self._call("close_running_children", parent_id, tags)
 
     def close(self) -> None:
         """End the child after the calls made so far (waits up to :data:`CLOSE_TIMEOUT_S`);

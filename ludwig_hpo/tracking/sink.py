@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ludwig_hpo.results.live import LiveTrial
+from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_CACHE_HIT,
     BATCH_SIZE_TRIED,
@@ -85,7 +86,7 @@ class MlflowSink:
     when the driver stopped (their epochs from the journal, their end).
 
     Args:
-        store: the :class:`~ludwig_hpo.tracking.MlflowStore`.
+        store: the tracking store (:class:`~ludwig_hpo.tracking.protocol.Tracker`).
         parent_id: run id of the sweep's parent run.
         run_kind: ``run_kind`` tag of runs whose description does not set one.
         config_text: maps a trial's parameters to its resolved config (YAML text), logged
@@ -97,7 +98,7 @@ class MlflowSink:
 
     def __init__(
         self,
-        store,
+        store: Tracker,
         parent_id: str,
         *,
         run_kind: str = "trial",
@@ -113,7 +114,9 @@ class MlflowSink:
         self.config_text = config_text
         self.rungs = tuple(rungs)
         #: trial id -> its run id, or the future of the run being created
-        self.run_ids: dict[str, str | Future] = store.children_by_tag(parent_id, "trial_id") if resume else {}
+        self.run_ids: dict[str, str | Future] = {}
+        if resume:
+            self.run_ids.update(store.children_by_tag(parent_id, "trial_id"))
         self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
         self._logged_to: dict[str, int] = {}  # the last epoch logged by this driver
         self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
@@ -125,7 +128,11 @@ class MlflowSink:
 
     def run_id(self, trial_id: str) -> str | None:
         """The trial's run id (waits for its creation); None if it has no run."""
-        ref = self.run_ids.get(trial_id)
+        return self._run_of(trial_id) if trial_id in self.run_ids else None
+
+    def _run_of(self, trial_id: str) -> str:
+        """The run id of a trial that has a run (waits for its creation)."""
+        ref = self.run_ids[trial_id]
         return ref.result() if isinstance(ref, Future) else ref
 
     def flush(self) -> None:
@@ -149,8 +156,7 @@ class MlflowSink:
     def _write(self, trial_id: str, fn: Callable[[str], None]) -> Future:
         """Queue ``fn(run id)`` for the trial's run (after its creation and earlier writes);
         returns the write's future."""
-        ref = self.run_ids[trial_id]
-        return self._writer.submit(lambda: fn(ref.result() if isinstance(ref, Future) else ref))
+        return self._writer.submit(lambda: fn(self._run_of(trial_id)))
 
     def _log(
         self,
@@ -200,7 +206,7 @@ class MlflowSink:
             self._log(t.trial_id, tags={"retries": t.retries, f"retry_{t.retries}_error": t.error})
             # it continues from its last checkpoint: epochs it logs again are not logged twice
             # (waited for: after the writes queued before it)
-            self._skip_to[t.trial_id] = self._writer.call(lambda: self.store.last_step(self.run_id(t.trial_id)))
+            self._skip_to[t.trial_id] = self._writer.call(lambda: self.store.last_step(self._run_of(t.trial_id)))
 
     def trial_started(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
@@ -210,7 +216,7 @@ class MlflowSink:
                 return self.store.last_step(run_id)
 
             # waited for: the next results are logged from the step after the last one held
-            self._skip_to[t.trial_id] = self._writer.call(lambda: reopen(self.run_id(t.trial_id)))
+            self._skip_to[t.trial_id] = self._writer.call(lambda: reopen(self._run_of(t.trial_id)))
             return
         tags = {"trial_id": t.trial_id, "run_kind": self.run_kind, **t.tags}
         params, name = dict(t.params), t.name
