@@ -1,5 +1,6 @@
-"""``hyperopt``: the search space, search algorithm (Optuna sampler or grid), Tune scheduler
-and budget. Typed and frozen; no I/O. Option names follow Ludwig and Ray Tune.
+"""``hyperopt``: the search space, search algorithm (Optuna sampler or grid), objectives and
+budget, with the Tune scheduler of :mod:`ludwig_hpo.config.schedulers`. Typed and frozen; no
+I/O. Option names follow Ludwig and Ray Tune.
 
 Rules that need only this section (sampler options, grid, ``points_to_evaluate``) are
 checked here; rules that need the features or the trainer live in
@@ -8,18 +9,15 @@ checked here; rules that need the features or the trainer live in
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
-from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
+from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base, default_type
+from ludwig_hpo.config.paths import ROOT, SECTIONS
+from ludwig_hpo.config.schedulers import FifoScheduler, PbtScheduler, Scheduler, check_pbt, pbt_mutable
 from ludwig_hpo.config.spaces import LISTED_SPACES, GridSearchSpace, ParamSpace, grid_size
-
-#: The parameter path whose ``choice`` / ``grid_search`` categories are partial config
-#: blocks deep-merged at the root of the config (Ludwig's convention).
-ROOT_PATH = "."
-#: Top-level sections a ``"."`` block may set.
-ROOT_BLOCK_SECTIONS = ("trainer", "combiner", "defaults")
 
 Sampler = Literal["tpe", "random", "cmaes", "gp", "qmc", "nsga2"]
 #: Sampler options and the samplers that take them.
@@ -44,9 +42,9 @@ class SearchAlgConfig(_Base):
     type: Literal["optuna", "grid", "variant_generator", "random"] = "optuna"
     sampler: Sampler = "tpe"
     seed: int | None = None
-    n_startup_trials: int = Field(5, ge=0)
+    n_startup_trials: int = Field(default=5, ge=0)
     multivariate: bool = False
-    population_size: int | None = Field(None, ge=2)
+    population_size: int | None = Field(default=None, ge=2)
     qmc_type: Literal["sobol", "halton"] = "sobol"
     points_to_evaluate: list[dict[str, Any]] = []
 
@@ -77,123 +75,6 @@ class SearchAlgConfig(_Base):
         return "random" if self.type in ("variant_generator", "random") else self.sampler
 
 
-TimeAttr = Literal["epoch", "training_iteration", "time_total_s"]
-
-
-class _Scheduler(_Base):
-    time_attr: TimeAttr = "epoch"
-
-    @property
-    def in_epochs(self) -> bool:
-        """True when progress (``max_t``, ``grace_period``) counts epochs, False for seconds."""
-        return self.time_attr != "time_total_s"
-
-    @property
-    def tune_time_attr(self) -> str:
-        """The reported key Tune reads: ``epoch`` (a restored trial keeps counting) or ``time_total_s``."""
-        return "epoch" if self.in_epochs else "time_total_s"
-
-
-def _max_t_in_seconds(sch: Any) -> Any:
-    if not sch.in_epochs and sch.max_t is None:
-        raise RuleError(
-            f"{sch.type} with time_attr: time_total_s needs max_t in seconds",
-            path=("hyperopt", "scheduler", "time_attr"),
-            fix="add max_t: <seconds>",
-        )
-    return sch
-
-
-class FifoScheduler(_Base):
-    """Never stops a trial early."""
-
-    type: Literal["fifo"] = "fifo"
-
-
-class AsyncHyperbandScheduler(_Scheduler):
-    """ASHA: stops trials at rungs ``grace_period * reduction_factor**i`` (in ``time_attr``
-    units) that are not in the top ``1/reduction_factor`` of their rung. ``max_t`` defaults to
-    ``trainer.epochs``."""
-
-    type: Literal["async_hyperband", "asha"]
-    max_t: int | None = Field(None, ge=1)
-    grace_period: int = Field(1, ge=1)
-    reduction_factor: float = Field(3.0, gt=1)
-    brackets: int = Field(1, ge=1)
-    stop_last_trials: bool = True
-
-    _seconds = model_validator(mode="after")(_max_t_in_seconds)
-
-
-class HyperbandScheduler(_Scheduler):
-    """Synchronous HyperBand: brackets of trials halved every rung up to ``max_t``."""
-
-    type: Literal["hyperband"]
-    max_t: int | None = Field(None, ge=1)
-    reduction_factor: float = Field(3.0, gt=1)
-    stop_last_trials: bool = True
-
-    _seconds = model_validator(mode="after")(_max_t_in_seconds)
-
-
-class MedianStoppingRuleScheduler(_Scheduler):
-    """Stops a trial whose best result is worse than the median of the other trials' running
-    averages at the same time, after ``grace_period`` and ``min_samples_required`` trials."""
-
-    type: Literal["median_stopping_rule"]
-    grace_period: float = Field(1.0, ge=0)
-    min_samples_required: int = Field(3, ge=1)
-    min_time_slice: float = Field(0.0, ge=0)
-    hard_stop: bool = True
-
-
-class PbtScheduler(_Scheduler):
-    """Population based training (Ray Tune's ``PopulationBasedTraining``, Ludwig's option
-    names). Every ``perturbation_interval`` (in ``time_attr`` units; epochs by default), a
-    trial in the bottom ``quantile_fraction`` of the population copies the weights and
-    optimizer state of one in the top fraction, takes its parameters, and continues with the
-    parameters of ``hyperparam_mutations`` perturbed: with probability
-    ``resample_probability`` resampled, else multiplied by one of ``perturbation_factors``
-    (numbers) or shifted to a neighbouring value (lists), then clipped into the space.
-
-    ``hyperparam_mutations``: ``{parameter path: values}`` where values is a list, a space
-    (``{space: loguniform, lower: ..., upper: ...}``) or null (the parameter's own space of
-    ``hyperopt.parameters``); omitted: every searched parameter that PBT may change. Only
-    parameters that keep the weights loadable may change (``trainer.*`` other than
-    ``epochs`` and ``optimizer.type``, and dropout rates). The initial population is sampled
-    at random (``search_alg.type: random``).
-    """
-
-    type: Literal["pbt"]
-    perturbation_interval: float = Field(1.0, gt=0)
-    burn_in_period: float = Field(0.0, ge=0)
-    hyperparam_mutations: dict[str, Any] | None = None
-    quantile_fraction: float = Field(0.25, gt=0, le=0.5)
-    resample_probability: float = Field(0.25, ge=0, le=1)
-    perturbation_factors: tuple[float, float] = (1.2, 0.8)
-    log_config: bool = True
-    require_attrs: bool = True
-    synch: bool = False
-
-
-Scheduler = Annotated[
-    Union[FifoScheduler, AsyncHyperbandScheduler, HyperbandScheduler, MedianStoppingRuleScheduler, PbtScheduler],
-    Field(discriminator="type"),
-]
-
-#: Parameter paths PBT may not change: they change what a checkpoint holds or how long a trial runs.
-PBT_FIXED_PATHS = ("trainer.epochs", "trainer.optimizer.type", "trainer.seed")
-
-
-def pbt_mutable(path: str) -> bool:
-    """Whether PBT may change parameter ``path`` mid-trial: training settings (``trainer.*``
-    except :data:`PBT_FIXED_PATHS`) and dropout rates keep a checkpoint's weights loadable;
-    anything else may change the model's shapes."""
-    if path in PBT_FIXED_PATHS:
-        return False
-    return path.startswith("trainer.") or path.split(".")[-1] == "dropout"
-
-
 class ExecutorConfig(_Base):
     """``num_samples``: trials of the search (times the grid size when ``grid_search``
     parameters exist). ``max_concurrent_trials``: ``auto`` = as many as the cluster fits.
@@ -203,12 +84,12 @@ class ExecutorConfig(_Base):
     before it counts as FAILED."""
 
     type: Literal["ray"] = "ray"
-    num_samples: int = Field(10, ge=1, le=1_000_000)
+    num_samples: int = Field(default=10, ge=1, le=1_000_000)
     max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
-    time_budget_s: float | None = Field(None, gt=0)
-    max_failures: int = Field(0, ge=0, le=100)
+    time_budget_s: float | None = Field(default=None, gt=0)
+    max_failures: int = Field(default=0, ge=0, le=100)
     scheduler: Scheduler | None = Field(
-        None, exclude=True, description="Ludwig's place of hyperopt.scheduler (read as hyperopt.scheduler)"
+        default=None, exclude=True, description="Ludwig's place of hyperopt.scheduler (read as hyperopt.scheduler)"
     )
 
 
@@ -248,15 +129,6 @@ METRIC_JSON_SCHEMA = {
 MULTI_OBJECTIVE_SAMPLERS = ("tpe", "nsga2", "random", "grid")
 
 
-def _fill_type(default: str):
-    def fill(value: Any) -> Any:
-        if isinstance(value, dict) and "type" not in value:
-            return {"type": default, **value}
-        return value
-
-    return fill
-
-
 class HyperoptConfig(_Base):
     """The search: optimize ``<split>/<output_feature>/<metric>`` toward ``goal``."""
 
@@ -271,7 +143,7 @@ class HyperoptConfig(_Base):
 
     objectives: list[Objective] = []
 
-    _fill_scheduler = field_validator("scheduler", mode="before")(_fill_type("fifo"))
+    _fill_scheduler = field_validator("scheduler", mode="before")(default_type("fifo"))
 
     @model_validator(mode="before")
     @classmethod
@@ -356,9 +228,9 @@ class HyperoptConfig(_Base):
     @model_validator(mode="after")
     def _search_fits_space(self) -> HyperoptConfig:
         params = self.parameters
-        root = params.get(ROOT_PATH)
+        root = params.get(ROOT)
         if root is not None:
-            where = ("hyperopt", "parameters", ROOT_PATH)
+            where = ("hyperopt", "parameters", ROOT)
             if not isinstance(root, LISTED_SPACES):
                 raise KeyedValueError(
                     f"the '.' parameter must be a choice or grid_search of config blocks, not {root.space}",
@@ -373,10 +245,10 @@ class HyperoptConfig(_Base):
                         where,
                         fix="write categories like {trainer: {learning_rate: 0.01}}",
                     )
-                bad = sorted(set(block) - set(ROOT_BLOCK_SECTIONS))
+                bad = sorted(set(block) - set(SECTIONS))
                 if bad:
                     raise KeyedValueError(
-                        f"a '.' block may set only {', '.join(ROOT_BLOCK_SECTIONS)}, not {bad[0]!r}",
+                        f"a '.' block may set only {', '.join(SECTIONS)}, not {bad[0]!r}",
                         where,
                         fix="move that setting out of the search or into its section",
                     )
@@ -395,8 +267,8 @@ class HyperoptConfig(_Base):
                     ("hyperopt", "scheduler"),
                     fix="use scheduler: {type: fifo} with several metrics",
                 )
-        if self.scheduler.type == "pbt":
-            self._check_pbt()
+        if isinstance(self.scheduler, PbtScheduler):
+            check_pbt(self.scheduler, params)
         if sa.type == "grid":
             others = [p for p, s in params.items() if not isinstance(s, GridSearchSpace)]
             if others:
@@ -424,8 +296,6 @@ class HyperoptConfig(_Base):
                 )
             for path, value in point.items():
                 if path not in params:
-                    import difflib
-
                     close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
                     raise KeyedValueError(
                         f"{path!r} is not a searched parameter",
@@ -446,92 +316,6 @@ class HyperoptConfig(_Base):
                 fix="raise executor.num_samples or remove points",
             )
         return self
-
-    def _check_pbt(self) -> None:
-        import difflib
-
-        params = self.parameters
-        where = ("hyperopt", "scheduler", "hyperparam_mutations")
-        given = self.scheduler.hyperparam_mutations
-        if given is None:
-            if not any(pbt_mutable(p) for p in params):
-                raise KeyedValueError(
-                    "pbt has no parameter it may change: none of hyperopt.parameters is a "
-                    "training setting (trainer.*) or a dropout rate",
-                    ("hyperopt", "scheduler"),
-                    fix="search e.g. trainer.learning_rate, or use another scheduler",
-                )
-            return
-        if not given:
-            raise KeyedValueError(
-                "hyperparam_mutations is empty",
-                where,
-                fix="list the parameters to perturb, or remove it to perturb all that may change",
-            )
-        for path, values in given.items():
-            if path not in params:
-                close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
-                raise KeyedValueError(
-                    f"{path!r} is not a searched parameter (PBT perturbs parameters of hyperopt.parameters)",
-                    (*where, path),
-                    fix=f"did you mean {close[0]!r}?" if close else f"add {path} to hyperopt.parameters",
-                )
-            if not pbt_mutable(path):
-                raise KeyedValueError(
-                    f"PBT cannot change {path!r} mid-trial: a cloned checkpoint would not fit "
-                    "(only trainer.* settings other than epochs, optimizer.type and seed, and "
-                    "dropout rates may change)",
-                    (*where, path),
-                    fix=f"remove {path} from hyperparam_mutations",
-                )
-            if values is None:
-                continue  # the parameter's own space
-            if isinstance(values, dict):
-                self._check_mutation_space(path, values, (*where, path))
-                continue
-            if not isinstance(values, list) or not values:
-                raise KeyedValueError(
-                    f"mutations of {path!r} must be a non-empty list of values, a space "
-                    f"mapping or null, got {values!r}",
-                    (*where, path),
-                    fix="write e.g. [0.001, 0.01, 0.1], or null for the parameter's own space",
-                )
-            for v in values:
-                problem = params[path].problem_with(v)
-                if problem:
-                    raise KeyedValueError(
-                        f"{problem} of the {params[path].space} space of {path!r}",
-                        (*where, path),
-                        fix="list values inside the parameter's space",
-                    )
-
-    def _check_mutation_space(self, path: str, values: dict, where: tuple) -> None:
-        from pydantic import TypeAdapter, ValidationError
-
-        from ludwig_hpo.config.spaces import LISTED_SPACES, RandnSpace
-
-        own = self.parameters[path]
-        if isinstance(own, (RandnSpace, *LISTED_SPACES)):
-            raise KeyedValueError(
-                f"a mutation space needs a numeric parameter with bounds, but {path!r} is {own.space}",
-                where,
-                fix="list the values to try, or write null (its own space)",
-            )
-        try:
-            space = TypeAdapter(ParamSpace).validate_python(values)
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise KeyedValueError(
-                f"invalid mutation space: {err['msg']}",
-                where,
-                fix="write e.g. {space: loguniform, lower: 1.0e-4, upper: 0.1}",
-            ) from None
-        if isinstance(space, (RandnSpace, *LISTED_SPACES)):
-            raise KeyedValueError(
-                f"a mutation space must be a bounded numeric space, not {space.space}",
-                where,
-                fix="use uniform, loguniform, randint, ... or a list of values",
-            )
 
     @property
     def pbt_mutated(self) -> dict[str, Any]:

@@ -389,14 +389,7 @@ def _check_parameters(cfg: SweepConfig, raw: dict, marks: dict, src: str) -> Non
                     ):
                         inner = None
             except PathError as e:
-                raise ConfigError(
-                    str(e),
-                    source=source,
-                    key=key,
-                    fix="use a path such as "
-                    "'trainer.learning_rate', '<feature>.encoder.<field>' or "
-                    "'defaults.<feature type>.encoder.<field>'",
-                ) from None
+                raise ConfigError(str(e), source=source, key=key, fix=e.fix) from None
             if inner is None:
                 continue
             if inner.message.startswith("unknown key") and not isinstance(value, dict):
@@ -476,7 +469,7 @@ def resolve_trial_config(raw: dict, params: dict[str, Any]) -> SweepConfig:
     try:
         return SweepConfig.model_validate(apply_params(raw, params))
     except PathError as e:
-        raise ConfigError(str(e), key="hyperopt.parameters") from None
+        raise ConfigError(str(e), key="hyperopt.parameters", fix=e.fix) from None
     except ValidationError as e:
         if not all(x["type"] == "extra_forbidden" for x in e.errors()):
             raise _validation_to_config_error(e, raw, {}, "trial config", key_prefix=f"params {params}") from None

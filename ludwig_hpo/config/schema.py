@@ -1,8 +1,11 @@
-"""Typed, frozen sweep-file schema (pydantic). No I/O: the loader is the only YAML reader.
+"""Typed, frozen sweep-file schema (pydantic): :class:`SweepConfig` and its top-level sections
+(dataset, combiner, trainer, backend, k-fold, tracking, report, Ludwig's ``preprocessing``).
+Features live in :mod:`ludwig_hpo.config.features`, the search in
+:mod:`ludwig_hpo.config.hyperopt`. No I/O: the loader is the only YAML reader.
 
 Every model rejects unknown keys. Cross-field rules that need the whole file (feature
 names, metric vs goal, scheduler vs epochs) live in :class:`SweepConfig`'s validator;
-parameter paths are checked by :mod:`ludwig_hpo.config.paths`.
+parameter paths are checked by the loader through :mod:`ludwig_hpo.config.paths`.
 """
 
 from __future__ import annotations
@@ -12,41 +15,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base  # noqa: F401 (re-exported)
-from ludwig_hpo.config.hyperopt import (  # noqa: F401 (re-exported)
-    AsyncHyperbandScheduler,
-    ExecutorConfig,
-    HyperbandScheduler,
-    HyperoptConfig,
-    SearchAlgConfig,
-)
-from ludwig_hpo.config.spaces import (  # noqa: F401 (re-exported)
-    ChoiceSpace,
-    GridSearchSpace,
-    LogUniformSpace,
-    ParamSpace,
-    RandIntSpace,
-    UniformSpace,
-)
+from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
+from ludwig_hpo.config.features import DefaultsConfig, InputFeature, OutputFeature, apply_feature_defaults
+from ludwig_hpo.config.hyperopt import HyperoptConfig
+from ludwig_hpo.config.paths import RawMapping
+from ludwig_hpo.config.schedulers import PbtScheduler, check_epochs
 
-RESERVED_NAMES = frozenset(
-    {
-        "trainer",
-        "combiner",
-        "backend",
-        "hyperopt",
-        "dataset",
-        "defaults",
-        "kfold",
-        "tracking",
-        "report",
-        "input_features",
-        "output_features",
-        "combined",
-        "name",
-        "output_dir",
-    }
-)
 #: Metrics each output feature type reports, and whether larger is better.
 METRICS: dict[str, dict[str, bool]] = {
     "category": {"loss": False, "accuracy": True},
@@ -61,9 +35,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 class SplitConfig(_Base):
     """Fractions of rows for train / validation / test (sum to 1), and the split seed."""
 
-    train: float = Field(0.7, gt=0, lt=1)
-    validation: float = Field(0.15, gt=0, lt=1)
-    test: float = Field(0.15, gt=0, lt=1)
+    train: float = Field(default=0.7, gt=0, lt=1)
+    validation: float = Field(default=0.15, gt=0, lt=1)
+    test: float = Field(default=0.15, gt=0, lt=1)
     seed: int = 42
 
     @model_validator(mode="after")
@@ -85,168 +59,21 @@ class DatasetConfig(_Base):
     split: SplitConfig = SplitConfig()
 
 
-# ---------------------------------------------------------------------------- encoders
-class PassthroughEncoder(_Base):
-    """Feeds the (batch, 1) value to the combiner unchanged."""
-
-    type: Literal["passthrough"] = "passthrough"
-
-
-class DenseEncoder(_Base):
-    """``num_layers`` fully connected layers of ``output_size`` units: (batch, 1) -> (batch, output_size)."""
-
-    type: Literal["dense"] = "dense"
-    num_layers: int = Field(1, ge=1, le=8)
-    output_size: int = Field(16, ge=1, le=4096)
-    dropout: float = Field(0.0, ge=0, lt=1)
-
-
-class EmbedEncoder(_Base):
-    """Learned embedding of each category: (batch,) ids -> (batch, embedding_size)."""
-
-    type: Literal["dense"] = "dense"
-    embedding_size: int = Field(16, ge=1, le=4096)
-    dropout: float = Field(0.0, ge=0, lt=1)
-
-
-class StackedCNNEncoder(_Base):
-    """``num_layers`` conv blocks (conv 3x3 -> ReLU -> max-pool when the map is >= 4 px) then a
-    fully connected layer: (batch, height, width) -> (batch, output_size)."""
-
-    type: Literal["stacked_cnn"] = "stacked_cnn"
-    num_layers: int = Field(2, ge=1, le=6)
-    channels: int = Field(16, ge=1, le=1024)
-    kernel_size: int = Field(3, ge=1, le=7)
-    dropout: float = Field(0.0, ge=0, lt=1)
-    output_size: int = Field(64, ge=1, le=4096)
-
-
-def _default_type(default: str):
-    def fill(value: Any) -> Any:
-        if isinstance(value, dict) and "type" not in value:
-            return {"type": default, **value}
-        return value
-
-    return fill
-
-
-class NumberPreprocessing(_Base):
-    """``normalization``: zscore or minmax (statistics from the training split), or none.
-    Missing values are filled with the training split's mean."""
-
-    normalization: Literal["zscore", "minmax", "none"] = "zscore"
-
-
-class ImagePreprocessing(_Base):
-    """How image cells become (height, width) arrays, with Ludwig's key names.
-
-    Pixels are divided by the training split's maximum pixel value (``scale: auto``) or by
-    a given number. ``height`` and ``width`` (set both or neither) resize every image, by
-    ``resize_method``: ``interpolate`` (bilinear) or ``crop_or_pad`` (centred); unset, every
-    image must have the first image's size. Image files are converted to grayscale, so
-    ``num_channels`` may only be 1.
-    """
-
-    scale: Union[Literal["auto"], float] = "auto"
-    height: int | None = Field(None, ge=1, le=4096)
-    width: int | None = Field(None, ge=1, le=4096)
-    num_channels: int | None = None
-    resize_method: Literal["interpolate", "crop_or_pad"] = "interpolate"
-
-    @model_validator(mode="after")
-    def _size_and_channels(self) -> ImagePreprocessing:
-        if (self.height is None) != (self.width is None):
-            given, other = ("height", "width") if self.height is not None else ("width", "height")
-            raise RuleError(f"{given} is set but {other} is not", fix=f"set {other} too (or remove {given})")
-        if self.num_channels is not None and self.num_channels != 1:
-            raise RuleError(
-                f"num_channels {self.num_channels} is not supported: image features are one-channel "
-                "(height, width) arrays and image files are converted to grayscale",
-                fix="set num_channels: 1 or remove it",
-            )
-        return self
-
-
-class _Feature(_Base):
-    name: str = Field(min_length=1)
-    column: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name_ok(cls, v: str) -> str:
-        if v in RESERVED_NAMES:
-            raise ValueError(f"feature name {v!r} is reserved (it names a config section); rename the feature")
-        if "." in v:
-            raise ValueError(f"feature name {v!r} contains '.', which parameter paths use as separator")
-        return v
-
-    @property
-    def source_column(self) -> str:
-        """The dataset column read for this feature (``column``, else ``name``)."""
-        return self.column or self.name
-
-
-class NumberInputFeature(_Feature):
-    type: Literal["number"]
-    encoder: Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")] = PassthroughEncoder()
-    preprocessing: NumberPreprocessing = NumberPreprocessing()
-    _fill = field_validator("encoder", mode="before")(_default_type("passthrough"))
-
-
-class BinaryInputFeature(_Feature):
-    type: Literal["binary"]
-    encoder: PassthroughEncoder = PassthroughEncoder()
-
-
-class CategoryInputFeature(_Feature):
-    type: Literal["category"]
-    encoder: EmbedEncoder = EmbedEncoder()
-    _fill = field_validator("encoder", mode="before")(_default_type("dense"))
-
-
-class ImageInputFeature(_Feature):
-    type: Literal["image"]
-    encoder: StackedCNNEncoder = StackedCNNEncoder()
-    preprocessing: ImagePreprocessing = ImagePreprocessing()
-    _fill = field_validator("encoder", mode="before")(_default_type("stacked_cnn"))
-
-
-InputFeature = Annotated[
-    Union[NumberInputFeature, BinaryInputFeature, CategoryInputFeature, ImageInputFeature],
-    Field(discriminator="type"),
-]
-
-
-class Decoder(_Base):
-    """Fully connected layers between the combiner and the output projection."""
-
-    num_fc_layers: int = Field(0, ge=0, le=8)
-    output_size: int = Field(32, ge=1, le=4096)
-    dropout: float = Field(0.0, ge=0, lt=1)
-
-
-class OutputFeature(_Feature):
-    """A prediction target: ``category`` (cross-entropy), ``binary`` (BCE) or ``number`` (MSE)."""
-
-    type: Literal["category", "binary", "number"]
-    decoder: Decoder = Decoder()
-    loss_weight: float = Field(1.0, gt=0)
-
-
+# ---------------------------------------------------------------------------- model
 class CombinerConfig(_Base):
     """``concat``: concatenate encoder outputs, then ``num_fc_layers`` x (Linear(output_size), ReLU, dropout)."""
 
     type: Literal["concat"] = "concat"
-    num_fc_layers: int = Field(1, ge=0, le=8)
-    output_size: int = Field(64, ge=1, le=4096)
-    dropout: float = Field(0.0, ge=0, lt=1)
+    num_fc_layers: int = Field(default=1, ge=0, le=8)
+    output_size: int = Field(default=64, ge=1, le=4096)
+    dropout: float = Field(default=0.0, ge=0, lt=1)
 
 
 # ---------------------------------------------------------------------------- trainer
 class OptimizerConfig(_Base):
     type: Literal["adam", "adamw", "sgd"] = "adam"
-    weight_decay: float = Field(0.0, ge=0)
-    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(default=0.0, ge=0)
+    momentum: float = Field(default=0.9, ge=0, lt=1)
 
 
 class TrainerConfig(_Base):
@@ -261,15 +88,15 @@ class TrainerConfig(_Base):
     training loss does (``fail`` the trial, or ``skip_batch``).
     """
 
-    epochs: int = Field(10, ge=1, le=100_000)
-    learning_rate: float = Field(1e-3, gt=0)
+    epochs: int = Field(default=10, ge=1, le=100_000)
+    learning_rate: float = Field(default=1e-3, gt=0)
     batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
-    max_batch_size: int = Field(1024, ge=1)
+    max_batch_size: int = Field(default=1024, ge=1)
     eval_batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = 512
     optimizer: OptimizerConfig = OptimizerConfig()
     seed: int = 42
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    gradient_accumulation_steps: int = Field(1, ge=1, le=4096)
+    gradient_accumulation_steps: int = Field(default=1, ge=1, le=4096)
     learning_rate_scaling: Literal["constant", "linear", "sqrt"] = "constant"
     #: a NaN or infinite training loss: ``fail`` the trial (FAILED, the scheduler counts it as
     #: the worst value), or ``skip_batch``: skip that batch's optimizer step (counted in
@@ -284,24 +111,24 @@ class BackendConfig(_Base):
     ``fsdp`` (parameters, gradients and optimizer state sharded across the workers).
     """
 
-    num_workers: int = Field(2, ge=1, le=4096)
+    num_workers: int = Field(default=2, ge=1, le=4096)
     use_gpu: Union[Literal["auto"], bool] = "auto"
     strategy: Literal["ddp", "fsdp"] = "ddp"
-    cpus_per_worker: float = Field(1.0, gt=0)
+    cpus_per_worker: float = Field(default=1.0, gt=0)
     #: ``fresh``: a new Ray Train job per trial; ``pooled``: warm worker groups started once
     #: per sweep; ``auto``: pooled on CPU, fresh on GPU.
     trial_executor: Literal["auto", "fresh", "pooled"] = "auto"
     #: GPUs each worker reserves with ``use_gpu``: 1 (a GPU of its own; trials never share
     #: one) or a fraction (several workers, possibly of different trials, share a GPU).
-    gpus_per_worker: float = Field(1.0, gt=0, le=1)
+    gpus_per_worker: float = Field(default=1.0, gt=0, le=1)
 
 
 class KFoldConfig(_Base):
     """After the search, re-run the ``top_k`` best configurations with ``k``-fold
     cross-validation on train+validation and once on the held-out test split."""
 
-    k: int = Field(5, ge=2, le=100)
-    top_k: int = Field(3, ge=1, le=100)
+    k: int = Field(default=5, ge=2, le=100)
+    top_k: int = Field(default=3, ge=1, le=100)
 
 
 class TrackingConfig(_Base):
@@ -315,92 +142,6 @@ class TrackingConfig(_Base):
 
 class ReportConfig(_Base):
     enabled: bool = True
-
-
-# ---------------------------------------------------------------------------- defaults
-class NumberDefaults(_Base):
-    """``defaults.number``: sections applied to every number feature (feature values win)."""
-
-    preprocessing: NumberPreprocessing | None = None
-    encoder: Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")] | None = None
-    decoder: Decoder | None = None
-    _fill = field_validator("encoder", mode="before")(_default_type("passthrough"))
-
-
-class BinaryDefaults(_Base):
-    """``defaults.binary``: sections applied to every binary feature (feature values win)."""
-
-    encoder: PassthroughEncoder | None = None
-    decoder: Decoder | None = None
-
-
-class CategoryDefaults(_Base):
-    """``defaults.category``: sections applied to every category feature (feature values win)."""
-
-    encoder: EmbedEncoder | None = None
-    decoder: Decoder | None = None
-    _fill = field_validator("encoder", mode="before")(_default_type("dense"))
-
-
-class ImageDefaults(_Base):
-    """``defaults.image``: sections applied to every image feature (feature values win)."""
-
-    preprocessing: ImagePreprocessing | None = None
-    encoder: StackedCNNEncoder | None = None
-    _fill = field_validator("encoder", mode="before")(_default_type("stacked_cnn"))
-
-
-class DefaultsConfig(_Base):
-    """Ludwig's ``defaults``: per feature type, ``preprocessing`` / ``encoder`` (input
-    features) and ``decoder`` (output features) merged under each feature's own values."""
-
-    number: NumberDefaults | None = None
-    binary: BinaryDefaults | None = None
-    category: CategoryDefaults | None = None
-    image: ImageDefaults | None = None
-
-
-#: Feature sections that ``defaults`` fill, for input and output features.
-_DEFAULT_SECTIONS = {"input_features": ("preprocessing", "encoder"), "output_features": ("decoder",)}
-
-
-def _deep_merge(base: Any, over: Any) -> Any:
-    """``over`` merged onto ``base`` (mappings recursively; ``over`` wins). Pure."""
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = _deep_merge(base.get(k), v) if k in base else v
-        return out
-    return over
-
-
-def apply_feature_defaults(data: dict) -> dict:
-    """``data`` (a raw sweep mapping) with ``defaults.<type>.<section>`` merged into every
-    feature of that type; a feature's own values win, and an encoder of another ``type``
-    than the default's keeps none of the default's fields (Ludwig's rule). Pure."""
-    defaults = data["defaults"]
-    out = dict(data)
-    for section, names in _DEFAULT_SECTIONS.items():
-        feats = data.get(section)
-        if not isinstance(feats, list):
-            continue
-        merged = []
-        for feat in feats:
-            d = defaults.get(feat.get("type")) if isinstance(feat, dict) else None
-            if not isinstance(d, dict):
-                merged.append(feat)
-                continue
-            feat = dict(feat)
-            for name in names:
-                dv, fv = d.get(name), feat.get(name)
-                if not isinstance(dv, dict):
-                    continue
-                if isinstance(fv, dict) and "type" in fv and "type" in dv and fv["type"] != dv["type"]:
-                    continue
-                feat[name] = _deep_merge(dv, fv) if fv is not None else dv
-            merged.append(feat)
-        out[section] = merged
-    return out
 
 
 # ---------------------------------------------------------------------------- Ludwig preprocessing
@@ -433,7 +174,7 @@ class GlobalPreprocessing(_Base):
     split: LudwigSplitConfig = LudwigSplitConfig()
 
 
-def _raw_scheduler(data: Any) -> dict:
+def _raw_scheduler(data: Any) -> RawMapping:
     """The raw scheduler mapping (``hyperopt.scheduler`` or Ludwig's ``hyperopt.executor.scheduler``)."""
     hp = data.get("hyperopt") if isinstance(data, dict) else None
     if not isinstance(hp, dict):
@@ -550,40 +291,14 @@ class SweepConfig(_Base):
                     f"{'larger' if better == 'maximize' else 'smaller'}; set goal: {better}",
                     where,
                 )
-        sch = hp.scheduler
-        in_epochs = getattr(sch, "in_epochs", False)
-        if in_epochs and getattr(sch, "max_t", None) is not None and sch.max_t != self.trainer.epochs:
+        check_epochs(hp.scheduler, self.trainer.epochs)
+        multi_worker_fresh = self.backend.trial_executor == "fresh" and self.backend.num_workers > 1
+        if isinstance(hp.scheduler, PbtScheduler) and multi_worker_fresh:
             raise KeyedValueError(
-                f"max_t ({sch.max_t}) contradicts trainer.epochs ({self.trainer.epochs}); set only one of them",
-                ("hyperopt", "scheduler", "max_t"),
+                "pbt needs the checkpoints of multi-worker trials in Tune, which only pooled worker groups hand over",
+                ("backend", "trial_executor"),
+                fix="use trial_executor: pooled (or auto) with pbt",
             )
-        if in_epochs and getattr(sch, "grace_period", 0) > self.trainer.epochs:
-            raise KeyedValueError(
-                f"grace_period ({sch.grace_period:g}) must be <= trainer.epochs ({self.trainer.epochs})",
-                ("hyperopt", "scheduler", "grace_period"),
-            )
-        if sch.type == "pbt":
-            if in_epochs and sch.perturbation_interval >= self.trainer.epochs:
-                raise KeyedValueError(
-                    f"perturbation_interval ({sch.perturbation_interval:g}) must be below "
-                    f"trainer.epochs ({self.trainer.epochs}), or no trial is ever perturbed",
-                    ("hyperopt", "scheduler", "perturbation_interval"),
-                    fix="use a smaller interval or more epochs",
-                )
-            if in_epochs and sch.burn_in_period >= self.trainer.epochs:
-                raise KeyedValueError(
-                    f"burn_in_period ({sch.burn_in_period:g}) must be below trainer.epochs "
-                    f"({self.trainer.epochs}), or no trial is ever perturbed",
-                    ("hyperopt", "scheduler", "burn_in_period"),
-                    fix="use a shorter burn-in or more epochs",
-                )
-            if self.backend.trial_executor == "fresh" and self.backend.num_workers > 1:
-                raise KeyedValueError(
-                    "pbt needs the checkpoints of multi-worker trials in Tune, which only pooled "
-                    "worker groups hand over",
-                    ("backend", "trial_executor"),
-                    fix="use trial_executor: pooled (or auto) with pbt",
-                )
         return self
 
     @property

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, model_validator
 
 from ludwig_hpo.config.base import RuleError, _Base
 
@@ -413,3 +413,15 @@ LISTED_SPACES = (ChoiceSpace, GridSearchSpace)
 def grid_size(spaces: dict[str, Any]) -> int:
     """Number of points of the Cartesian product of the ``grid_search`` parameters (1 if none)."""
     return math.prod(len(s.values) for s in spaces.values() if isinstance(s, GridSearchSpace))
+
+
+_SPACE_ADAPTER: TypeAdapter[ParamSpace] = TypeAdapter(ParamSpace)
+
+
+def parse_space(value: Any) -> ParamSpace:
+    """The space model of one raw space mapping (``{space: loguniform, lower: ..., upper: ...}``).
+
+    Raises:
+        pydantic.ValidationError: ``value`` is not a valid space.
+    """
+    return _SPACE_ADAPTER.validate_python(value)

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ludwig_hpo.config import schema
+from ludwig_hpo.config import features
 from ludwig_hpo.config.schema import METRICS
 from ludwig_hpo.data.preprocess import FeatureMeta
 
@@ -24,7 +24,7 @@ SUMMED_METRICS = {t: tuple(m for m in ms if m != "roc_auc") for t, ms in METRICS
 class OutputHead(nn.Module):
     """(batch, combiner width) -> logits: category (batch, classes), binary / number (batch,)."""
 
-    def __init__(self, feature: schema.OutputFeature, meta: FeatureMeta, in_size: int) -> None:
+    def __init__(self, feature: features.OutputFeature, meta: FeatureMeta, in_size: int) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         d = feature.decoder

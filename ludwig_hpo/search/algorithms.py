@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
-from ludwig_hpo.config.schema import HyperoptConfig
+from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.config.spaces import GridSearchSpace
 from ludwig_hpo.search.space import encode_value, to_optuna
 from ludwig_hpo.train.report_keys import OBJECTIVE

@@ -30,7 +30,7 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 
-from ludwig_hpo.config.schema import HyperoptConfig
+from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.config.spaces import ParamSpace
 from ludwig_hpo.search.space import clip_encoded, encode_value, to_optuna, tune_domain
 from ludwig_hpo.train.report_keys import OBJECTIVE
@@ -156,7 +156,7 @@ def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
     """``hyperparam_mutations`` for Tune's PBT, over encoded values: a list of encoded values,
     or a Tune domain (the parameter's own space when the sweep file gives null, or the
     mutation space it gives). Without ``hyperparam_mutations`` in the file: every searched
-    parameter PBT may change (:func:`~ludwig_hpo.config.hyperopt.pbt_mutable`)."""
+    parameter PBT may change (:func:`~ludwig_hpo.config.schedulers.pbt_mutable`)."""
     from pydantic import TypeAdapter
 
     spaces = hp.parameters

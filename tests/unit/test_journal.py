@@ -138,7 +138,7 @@ def test_a_restored_monitor_adopts_them_as_ended(tmp_path):
 def test_a_resumed_searcher_counts_them_and_stops_at_num_samples():
     from ray.tune.search import Searcher
 
-    from ludwig_hpo.config.schema import HyperoptConfig
+    from ludwig_hpo.config.hyperopt import HyperoptConfig
     from ludwig_hpo.search import algorithms
 
     hp = HyperoptConfig.model_validate(

@@ -14,7 +14,7 @@ import pytest
 from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 from ray.tune.search.sample import Domain
 
-from ludwig_hpo.config.schema import HyperoptConfig
+from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.search.schedulers import (
     AshaScheduler,
     MedianStoppingScheduler,

@@ -10,7 +10,7 @@ import optuna
 import pytest
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
 
-from ludwig_hpo.config.schema import HyperoptConfig
+from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.search.algorithms import make_searcher
 from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode

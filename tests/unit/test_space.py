@@ -7,7 +7,7 @@ import optuna
 import pytest
 from pydantic import TypeAdapter
 
-from ludwig_hpo.config.schema import ParamSpace
+from ludwig_hpo.config.spaces import ParamSpace
 from ludwig_hpo.results import ParamInfo
 from ludwig_hpo.search import decode, param_infos, to_optuna
 
