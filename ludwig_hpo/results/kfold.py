@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ludwig_hpo.results import KFoldRecord, TrialRecord
+from ludwig_hpo.tracking import layout
 
 
 def kfold_jobs(top: list[TrialRecord], k: int) -> list[dict[str, Any]]:
@@ -38,12 +39,13 @@ def best_epoch(rec: TrialRecord) -> int | None:
 def job_tags(job: dict[str, Any]) -> dict[str, Any]:
     """MLflow tags of a k-fold job: ``kfold`` (fold index or ``test``), ``config_rank``,
     ``source_trial_id``, ``run_kind`` (``kfold`` or ``test``)."""
+    test = job["kind"] == "test"
     return {
-        "phase": "kfold",
-        "run_kind": "test" if job["kind"] == "test" else "kfold",
-        "kfold": "test" if job["kind"] == "test" else job["fold"],
-        "config_rank": job["config_rank"],
-        "source_trial_id": job["trial_id"],
+        layout.PHASE_TAG: layout.PHASE_KFOLD,
+        layout.RUN_KIND_TAG: layout.RUN_KIND_TEST if test else layout.RUN_KIND_KFOLD,
+        layout.KFOLD_TAG: layout.KFOLD_TEST if test else job["fold"],
+        layout.CONFIG_RANK_TAG: job["config_rank"],
+        layout.SOURCE_TRIAL_ID_TAG: job["trial_id"],
     }
 
 
@@ -66,14 +68,14 @@ def aggregate_kfold(runs: Iterable[tuple[dict[str, Any], TrialRecord]], k: int, 
     by_rank: dict[int, dict[str, Any]] = {}
     for tags, rec in runs:
         slot = by_rank.setdefault(
-            int(tags["config_rank"]),
-            {"folds": {}, "test": None, "trial": tags["source_trial_id"], "params": rec.params},
+            int(tags[layout.CONFIG_RANK_TAG]),
+            {"folds": {}, "test": None, "trial": tags[layout.SOURCE_TRIAL_ID_TAG], "params": rec.params},
         )
         score = rec.objective_last if rec.status == "FINISHED" else None
-        if tags["kfold"] == "test":
+        if tags[layout.KFOLD_TAG] == layout.KFOLD_TEST:
             slot["test"] = score
         elif score is not None:
-            slot["folds"][int(tags["kfold"])] = score
+            slot["folds"][int(tags[layout.KFOLD_TAG])] = score
     return tuple(
         KFoldRecord(
             config_rank=r,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.errors import TrackingError
+from ludwig_hpo.tracking.layout import PARENT_RUN_ID_TAG
 from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.train.report_keys import OBJECTIVE
 
@@ -194,11 +195,9 @@ class MlflowStore(Tracker):
         params: dict[str, Any] | None = None,
     ) -> str:
         """Create a RUNNING run (a child of ``parent_id`` when given); returns its run id."""
-        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
         all_tags = {k: str(v) for k, v in (tags or {}).items()}
         if parent_id:
-            all_tags[MLFLOW_PARENT_RUN_ID] = parent_id
+            all_tags[PARENT_RUN_ID_TAG] = parent_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         if params:
             self.log_params(run.info.run_id, params)
@@ -214,7 +213,9 @@ class MlflowStore(Tracker):
         ``FINISHED``, ...), only the runs in that status."""
         found: dict[str, str] = {}
         token = None
-        query = f"tags.mlflow.parentRunId = '{parent_id}'" + (f" and attributes.status = '{status}'" if status else "")
+        query = f"tags.`{PARENT_RUN_ID_TAG}` = '{parent_id}'" + (
+            f" and attributes.status = '{status}'" if status else ""
+        )
         while True:
             page = self.client.search_runs(
                 [self.experiment_id], query, order_by=["attributes.start_time DESC"], max_results=1000, page_token=token
@@ -233,7 +234,7 @@ class MlflowStore(Tracker):
         names = []
         for run in self.client.search_runs(
             [self.experiment_id],
-            f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'",
+            f"tags.`{PARENT_RUN_ID_TAG}` = '{parent_id}' and attributes.status = 'RUNNING'",
             max_results=1000,
         ):
             self.set_tags(run.info.run_id, tags)

@@ -16,10 +16,8 @@ import pandas as pd
 import torch
 
 from ludwig_hpo import __version__
+from ludwig_hpo.tracking.layout import MODEL_ARTIFACT
 from ludwig_hpo.tracking.protocol import Tracker
-
-#: Artifact folder of the logged model in its run.
-MODEL_ARTIFACT = "model"
 
 
 class LoggedModel(NamedTuple):

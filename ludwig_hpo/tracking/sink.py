@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ludwig_hpo.results.live import LiveTrial
+from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_CACHE_HIT,
     BATCH_SIZE_TRIED,
     NOT_METRICS,
-    OBJECTIVE,
-    ONCE_KEYS,
     RESUMED_FROM_EPOCH,
     TIME_ATTR,
 )
@@ -38,11 +37,11 @@ def wall_time_split(t: LiveTrial) -> dict[str, float]:
     evaluation = float(last.get("eval_time_s") or 0.0)
     training = max(float(last.get("train_time_s") or 0.0) - evaluation, 0.0)
     return {
-        "time/total_s": total,
-        "time/setup_s": max(total - tuning - training - evaluation, 0.0),
-        "time/batch_size_tuning_s": tuning,
-        "time/training_s": training,
-        "time/evaluation_s": evaluation,
+        layout.TIME_TOTAL_S: total,
+        layout.TIME_SETUP_S: max(total - tuning - training - evaluation, 0.0),
+        layout.TIME_BATCH_SIZE_TUNING_S: tuning,
+        layout.TIME_TRAINING_S: training,
+        layout.TIME_EVALUATION_S: evaluation,
     }
 
 
@@ -101,7 +100,7 @@ class MlflowSink:
         store: Tracker,
         parent_id: str,
         *,
-        run_kind: str = "trial",
+        run_kind: str = layout.RUN_KIND_TRIAL,
         config_text: Callable[[dict[str, Any]], str] | None = None,
         rungs: tuple[int, ...] = (),
         resume: bool = False,
@@ -116,7 +115,7 @@ class MlflowSink:
         #: trial id -> its run id, or the future of the run being created
         self.run_ids: dict[str, str | Future] = {}
         if resume:
-            self.run_ids.update(store.children_by_tag(parent_id, "trial_id"))
+            self.run_ids.update(store.children_by_tag(parent_id, layout.TRIAL_ID_TAG))
         self._skip_to: dict[str, int] = {}  # epochs a continued run already holds
         self._logged_to: dict[str, int] = {}  # the last epoch logged by this driver
         self._mutated: dict[str, dict[str, Any]] = {}  # last logged value of each mutated parameter
@@ -194,7 +193,7 @@ class MlflowSink:
         ended = {t.trial_id: t for t in trials if t.status != "RUNNING" and t.trial_id in self.run_ids}
         if not ended:
             return
-        running = self.store.children_by_tag(self.parent_id, "trial_id", status="RUNNING")
+        running = self.store.children_by_tag(self.parent_id, layout.TRIAL_ID_TAG, status="RUNNING")
         for tid in sorted(ended.keys() & running.keys()):
             t = ended[tid]
             self._skip_to[tid] = self.store.last_step(running[tid])  # its later epochs were queued too
@@ -203,7 +202,7 @@ class MlflowSink:
 
     def trial_retried(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:
-            self._log(t.trial_id, tags={"retries": t.retries, f"retry_{t.retries}_error": t.error})
+            self._log(t.trial_id, tags={layout.RETRIES_TAG: t.retries, layout.retry_error_tag(t.retries): t.error})
             # it continues from its last checkpoint: epochs it logs again are not logged twice
             # (waited for: after the writes queued before it)
             self._skip_to[t.trial_id] = self._writer.call(lambda: self.store.last_step(self._run_of(t.trial_id)))
@@ -218,13 +217,13 @@ class MlflowSink:
             # waited for: the next results are logged from the step after the last one held
             self._skip_to[t.trial_id] = self._writer.call(lambda: reopen(self._run_of(t.trial_id)))
             return
-        tags = {"trial_id": t.trial_id, "run_kind": self.run_kind, **t.tags}
+        tags = {layout.TRIAL_ID_TAG: t.trial_id, layout.RUN_KIND_TAG: self.run_kind, **t.tags}
         params, name = dict(t.params), t.name
 
         def create() -> str:
             run_id = self.store.start_run(name, parent_id=self.parent_id, tags=tags)
             if self.config_text is not None:
-                self.store.log_text(run_id, self.config_text(params), "config.yaml")
+                self.store.log_text(run_id, self.config_text(params), layout.CONFIG_ARTIFACT)
             return run_id
 
         self.run_ids[t.trial_id] = self._writer.submit(create)
@@ -233,7 +232,7 @@ class MlflowSink:
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         step = int(result[TIME_ATTR])
         if RESUMED_FROM_EPOCH in result:  # it continued from a checkpoint (restored, retried, PBT)
-            self._log(t.trial_id, tags={RESUMED_FROM_EPOCH: result[RESUMED_FROM_EPOCH]})
+            self._log(t.trial_id, tags={layout.RESUMED_FROM_EPOCH_TAG: result[RESUMED_FROM_EPOCH]})
         if step <= self._skip_to.get(t.trial_id, 0):
             return
         self._logged_to[t.trial_id] = max(self._logged_to.get(t.trial_id, 0), step)
@@ -241,11 +240,12 @@ class MlflowSink:
         metrics.update(self._mutations(t, step))
         if len(t.history) == 1 or t.trial_id in self._skip_to:  # decided inside the trial, logged once
             self._skip_to.pop(t.trial_id, None)
-            tags = {k: result[k] for k in ONCE_KEYS if k in result}
+            tags = {k: result[k] for k in layout.ONCE_TAGS if k in result}
             if BATCH_SIZE_TRIED in result:
-                tags[BATCH_SIZE_TRIED] = result[BATCH_SIZE_TRIED]
+                tags[layout.BATCH_SIZE_TRIED_TAG] = result[BATCH_SIZE_TRIED]
             if BATCH_SIZE_CACHE_HIT in result:
-                tags["batch_size_cache"] = "hit" if result[BATCH_SIZE_CACHE_HIT] else "miss"
+                hit = result[BATCH_SIZE_CACHE_HIT]
+                tags[layout.BATCH_SIZE_CACHE_TAG] = layout.BATCH_SIZE_CACHE_HIT if hit else layout.BATCH_SIZE_CACHE_MISS
             self._log(t.trial_id, tags=tags, metrics=metrics, step=step)
             return
         self._log(t.trial_id, metrics=metrics, step=step)
@@ -260,13 +260,13 @@ class MlflowSink:
                 return {}
             logged = self._mutated[t.trial_id] = {}
             # the values before the first change, so each curve starts where the trial did
-            first = {f"hparam/{k}": v for k, v in t.params.items() if _is_number(v)}
+            first = {layout.hparam_metric(k): v for k, v in t.params.items() if _is_number(v)}
             self._log(t.trial_id, metrics=first, step=max(step - 1, 0))
         changed = {k: v for k, v in t.current.items() if logged.get(k, t.params.get(k)) != v}
         if changed:
             logged.update(changed)
-            self._log(t.trial_id, tags={f"hparam.{k}": v for k, v in changed.items()})
-        return {f"hparam/{k}": v for k, v in t.current.items() if _is_number(v)}
+            self._log(t.trial_id, tags={layout.hparam_tag(k): v for k, v in changed.items()})
+        return {layout.hparam_metric(k): v for k, v in t.current.items() if _is_number(v)}
 
     def trial_ended(self, t: LiveTrial) -> None:
         # a replayed trial keeps the times of the run that trained it; the resumed scheduler
@@ -283,17 +283,17 @@ class MlflowSink:
             held = max(self._logged_to.get(t.trial_id, 0), self._skip_to.get(t.trial_id, 0))
             for h in t.history:
                 if h.epoch > held:
-                    self._log(t.trial_id, metrics={**h.metrics, OBJECTIVE: h.objective}, step=h.epoch)
-        tags: dict[str, Any] = {"status": t.status}
+                    self._log(t.trial_id, metrics={**h.metrics, layout.OBJECTIVE_METRIC: h.objective}, step=h.epoch)
+        tags: dict[str, Any] = {layout.STATUS_TAG: t.status}
         if t.status == "KILLED":
-            tags["stopped_by"] = t.stopped_by or "scheduler"
+            tags[layout.STOPPED_BY_TAG] = t.stopped_by or layout.STOPPED_BY_SCHEDULER
             if t.history:
                 epoch = t.history[-1].epoch
-                tags["stopped_at_epoch"] = epoch
+                tags[layout.STOPPED_AT_EPOCH_TAG] = epoch
                 if t.stopped_by is None and epoch in self.rungs:  # rung 0 is the first milestone
-                    tags["stopped_at_rung"] = self.rungs.index(epoch)
+                    tags[layout.STOPPED_AT_RUNG_TAG] = self.rungs.index(epoch)
         if t.error:
-            tags["error"] = t.error
+            tags[layout.ERROR_TAG] = t.error
         times = wall_time_split(t) if with_times else {}
         step = t.history[-1].epoch if t.history else 0
         error_text, status = t.error_text, t.status
@@ -301,7 +301,7 @@ class MlflowSink:
 
         def end(run_id: str) -> None:
             if error_text:
-                self.store.log_text(run_id, error_text, "error.txt")
+                self.store.log_text(run_id, error_text, layout.ERROR_ARTIFACT)
             self.store.end_run(run_id, status)
 
         # queued, not waited for: the monitor waits for it before Tune saves its state

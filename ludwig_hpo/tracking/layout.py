@@ -1,0 +1,231 @@
+"""Where a sweep's record lives in MLflow: every run, tag, param, metric and artifact name the
+sweep writes and the report source reads back.
+
+The writer (the sweep driver, :class:`~ludwig_hpo.tracking.sink.MlflowSink`) and the reader
+(:mod:`dashboards`, ``hpo report``) both take their names from here, so a report rebuilt from
+MLflow alone reads what the sweep wrote. Keys of the epoch report that are logged as they are
+(``objective``, the ``<split>/<feature>/<metric>`` scores, the once-logged batch sizes) keep
+their home in :mod:`ludwig_hpo.train.report_keys`; they are named here only where MLflow gives
+them a role of their own (a tag, the objective metric). Plain constants and pure functions
+that import only the standard library and the report keys: any process may import it.
+
+A sweep is one parent run (``run_kind=sweep``) and its child runs, nested through MLflow's
+:data:`PARENT_RUN_ID_TAG`: one per search trial (``run_kind=trial``), one per k-fold fold
+(``kfold``) and one per test re-run (``test``). Metrics are logged with ``step`` = epoch (1-based;
+0 for values logged once).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Final
+
+from ludwig_hpo.train.report_keys import BATCH_SIZE_TRIED, OBJECTIVE, ONCE_KEYS, RESUMED_FROM_EPOCH, TRIAL_ID
+
+# ------------------------------------------------------------------------------ every run
+#: MLflow's own tag nesting a run under its parent (``mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID``).
+PARENT_RUN_ID_TAG: Final = "mlflow.parentRunId"
+#: What a run is: one of the ``RUN_KIND_*`` values.
+RUN_KIND_TAG: Final = "run_kind"
+RUN_KIND_SWEEP: Final = "sweep"
+RUN_KIND_TRIAL: Final = "trial"
+RUN_KIND_KFOLD: Final = "kfold"
+RUN_KIND_TEST: Final = "test"
+#: The sweep phase a child run belongs to: ``search`` or ``kfold`` (k-fold and test runs).
+PHASE_TAG: Final = "phase"
+PHASE_SEARCH: Final = "search"
+PHASE_KFOLD: Final = "kfold"
+
+# ------------------------------------------------------------------------------ parent run
+#: The parent run is named ``<sweep name>-<start time in this format>`` (local time).
+PARENT_RUN_STAMP_FORMAT: Final = "%Y%m%d-%H%M%S"
+_PARENT_RUN_STAMP = re.compile(r"-\d{8}-\d{6}$")
+
+# params: what the search optimizes and how
+METRIC_PARAM: Final = "metric"  # the reported key the search optimizes
+GOAL_PARAM: Final = "goal"  # minimize | maximize
+NUM_SAMPLES_PARAM: Final = "num_samples"
+SEARCH_ALG_PARAM: Final = "search_alg"  # <type>/<sampler>
+SEED_PARAM: Final = "seed"
+SCHEDULER_PARAM: Final = "scheduler"
+EPOCHS_PARAM: Final = "epochs"
+NUM_WORKERS_PARAM: Final = "num_workers"
+KFOLD_K_PARAM: Final = "kfold.k"
+KFOLD_TOP_K_PARAM: Final = "kfold.top_k"
+#: At the end: ``best.<path>`` for every parameter of the best trial.
+BEST_PARAM_PREFIX: Final = "best."
+
+# tags: where the sweep came from
+SWEEP_FILE_TAG: Final = "sweep_file"
+SWEEP_FILE_SHA256_TAG: Final = "sweep_file_sha256"
+HOST_TAG: Final = "host"
+OUTPUT_DIR_TAG: Final = "output_dir"  # the output folder, resolved
+#: ``version.<package>``: versions of this package, Python, torch, ray, optuna, mlflow.
+VERSION_TAG_PREFIX: Final = "version."
+GIT_COMMIT_TAG: Final = "git_commit"  # with "+dirty" when the work tree has uncommitted changes
+#: MLflow's own commit tag (without "+dirty"), which its UI shows.
+MLFLOW_GIT_COMMIT_TAG: Final = "mlflow.source.git.commit"
+#: A multi-objective sweep's metrics and goals (:func:`objectives_tag_value`).
+OBJECTIVES_TAG: Final = "objectives"
+# tags: at the end
+BEST_TRIAL_ID_TAG: Final = "best_trial_id"
+BEST_MODEL_EPOCH_TAG: Final = "best_model.epoch"  # the epoch whose weights best_model/model.pt holds
+BEST_MODEL_URI_TAG: Final = "best_model_uri"  # runs:/<parent run id>/model
+REGISTERED_MODEL_TAG: Final = "registered_model"  # <registered name>/<version>
+
+# metrics
+#: ``best/<metric>``: the best trial's best value of the sweep's metric (step 0).
+BEST_METRIC_PREFIX: Final = "best/"
+BATCH_SIZE_CACHE_HITS_METRIC: Final = "batch_size_cache_hits"
+BATCH_SIZE_CACHE_LOOKUPS_METRIC: Final = "batch_size_cache_lookups"
+
+# artifacts (a file logged with its own name keeps it: these are also the output folder's names)
+SWEEP_FILE_ARTIFACT: Final = "sweep.yaml"  # the sweep file as written
+SWEEP_RESOLVED_ARTIFACT: Final = "sweep_resolved.yaml"  # every default filled in
+SEARCH_SPACE_ARTIFACT: Final = "search_space.json"  # {path: declared space + how the report draws it}
+BEST_TRIAL_ARTIFACT: Final = "best_trial.json"  # trial id, metric, goal, value, parameters
+RESULTS_ARTIFACT: Final = "results.json"
+REPORT_ARTIFACT: Final = "report.html"
+HIPLOT_ARTIFACT: Final = "hiplot.html"
+BEST_MODEL_ARTIFACT: Final = "best_model"  # folder: weights, config, preprocessing
+MODEL_ARTIFACT: Final = "model"  # folder: the MLflow PyTorch model
+
+# ------------------------------------------------------------------------------ child runs
+#: The trial's Tune id, the key by which a resumed sweep finds the trial's run again.
+TRIAL_ID_TAG: Final = TRIAL_ID
+#: MLflow's run status again, as the sweep decided it: FINISHED, KILLED, FAILED (RUNNING until then).
+STATUS_TAG: Final = "status"
+#: KILLED runs: who stopped the trial (one of the ``STOPPED_BY_*`` values).
+STOPPED_BY_TAG: Final = "stopped_by"
+STOPPED_BY_SCHEDULER: Final = "scheduler"
+STOPPED_BY_TIME_BUDGET: Final = "time budget"
+STOPPED_BY_INTERRUPTED: Final = "interrupted"
+STOPPED_AT_EPOCH_TAG: Final = "stopped_at_epoch"
+STOPPED_AT_RUNG_TAG: Final = "stopped_at_rung"  # 0 = the scheduler's first rung
+#: Why a run was closed by the sweep rather than by its trial (runs lost with an interrupted driver).
+NOTE_TAG: Final = "note"
+#: FAILED runs: the error's first line (the traceback is the :data:`ERROR_ARTIFACT`).
+ERROR_TAG: Final = "error"
+#: Times the trial ran again after failing; ``retry_<n>_error`` the error of the n-th failure.
+RETRIES_TAG: Final = "retries"
+#: The epoch a trial continued from (a restored, retried or PBT-cloned trial).
+RESUMED_FROM_EPOCH_TAG: Final = RESUMED_FROM_EPOCH
+#: Decided inside the trial and logged once, as tags, from its first report.
+ONCE_TAGS: Final = ONCE_KEYS
+#: The per-worker batch size (one of :data:`ONCE_TAGS`).
+BATCH_SIZE_TAG: Final = "batch_size"
+#: The sizes the batch-size search tried (``"<size>:<samples/s or oom>;..."``).
+BATCH_SIZE_TRIED_TAG: Final = BATCH_SIZE_TRIED
+#: ``hit`` or ``miss``: whether a ``batch_size: auto`` trial's size came from the sweep's cache.
+BATCH_SIZE_CACHE_TAG: Final = "batch_size_cache"
+BATCH_SIZE_CACHE_HIT: Final = "hit"
+BATCH_SIZE_CACHE_MISS: Final = "miss"
+#: Params of a trial run that are not searched parameters (stores written before these became tags).
+OLDER_RUN_PARAMS: Final = frozenset(ONCE_KEYS)
+
+#: The value the search optimizes, per epoch.
+OBJECTIVE_METRIC: Final = OBJECTIVE
+#: Where a trial's wall time went, logged at its end (seconds; the four parts sum to the total).
+TIME_METRIC_PREFIX: Final = "time/"
+TIME_TOTAL_S: Final = "time/total_s"
+TIME_SETUP_S: Final = "time/setup_s"  # outside the epoch loop and the batch-size search
+TIME_BATCH_SIZE_TUNING_S: Final = "time/batch_size_tuning_s"
+TIME_TRAINING_S: Final = "time/training_s"
+TIME_EVALUATION_S: Final = "time/evaluation_s"
+#: Parameters that change while a trial runs (PBT): ``hparam/<path>`` metrics (numbers, per
+#: step) and ``hparam.<path>`` tags (the current value); a logged param cannot change.
+HPARAM_METRIC_PREFIX: Final = "hparam/"
+HPARAM_TAG_PREFIX: Final = "hparam."
+#: Metrics with a ``/`` that are not ``<split>/<feature>/<metric>`` scores.
+NON_SCORE_METRIC_PREFIXES: Final = (TIME_METRIC_PREFIX, HPARAM_METRIC_PREFIX)
+
+CONFIG_ARTIFACT: Final = "config.yaml"  # the trial's resolved config
+ERROR_ARTIFACT: Final = "error.txt"  # FAILED runs: the traceback
+
+# ------------------------------------------------------------------------------ k-fold and test runs
+#: The fold index (``"0"``, ``"1"``...) or :data:`KFOLD_TEST`; a child run with it is no search trial.
+KFOLD_TAG: Final = "kfold"
+KFOLD_TEST: Final = "test"
+#: The configuration's rank in the search (1 = best).
+CONFIG_RANK_TAG: Final = "config_rank"
+#: The search trial whose configuration the run re-evaluates.
+SOURCE_TRIAL_ID_TAG: Final = "source_trial_id"
+
+
+# ------------------------------------------------------------------------------ composed names
+def parent_run_name(sweep_name: str, started: dt.datetime) -> str:
+    """The parent run's name: ``<sweep name>-<YYYYmmdd-HHMMSS>``."""
+    return f"{sweep_name}-{started.strftime(PARENT_RUN_STAMP_FORMAT)}"
+
+
+def sweep_name_of(run_name: str) -> str:
+    """The sweep's name from its parent run's name (the name itself when it has no stamp)."""
+    return _PARENT_RUN_STAMP.sub("", run_name) or run_name
+
+
+def trial_run_name(trial_id: str) -> str:
+    """A search trial's run name: ``trial_<trial id>``."""
+    return f"trial_{trial_id}"
+
+
+def version_tag(package: str) -> str:
+    """``version.<package>``."""
+    return VERSION_TAG_PREFIX + package
+
+
+def best_param(path: str) -> str:
+    """``best.<path>``: the parent run's param of the best trial's value of ``path``."""
+    return BEST_PARAM_PREFIX + path
+
+
+def best_metric(metric: str) -> str:
+    """``best/<metric>``: the parent run's metric of the best trial's best value."""
+    return BEST_METRIC_PREFIX + metric
+
+
+def registered_model_value(name: str, version: str) -> str:
+    """The :data:`REGISTERED_MODEL_TAG` value: ``<name>/<version>``."""
+    return f"{name}/{version}"
+
+
+def retry_error_tag(retry: int) -> str:
+    """``retry_<n>_error``: the error that made a trial run again the ``retry``-th time (1-based)."""
+    return f"retry_{retry}_error"
+
+
+def hparam_metric(path: str) -> str:
+    """``hparam/<path>``: a mutated parameter's value per step (numbers only)."""
+    return HPARAM_METRIC_PREFIX + path
+
+
+def hparam_tag(path: str) -> str:
+    """``hparam.<path>``: a mutated parameter's current value."""
+    return HPARAM_TAG_PREFIX + path
+
+
+def is_score_metric(name: str) -> bool:
+    """Whether a child run's metric is a ``<split>/<feature>/<metric>`` score (not ``objective``,
+    a counter, or a ``time/`` or ``hparam/`` metric)."""
+    return "/" in name and not name.startswith(NON_SCORE_METRIC_PREFIXES)
+
+
+def objectives_tag_value(objectives: list[tuple[str, str]]) -> str:
+    """The :data:`OBJECTIVES_TAG` value of a multi-objective sweep: a JSON list of
+    ``{"metric": <reported key>, "goal": minimize | maximize}``, in the order given."""
+    return json.dumps([{"metric": k, "goal": g} for k, g in objectives])
+
+
+def parse_objectives_tag(text: str | None) -> list[tuple[str, str]]:
+    """``[(reported key, goal)]`` from an :data:`OBJECTIVES_TAG` value; empty when there is
+    none, it cannot be read, or it names fewer than two objectives or an unknown goal (the
+    report then treats the sweep as single-metric)."""
+    try:
+        items = json.loads(text or "[]")
+        out = [(str(o["metric"]), str(o["goal"])) for o in items]
+    except (ValueError, TypeError, KeyError):
+        return []
+    if len(out) < 2 or any(g not in ("minimize", "maximize") for _, g in out):
+        return []
+    return out
