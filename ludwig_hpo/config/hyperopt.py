@@ -10,11 +10,12 @@ checked here; rules that need the features or the trainer live in
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
-from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base, default_type
+from ludwig_hpo.config.base import KeyedValueError, KeyPath, RuleError, _Base, default_type
 from ludwig_hpo.config.paths import ROOT, SECTIONS
 from ludwig_hpo.config.schedulers import FifoScheduler, PbtScheduler, Scheduler, check_pbt, pbt_mutable
 from ludwig_hpo.config.spaces import LISTED_SPACES, GridSearchSpace, ParamSpace, grid_size
@@ -230,28 +231,7 @@ class HyperoptConfig(_Base):
         params = self.parameters
         root = params.get(ROOT)
         if root is not None:
-            where = ("hyperopt", "parameters", ROOT)
-            if not isinstance(root, LISTED_SPACES):
-                raise KeyedValueError(
-                    f"the '.' parameter must be a choice or grid_search of config blocks, not {root.space}",
-                    where,
-                    fix="use space: choice with categories that are mappings",
-                )
-            for block in root.probe_values():
-                if not isinstance(block, dict) or not block:
-                    raise KeyedValueError(
-                        f"each category of the '.' parameter must be a non-empty mapping of "
-                        f"config sections, got {block!r}",
-                        where,
-                        fix="write categories like {trainer: {learning_rate: 0.01}}",
-                    )
-                bad = sorted(set(block) - set(SECTIONS))
-                if bad:
-                    raise KeyedValueError(
-                        f"a '.' block may set only {', '.join(SECTIONS)}, not {bad[0]!r}",
-                        where,
-                        fix="move that setting out of the search or into its section",
-                    )
+            _check_root_blocks(root)
         sa = self.search_alg
         if self.multi_objective:
             if sa.effective_sampler not in MULTI_OBJECTIVE_SAMPLERS:
@@ -270,45 +250,8 @@ class HyperoptConfig(_Base):
         if isinstance(self.scheduler, PbtScheduler):
             check_pbt(self.scheduler, params)
         if sa.type == "grid":
-            others = [p for p, s in params.items() if not isinstance(s, GridSearchSpace)]
-            if others:
-                raise KeyedValueError(
-                    f"search_alg.type grid needs every parameter to be grid_search, but {others[0]!r} "
-                    f"is {params[others[0]].space}",
-                    ("hyperopt", "parameters", others[0]),
-                    fix="use space: grid_search with values, or search_alg.type: optuna",
-                )
-            n = grid_size(params)
-            if "num_samples" in self.executor.model_fields_set and self.executor.num_samples not in (1, n):
-                raise KeyedValueError(
-                    f"num_samples ({self.executor.num_samples}) contradicts the grid's {n} points "
-                    "(a grid runs each point once)",
-                    ("hyperopt", "executor", "num_samples"),
-                    fix="remove num_samples",
-                )
-        for i, point in enumerate(sa.points_to_evaluate):
-            where = ("hyperopt", "search_alg", "points_to_evaluate", i)
-            if any(isinstance(s, GridSearchSpace) for s in params.values()):
-                raise KeyedValueError(
-                    "points_to_evaluate cannot be combined with grid_search parameters",
-                    where,
-                    fix="remove points_to_evaluate (the grid fixes the points)",
-                )
-            for path, value in point.items():
-                if path not in params:
-                    close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
-                    raise KeyedValueError(
-                        f"{path!r} is not a searched parameter",
-                        (*where, path),
-                        fix=f"did you mean {close[0]!r}?" if close else f"use one of {', '.join(params)}",
-                    )
-                problem = params[path].problem_with(value)
-                if problem:
-                    raise KeyedValueError(
-                        f"{problem} of the {params[path].space} space of {path!r}",
-                        (*where, path),
-                        fix="use a value inside the parameter's space",
-                    )
+            self._check_grid()
+        _check_points(sa.points_to_evaluate, params)
         if len(sa.points_to_evaluate) > self.num_trials:
             raise KeyedValueError(
                 f"{len(sa.points_to_evaluate)} points_to_evaluate exceed the {self.num_trials} trials of the sweep",
@@ -317,11 +260,30 @@ class HyperoptConfig(_Base):
             )
         return self
 
+    def _check_grid(self) -> None:
+        params = self.parameters
+        others = [p for p, s in params.items() if not isinstance(s, GridSearchSpace)]
+        if others:
+            raise KeyedValueError(
+                f"search_alg.type grid needs every parameter to be grid_search, but {others[0]!r} "
+                f"is {params[others[0]].space}",
+                ("hyperopt", "parameters", others[0]),
+                fix="use space: grid_search with values, or search_alg.type: optuna",
+            )
+        n = grid_size(params)
+        if "num_samples" in self.executor.model_fields_set and self.executor.num_samples not in (1, n):
+            raise KeyedValueError(
+                f"num_samples ({self.executor.num_samples}) contradicts the grid's {n} points "
+                "(a grid runs each point once)",
+                ("hyperopt", "executor", "num_samples"),
+                fix="remove num_samples",
+            )
+
     @property
     def pbt_mutated(self) -> dict[str, Any]:
         """The PBT scheduler's ``hyperparam_mutations``, or, when the file gives none, every
         searched parameter PBT may change (:func:`pbt_mutable`) with its own space (None)."""
-        given = getattr(self.scheduler, "hyperparam_mutations", None)
+        given = self.scheduler.hyperparam_mutations if isinstance(self.scheduler, PbtScheduler) else None
         return dict(given) if given is not None else {p: None for p in self.parameters if pbt_mutable(p)}
 
     @property
@@ -350,3 +312,56 @@ class HyperoptConfig(_Base):
         if self.search_alg.type == "grid":
             return self.grid_points
         return self.grid_points * self.executor.num_samples
+
+
+def _check_root_blocks(root: ParamSpace) -> None:
+    """The ``"."`` parameter lists non-empty mappings of the sections a block may set."""
+    where: KeyPath = ("hyperopt", "parameters", ROOT)
+    if not isinstance(root, LISTED_SPACES):
+        raise KeyedValueError(
+            f"the '.' parameter must be a choice or grid_search of config blocks, not {root.space}",
+            where,
+            fix="use space: choice with categories that are mappings",
+        )
+    for block in root.probe_values():
+        if not isinstance(block, dict) or not block:
+            raise KeyedValueError(
+                f"each category of the '.' parameter must be a non-empty mapping of config sections, got {block!r}",
+                where,
+                fix="write categories like {trainer: {learning_rate: 0.01}}",
+            )
+        bad = sorted(set(block) - set(SECTIONS))
+        if bad:
+            raise KeyedValueError(
+                f"a '.' block may set only {', '.join(SECTIONS)}, not {bad[0]!r}",
+                where,
+                fix="move that setting out of the search or into its section",
+            )
+
+
+def _check_points(points: list[dict[str, Any]], params: Mapping[str, ParamSpace]) -> None:
+    """Each of ``points_to_evaluate`` sets searched parameters to values inside their spaces,
+    and no grid fixes the points instead."""
+    for i, point in enumerate(points):
+        where: KeyPath = ("hyperopt", "search_alg", "points_to_evaluate", i)
+        if any(isinstance(s, GridSearchSpace) for s in params.values()):
+            raise KeyedValueError(
+                "points_to_evaluate cannot be combined with grid_search parameters",
+                where,
+                fix="remove points_to_evaluate (the grid fixes the points)",
+            )
+        for path, value in point.items():
+            if path not in params:
+                close = difflib.get_close_matches(path, list(params), n=1, cutoff=0.6)
+                raise KeyedValueError(
+                    f"{path!r} is not a searched parameter",
+                    (*where, path),
+                    fix=f"did you mean {close[0]!r}?" if close else f"use one of {', '.join(params)}",
+                )
+            problem = params[path].problem_with(value)
+            if problem:
+                raise KeyedValueError(
+                    f"{problem} of the {params[path].space} space of {path!r}",
+                    (*where, path),
+                    fix="use a value inside the parameter's space",
+                )

@@ -74,4 +74,3 @@ def with_overrides(loaded: LoadedSweep, sets: Sequence[tuple[str, Any]], *, sour
             fix="use a key and value the sweep file accepts (see README: sweep file reference)",
         ) from None
     return dataclasses.replace(loaded, config=cfg, raw=raw)
-

@@ -20,111 +20,36 @@ grid_search   every one of ``values`` (Cartesian grid)   -
 ============  =========================================  ===========================
 
 Each model checks its own bounds and raises :class:`RuleError` naming the rule and the fix;
-:meth:`_Space.problem_with` checks one value (``points_to_evaluate``).
+:meth:`problem_with` checks one value (``points_to_evaluate``, PBT mutations).
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter, model_validator
+from typing_extensions import Self
 
-from ludwig_hpo.config.base import RuleError, _Base
-
-_BOUNDS_FIX = "correct the bounds"
-
-
-def _is_multiple(x: float, q: float) -> bool:
-    k = round(x / q)
-    return abs(k * q - x) <= 1e-9 * max(1.0, abs(x))
-
-
-def clean_float(x: float) -> float:
-    """``x`` with float noise of decimal steps removed (``3 * 0.1`` -> ``0.3``)."""
-    return float(f"{x:.12g}")
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-class _Space(_Base):
-    """Common interface: ``describe`` for ``hpo validate``, ``probe_values`` to check the
-    parameter path against the config, ``problem_with`` to check one value."""
-
-    def describe(self) -> str:  # pragma: no cover - every subclass overrides
-        raise NotImplementedError
-
-    def probe_values(self) -> list[Any]:
-        """A few values of this space (both ends and an inner point) for checking the field."""
-        raise NotImplementedError  # pragma: no cover
-
-    def problem_with(self, value: Any) -> str | None:
-        """Why ``value`` cannot be a sample of this space, or None if it can."""
-        raise NotImplementedError  # pragma: no cover
-
-
-class _Bounded(_Space):
-    lower: float
-    upper: float
-
-    @model_validator(mode="after")
-    def _ordered(self):
-        if not self.lower < self.upper:
-            raise RuleError(
-                f"lower < upper must hold, but got (lower={self.lower:g}, upper={self.upper:g})", fix=_BOUNDS_FIX
-            )
-        return self
-
-
-class _Log(_Space):
-    """Base of log-scale spaces: a positive lower bound and a ``base`` above 1 (``base`` is
-    accepted for Ray Tune compatibility; a log-uniform law does not depend on it)."""
-
-    base: float = 10
-
-    @model_validator(mode="after")
-    def _log_ok(self):
-        if self.lower <= 0:
-            raise RuleError(
-                f"{self.space} needs lower > 0, but got lower={self.lower:g} (bounds are values, not exponents)",
-                fix="use a positive lower bound, e.g. 1.0e-5",
-            )
-        if self.base <= 1:
-            raise RuleError(f"base must be > 1, but got base={self.base:g}", fix="use base: 10 (the default)")
-        return self
-
-
-class _Quantized:
-    """Mixin of quantized spaces (which declare ``q``)."""
-
-    def _check_q(self, integer: bool) -> None:
-        if self.q <= 0:
-            raise RuleError(f"q must be > 0, but got q={self.q:g}", fix="use a positive step q")
-        if integer and self.q != int(self.q):
-            raise RuleError(f"q must be an integer for {self.space}, but got q={self.q:g}", fix="use an integer q")
-        if self.q > self.upper - self.lower:
-            raise RuleError(
-                f"q={self.q:g} is larger than the range upper - lower = {self.upper - self.lower:g}",
-                fix="use a smaller q or wider bounds",
-            )
-        bad = [f"{n}={getattr(self, n):g}" for n in ("lower", "upper") if not _is_multiple(getattr(self, n), self.q)]
-        if bad:
-            raise RuleError(
-                f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a multiple of q={self.q:g} "
-                "(values are rounded to multiples of q)",
-                fix="use bounds that are multiples of q",
-            )
-
-    def _grid_problem(self, value: Any) -> str | None:
-        if not _is_multiple(float(value), self.q):
-            return f"{value!r} is not a multiple of q={self.q:g}"
-        return None
+from ludwig_hpo.config.base import RuleError
+from ludwig_hpo.config.space_base import (
+    BoundedSpace,
+    LogScaleSpace,
+    NormalSpace,
+    Space,
+    check_step,
+    clean_float,
+    half_open_problem,
+    is_number,
+    step_problem,
+    stepped_problem,
+)
 
 
 # ---------------------------------------------------------------------------- floats
-class UniformSpace(_Bounded):
+class UniformSpace(BoundedSpace):
     """Float uniformly sampled in [lower, upper)."""
 
     space: Literal["uniform"]
@@ -136,20 +61,18 @@ class UniformSpace(_Bounded):
         return [self.lower, self.lower + (self.upper - self.lower) * 0.371, self.upper]
 
     def problem_with(self, value: Any) -> str | None:
-        if not _num(value):
-            return f"{value!r} is not a number"
-        return None if self.lower <= value < self.upper else f"{value!r} is outside [{self.lower:g}, {self.upper:g})"
+        return half_open_problem(value, self.lower, self.upper)
 
 
-class QUniformSpace(_Bounded, _Quantized):
+class QUniformSpace(BoundedSpace):
     """``lower, lower + q, ..., upper`` (uniform, rounded to multiples of ``q``; upper inclusive)."""
 
     space: Literal["quniform"]
     q: float
 
     @model_validator(mode="after")
-    def _q_ok(self):
-        self._check_q(integer=False)
+    def _q_ok(self) -> Self:
+        check_step(self.space, self.q, self.lower, self.upper, integer=False)
         return self
 
     def describe(self) -> str:
@@ -160,14 +83,10 @@ class QUniformSpace(_Bounded, _Quantized):
         return [self.lower, clean_float(self.lower + self.q), self.upper]
 
     def problem_with(self, value: Any) -> str | None:
-        if not _num(value):
-            return f"{value!r} is not a number"
-        if not self.lower <= value <= self.upper:
-            return f"{value!r} is outside [{self.lower:g}, {self.upper:g}]"
-        return self._grid_problem(value)
+        return stepped_problem(value, self.lower, self.upper, self.q)
 
 
-class LogUniformSpace(_Bounded, _Log):
+class LogUniformSpace(BoundedSpace, LogScaleSpace):
     """Float sampled uniformly in log space in [lower, upper); bounds are values, not exponents."""
 
     space: Literal["loguniform"]
@@ -175,29 +94,35 @@ class LogUniformSpace(_Bounded, _Log):
     def describe(self) -> str:
         return f"loguniform float in [{self.lower:g}, {self.upper:g}), log scale"
 
-    probe_values = UniformSpace.probe_values
-    problem_with = UniformSpace.problem_with
+    def probe_values(self) -> list[Any]:
+        return [self.lower, self.lower + (self.upper - self.lower) * 0.371, self.upper]
+
+    def problem_with(self, value: Any) -> str | None:
+        return half_open_problem(value, self.lower, self.upper)
 
 
-class QLogUniformSpace(_Bounded, _Log, _Quantized):
+class QLogUniformSpace(BoundedSpace, LogScaleSpace):
     """Log-uniform in [lower, upper], rounded to multiples of ``q`` (upper inclusive)."""
 
     space: Literal["qloguniform"]
     q: float
 
     @model_validator(mode="after")
-    def _ok(self):
-        self._check_q(integer=False)
+    def _ok(self) -> Self:
+        check_step(self.space, self.q, self.lower, self.upper, integer=False)
         return self
 
     def describe(self) -> str:
         return f"qloguniform float in [{self.lower:g}, {self.upper:g}] step {self.q:g}, log scale"
 
-    probe_values = QUniformSpace.probe_values
-    problem_with = QUniformSpace.problem_with
+    def probe_values(self) -> list[Any]:
+        return [self.lower, clean_float(self.lower + self.q), self.upper]
+
+    def problem_with(self, value: Any) -> str | None:
+        return stepped_problem(value, self.lower, self.upper, self.q)
 
 
-class RandnSpace(_Space):
+class RandnSpace(NormalSpace):
     """Normally distributed float, mean ``mean`` and standard deviation ``sd`` (sampled
     through the normal quantile of a uniform in [1e-6, 1 - 1e-6], so within ±4.75 sd)."""
 
@@ -205,34 +130,20 @@ class RandnSpace(_Space):
     mean: float = 0.0
     sd: float = 1.0
 
-    @model_validator(mode="after")
-    def _sd_ok(self):
-        if self.sd <= 0:
-            raise RuleError(f"sd must be > 0, but got sd={self.sd:g}", fix="use a positive standard deviation")
-        return self
-
     def describe(self) -> str:
         return f"normal float, mean {self.mean:g}, sd {self.sd:g} (within ±4.75 sd)"
 
-    def probe_values(self) -> list[Any]:
-        return [self.mean - 2 * self.sd, self.mean + 0.371 * self.sd, self.mean + 2 * self.sd]
 
-    def problem_with(self, value: Any) -> str | None:
-        if not _num(value):
-            return f"{value!r} is not a number"
-        if abs(value - self.mean) > 4.75 * self.sd:
-            return f"{value!r} is more than 4.75 sd from the mean {self.mean:g}"
-        return None
-
-
-class QRandnSpace(RandnSpace, _Quantized):
+class QRandnSpace(NormalSpace):
     """Normal(mean, sd) rounded to multiples of ``q``."""
 
     space: Literal["qrandn"]
+    mean: float = 0.0
+    sd: float = 1.0
     q: float
 
     @model_validator(mode="after")
-    def _q_ok(self):
+    def _q_ok(self) -> Self:
         if self.q <= 0:
             raise RuleError(f"q must be > 0, but got q={self.q:g}", fix="use a positive step q")
         return self
@@ -241,14 +152,14 @@ class QRandnSpace(RandnSpace, _Quantized):
         return f"normal float, mean {self.mean:g}, sd {self.sd:g}, rounded to multiples of {self.q:g}"
 
     def probe_values(self) -> list[Any]:
-        return [clean_float(round(v / self.q) * self.q) for v in RandnSpace.probe_values(self)]
+        return [clean_float(round(v / self.q) * self.q) for v in super().probe_values()]
 
     def problem_with(self, value: Any) -> str | None:
-        return RandnSpace.problem_with(self, value) or self._grid_problem(value)
+        return super().problem_with(value) or step_problem(value, self.q)
 
 
 # ---------------------------------------------------------------------------- integers
-class _IntBounds(_Bounded):
+class _IntBounds(BoundedSpace):
     lower: int
     upper: int
 
@@ -277,15 +188,15 @@ class RandIntSpace(_IntBounds):
         return sorted({self.lower, self.upper - 1})
 
 
-class QRandIntSpace(_IntBounds, _Quantized):
+class QRandIntSpace(_IntBounds):
     """``lower, lower + q, ..., upper``: multiples of ``q``, upper bound inclusive (Ray Tune)."""
 
     space: Literal["qrandint"]
     q: int = 1
 
     @model_validator(mode="after")
-    def _q_ok(self):
-        self._check_q(integer=True)
+    def _q_ok(self) -> Self:
+        check_step(self.space, self.q, self.lower, self.upper, integer=True)
         return self
 
     def inclusive_range(self) -> tuple[int, int]:
@@ -300,10 +211,10 @@ class QRandIntSpace(_IntBounds, _Quantized):
         return sorted({self.lower, self.upper})
 
     def problem_with(self, value: Any) -> str | None:
-        return _IntBounds.problem_with(self, value) or self._grid_problem(value)
+        return super().problem_with(value) or step_problem(value, self.q)
 
 
-class LogRandIntSpace(_IntBounds, _Log):
+class LogRandIntSpace(_IntBounds, LogScaleSpace):
     """Integer in [lower, upper) sampled on a log scale; upper exclusive (Ray Tune)."""
 
     space: Literal["lograndint"]
@@ -311,18 +222,19 @@ class LogRandIntSpace(_IntBounds, _Log):
     def describe(self) -> str:
         return f"lograndint [{self.lower}, {self.upper}) = integers {self.lower}..{self.upper - 1}, log scale"
 
-    probe_values = RandIntSpace.probe_values
+    def probe_values(self) -> list[Any]:
+        return sorted({self.lower, self.upper - 1})
 
 
-class QLogRandIntSpace(_IntBounds, _Log, _Quantized):
+class QLogRandIntSpace(_IntBounds, LogScaleSpace):
     """Multiples of ``q`` in [lower, upper] sampled on a log scale; upper inclusive (Ray Tune)."""
 
     space: Literal["qlograndint"]
     q: int = 1
 
     @model_validator(mode="after")
-    def _ok(self):
-        self._check_q(integer=True)
+    def _ok(self) -> Self:
+        check_step(self.space, self.q, self.lower, self.upper, integer=True)
         return self
 
     def inclusive_range(self) -> tuple[int, int]:
@@ -333,18 +245,19 @@ class QLogRandIntSpace(_IntBounds, _Log, _Quantized):
             f"qlograndint [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper} step {self.q}, log scale"
         )
 
-    probe_values = QRandIntSpace.probe_values
-    problem_with = QRandIntSpace.problem_with
+    def probe_values(self) -> list[Any]:
+        return sorted({self.lower, self.upper})
+
+    def problem_with(self, value: Any) -> str | None:
+        return super().problem_with(value) or step_problem(value, self.q)
 
 
 # ---------------------------------------------------------------------------- categorical
 def _short(v: Any) -> str:
-    import json
-
     return json.dumps(v, default=str) if isinstance(v, (dict, list)) else repr(v)
 
 
-class _Listed(_Space):
+class _Listed(Space):
     def _options(self) -> list[Any]:
         raise NotImplementedError  # pragma: no cover
 
@@ -353,7 +266,7 @@ class _Listed(_Space):
 
     def problem_with(self, value: Any) -> str | None:
         for c in self._options():
-            if type(c) is type(value) and c == value or (_num(c) and _num(value) and c == value):
+            if type(c) is type(value) and c == value or (is_number(c) and is_number(value) and c == value):
                 return None
         return f"{_short(value)} is not one of {', '.join(_short(c) for c in self._options())}"
 
@@ -408,9 +321,11 @@ INT_SPACES = (RandIntSpace, QRandIntSpace, LogRandIntSpace, QLogRandIntSpace)
 LOG_SPACES = (LogUniformSpace, QLogUniformSpace, LogRandIntSpace, QLogRandIntSpace)
 #: Spaces of listed values.
 LISTED_SPACES = (ChoiceSpace, GridSearchSpace)
+#: Spaces of normally distributed values (no bounds).
+NORMAL_SPACES = (RandnSpace, QRandnSpace)
 
 
-def grid_size(spaces: dict[str, Any]) -> int:
+def grid_size(spaces: Mapping[str, Space]) -> int:
     """Number of points of the Cartesian product of the ``grid_search`` parameters (1 if none)."""
     return math.prod(len(s.values) for s in spaces.values() if isinstance(s, GridSearchSpace))
 

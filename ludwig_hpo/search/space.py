@@ -16,111 +16,116 @@ so a few spaces are sampled in a helper space and *decoded* into the sweep file'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from scipy.special import ndtr, ndtri
 
+from ludwig_hpo.config.space_base import clean_float
 from ludwig_hpo.config.spaces import (
     LISTED_SPACES,
     LOG_SPACES,
+    NORMAL_SPACES,
     ChoiceSpace,
+    GridSearchSpace,
     LogRandIntSpace,
     LogUniformSpace,
+    ParamSpace,
     QLogRandIntSpace,
     QLogUniformSpace,
     QRandIntSpace,
     QRandnSpace,
     QUniformSpace,
     RandIntSpace,
-    RandnSpace,
     UniformSpace,
-    clean_float,
 )
 from ludwig_hpo.results import ParamInfo
 
 #: The uniform helper of the normal spaces stays this far from 0 and 1 (±4.75 sd).
 NORMAL_EPS = 1e-6
-_D = optuna.distributions
+#: A space of listed values.
+Listed = ChoiceSpace | GridSearchSpace
 
 
 def _is_scalar(v: Any) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
 
 
-def _options(space: Any) -> list[Any]:
+def _options(space: Listed) -> list[Any]:
     return list(space.categories if isinstance(space, ChoiceSpace) else space.values)
 
 
-def _by_index(space: Any) -> bool:
+def _by_index(space: Listed) -> bool:
     return not all(_is_scalar(c) for c in _options(space))
 
 
-def to_optuna(space: Any) -> optuna.distributions.BaseDistribution:
+def to_optuna(space: ParamSpace) -> BaseDistribution:
     """The Optuna distribution of one sweep-file space (see the module docstring).
 
     Raises:
         TypeError: ``space`` is not a sweep-file space model.
     """
     if isinstance(space, QUniformSpace):
-        return _D.FloatDistribution(space.lower, space.upper, step=space.q)
+        return FloatDistribution(space.lower, space.upper, step=space.q)
     if isinstance(space, QLogUniformSpace):
-        return _D.FloatDistribution(space.lower, space.upper, log=True)
+        return FloatDistribution(space.lower, space.upper, log=True)
     if isinstance(space, (UniformSpace, LogUniformSpace)):
-        return _D.FloatDistribution(space.lower, space.upper, log=isinstance(space, LogUniformSpace))
-    if isinstance(space, RandnSpace):  # and QRandnSpace
-        return _D.FloatDistribution(NORMAL_EPS, 1 - NORMAL_EPS)
+        return FloatDistribution(space.lower, space.upper, log=isinstance(space, LogUniformSpace))
+    if isinstance(space, NORMAL_SPACES):
+        return FloatDistribution(NORMAL_EPS, 1 - NORMAL_EPS)
     if isinstance(space, QRandIntSpace):
-        return _D.IntDistribution(space.lower, space.upper, step=int(space.q))
+        return IntDistribution(space.lower, space.upper, step=int(space.q))
     if isinstance(space, QLogRandIntSpace):
-        return _D.IntDistribution(space.lower, space.upper, log=True)
+        return IntDistribution(space.lower, space.upper, log=True)
     if isinstance(space, (RandIntSpace, LogRandIntSpace)):
-        return _D.IntDistribution(space.lower, space.upper - 1, log=isinstance(space, LogRandIntSpace))
+        return IntDistribution(space.lower, space.upper - 1, log=isinstance(space, LogRandIntSpace))
     if isinstance(space, LISTED_SPACES):
         opts = _options(space)
-        return _D.CategoricalDistribution(list(range(len(opts))) if _by_index(space) else opts)
+        return CategoricalDistribution(list(range(len(opts))) if _by_index(space) else opts)
     raise TypeError(f"no Optuna distribution for {type(space).__name__}")
 
 
-def _snap(value: float, q: float, lower: float | None = None, upper: float | None = None) -> float:
-    v = round(value / q) * q
-    if lower is not None:
-        v = min(max(v, lower), upper)
-    return v
+def _snap(value: float, q: float) -> float:
+    return round(value / q) * q
 
 
-def decode_value(space: Any, sampled: Any) -> Any:
+def _clip(value: float, lower: float, upper: float) -> float:
+    return min(max(value, lower), upper)
+
+
+def decode_value(space: ParamSpace, sampled: Any) -> Any:
     """The config value of one value Optuna sampled for ``space``."""
     if isinstance(space, LISTED_SPACES):
         return _options(space)[int(sampled)] if _by_index(space) else sampled
-    if isinstance(space, RandnSpace):
+    if isinstance(space, NORMAL_SPACES):
         v = space.mean + space.sd * float(ndtri(sampled))
         return clean_float(_snap(v, space.q)) if isinstance(space, QRandnSpace) else v
     if isinstance(space, QLogRandIntSpace):
-        return int(_snap(sampled, space.q, space.lower, space.upper))
+        return int(_clip(_snap(sampled, space.q), space.lower, space.upper))
     if isinstance(space, (QUniformSpace, QLogUniformSpace)):
-        return clean_float(_snap(sampled, space.q, space.lower, space.upper))
+        return clean_float(_clip(_snap(sampled, space.q), space.lower, space.upper))
     return sampled
 
 
-def encode_value(space: Any, value: Any) -> Any:
+def encode_value(space: ParamSpace, value: Any) -> Any:
     """Inverse of :func:`decode_value`: the value to give Optuna for a config value
     (``points_to_evaluate``, grid points). ``value`` must be inside the space."""
     if isinstance(space, LISTED_SPACES):
         if not _by_index(space):
             return value
         return next(i for i, c in enumerate(_options(space)) if c == value and type(c) is type(value))
-    if isinstance(space, RandnSpace):
+    if isinstance(space, NORMAL_SPACES):
         u = float(ndtr((value - space.mean) / space.sd))
         return min(max(u, NORMAL_EPS), 1 - NORMAL_EPS)
     return value
 
 
 #: Spaces whose sampled value differs from the config value.
-_DECODED = (RandnSpace, QLogRandIntSpace, QUniformSpace, QLogUniformSpace)
+_DECODED = (*NORMAL_SPACES, QLogRandIntSpace, QUniformSpace, QLogUniformSpace)
 
 
-def index_encoded_choices(spaces: dict[str, Any]) -> dict[str, Any]:
+def index_encoded_choices(spaces: Mapping[str, ParamSpace]) -> dict[str, ParamSpace]:
     """The parameters whose sampled value must be decoded (categories by index, normal and
     quantized spaces): ``{dotted path: space}``. Small and picklable: every trial gets it."""
     return {
@@ -130,24 +135,24 @@ def index_encoded_choices(spaces: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def decode_with(decoders: dict[str, Any], sampled: dict[str, Any]) -> dict[str, Any]:
+def decode_with(decoders: Mapping[str, ParamSpace], sampled: Mapping[str, Any]) -> dict[str, Any]:
     """Map sampled values back to config values, given :func:`index_encoded_choices`."""
     return {path: decode_value(decoders[path], v) if path in decoders else v for path, v in sampled.items()}
 
 
-def decode(spaces: dict[str, Any], sampled: dict[str, Any]) -> dict[str, Any]:
+def decode(spaces: Mapping[str, ParamSpace], sampled: Mapping[str, Any]) -> dict[str, Any]:
     """Map Optuna's sampled values back to config values (category indices -> categories,
     normal quantiles -> values, quantized spaces -> multiples of ``q``)."""
     return decode_with(index_encoded_choices(spaces), sampled)
 
 
-def param_infos(spaces: dict[str, Any]) -> tuple[ParamInfo, ...]:
+def param_infos(spaces: Mapping[str, ParamSpace]) -> tuple[ParamInfo, ...]:
     """Report-side description of each searched parameter, in declaration order."""
     out = []
     for path, s in spaces.items():
         if isinstance(s, LISTED_SPACES):
             out.append(ParamInfo(path, s.space, categories=tuple(_options(s))))
-        elif isinstance(s, RandnSpace):
+        elif isinstance(s, NORMAL_SPACES):
             out.append(ParamInfo(path, s.space, lower=s.mean - 4.75 * s.sd, upper=s.mean + 4.75 * s.sd))
         else:
             out.append(
@@ -156,7 +161,7 @@ def param_infos(spaces: dict[str, Any]) -> tuple[ParamInfo, ...]:
     return tuple(out)
 
 
-def to_tune(space: Any) -> Any:
+def to_tune(space: ParamSpace) -> Any:
     """The Ray Tune search-space object sampling the same encoded values as :func:`to_optuna`
     (so :func:`decode_with` maps them to config values): ``grid_search`` stays a grid, the
     other spaces become Tune domains. Used where Tune's own random variant generator samples
@@ -167,36 +172,41 @@ def to_tune(space: Any) -> Any:
     """
     from ray import tune
 
-    from ludwig_hpo.config.spaces import GridSearchSpace
+    dist = to_optuna(space)
+    if isinstance(space, GridSearchSpace) and isinstance(dist, CategoricalDistribution):
+        return tune.grid_search(list(dist.choices))
+    return tune_domain(dist)
 
-    if isinstance(space, GridSearchSpace):
-        return tune.grid_search(list(to_optuna(space).choices))
-    return tune_domain(to_optuna(space))
 
-
-def tune_domain(dist: optuna.distributions.BaseDistribution) -> Any:
+def tune_domain(dist: BaseDistribution) -> Any:
     """The Tune domain of one Optuna distribution (inclusive integer bounds become Tune's
-    exclusive ones)."""
+    exclusive ones).
+
+    Raises:
+        TypeError: ``dist`` is none of Optuna's categorical, integer or float distributions.
+    """
     from ray import tune
 
-    if isinstance(dist, _D.CategoricalDistribution):
+    if isinstance(dist, CategoricalDistribution):
         return tune.choice(list(dist.choices))
-    if isinstance(dist, _D.IntDistribution):
+    if isinstance(dist, IntDistribution):
         if dist.step > 1:
             return tune.qrandint(dist.low, dist.high, dist.step)
         return tune.lograndint(dist.low, dist.high + 1) if dist.log else tune.randint(dist.low, dist.high + 1)
+    if not isinstance(dist, FloatDistribution):
+        raise TypeError(f"no Tune domain for {type(dist).__name__}")
     if dist.step is not None:
         return tune.quniform(dist.low, dist.high, dist.step)
     return tune.loguniform(dist.low, dist.high) if dist.log else tune.uniform(dist.low, dist.high)
 
 
-def clip_encoded(dist: optuna.distributions.BaseDistribution, value: Any) -> Any:
+def clip_encoded(dist: BaseDistribution, value: Any) -> Any:
     """``value`` moved into ``dist``: clipped to its bounds, rounded to its step (integers
-    stay integers); categories are returned unchanged. Pure."""
-    if isinstance(dist, _D.CategoricalDistribution):
+    stay integers); categories, and values of other distributions, are returned unchanged. Pure."""
+    if not isinstance(dist, (IntDistribution, FloatDistribution)):
         return value
     v = min(max(value, dist.low), dist.high)
-    if isinstance(dist, _D.IntDistribution):
+    if isinstance(dist, IntDistribution):
         return int(dist.low + round((v - dist.low) / dist.step) * dist.step)
     if dist.step is not None:
         return clean_float(dist.low + round((v - dist.low) / dist.step) * dist.step)

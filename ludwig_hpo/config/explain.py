@@ -1,0 +1,175 @@
+"""Pydantic's validation errors of a sweep file as one located line: the error that explains
+the others is picked, its pydantic location is mapped back to the raw key path (union tags
+dropped, list items named by their feature name) and to the file's line and column, and the
+fix is said. Pure; runs wherever a config is validated (driver or trial).
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from ludwig_hpo.config.base import KeyPath, RuleError
+from ludwig_hpo.config.paths import RawMapping
+from ludwig_hpo.config.reader import Marks, mark_for
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.errors import ConfigError
+
+#: Order in which errors explain each other (lower first): an unknown key explains a
+#: "missing" one (a misspelt section).
+_PRIORITY = {"extra_forbidden": 0, "missing": 2}
+_UNIONS = (typing.Union, types.UnionType)
+
+
+class _Located(NamedTuple):
+    error: ErrorDetails
+    model: Any  # the pydantic model holding the key, or a plain type
+    path: KeyPath
+    cause: RuleError | None
+
+
+def _unwrap(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _step_type(tp: Any, step: str | int) -> tuple[Any, bool]:
+    """Type reached from ``tp`` by one loc step; second item True if the step was a union tag."""
+    tp = _unwrap(tp)
+    origin = typing.get_origin(tp)
+    if origin in _UNIONS:
+        members = [_unwrap(a) for a in typing.get_args(tp) if a is not type(None)]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        for m in models:
+            for tag_field in ("type", "space"):
+                f = m.model_fields.get(tag_field)
+                if f is not None and step in typing.get_args(_unwrap(f.annotation)):
+                    return m, True
+        if len(models) == 1 and len(members) == 1:
+            return _step_type(models[0], step)
+        return tp, True  # pydantic's label of a plain union member ("int", "literal['auto']")
+    if origin is list:
+        return typing.get_args(tp)[0], False
+    if origin is dict:
+        return typing.get_args(tp)[1], False
+    if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(step, str):
+        f = tp.model_fields.get(step)
+        return (f.annotation if f else None), False
+    return None, False
+
+
+def _optional_model(tp: Any) -> Any:
+    """``Model`` for ``Model | None``, else ``tp``."""
+    tp = _unwrap(tp)
+    if typing.get_origin(tp) in _UNIONS:
+        members = [_unwrap(a) for a in typing.get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return tp
+
+
+def _model_and_path(loc: tuple[str | int, ...]) -> tuple[Any, KeyPath]:
+    """Follow a pydantic error loc through the schema; return (model at the end, raw key path)."""
+    tp: Any = SweepConfig
+    raw_path: list[str | int] = []
+    parent: Any = SweepConfig
+    for step in loc:
+        nxt, was_tag = _step_type(tp, step)
+        if was_tag:
+            tp = nxt
+            continue
+        parent = _optional_model(tp)
+        raw_path.append(step)
+        tp = nxt
+    return _unwrap(parent), tuple(raw_path)
+
+
+def display_key(raw: RawMapping, path: KeyPath) -> str:
+    """``path`` as the user reads it: ``input_features[image].encoder.num_layers`` (a list item
+    by its ``name``), a key holding a dot quoted (``hyperopt.parameters."trainer.lr"``)."""
+    out = ""
+    node: Any = raw
+    for step in path:
+        if isinstance(step, int):
+            name = (
+                node[step].get("name")
+                if isinstance(node, list) and step < len(node) and isinstance(node[step], dict)
+                else None
+            )
+            out += f"[{name}]" if isinstance(name, str) else f"[{step}]"
+        else:
+            s = str(step)
+            out += ("." if out else "") + (f'"{s}"' if "." in s else s)
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out
+
+
+def _locate(e: ErrorDetails) -> _Located:
+    model, path = _model_and_path(tuple(e["loc"]))
+    cause = (e.get("ctx") or {}).get("error")
+    if not isinstance(cause, RuleError):
+        return _Located(e, model, path, None)
+    return _Located(e, model, cause.path if cause.path is not None else path, cause)
+
+
+def _message_and_fix(chosen: _Located, located: list[_Located]) -> tuple[str, str | None]:
+    e, model, path, cause = chosen
+    typ, msg, got = e["type"], e["msg"], e.get("input")
+    if typ == "extra_forbidden":
+        allowed = sorted(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+        bad = str(path[-1]) if path else "?"
+        close = difflib.get_close_matches(bad, allowed, n=1, cutoff=0.6)
+        return f"unknown key {bad!r}", (
+            f"did you mean {close[0]!r}?" if close else f"remove it (allowed keys: {', '.join(allowed)})"
+        )
+    if typ == "union_tag_not_found":
+        tag = str((e.get("ctx") or {}).get("discriminator", "type")).strip("'")
+        listed = " (uniform, loguniform, randint, choice, grid_search, ...)" if tag == "space" else ""
+        return f"'{tag}' is missing", f"add '{tag}:'{listed}"
+    if typ == "missing":
+        if path == ("dataset",):
+            return "required key is missing", "add 'dataset: {source: data.csv}' or pass --dataset data.csv"
+        return "required key is missing", f"add '{path[-1]}:'" if path else None
+    same = [x.error["msg"] for x in located if x.path == path and x.error["type"] not in ("extra_forbidden", "missing")]
+    if len(same) > 1:  # a union of plain types: say every accepted form
+        message = "should be " + " or ".join(m.removeprefix("Input should be ") for m in same)
+    else:
+        message = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if typ not in ("value_error", "assertion_error") and got is not None and not isinstance(got, (dict, list)):
+        message += f", got {got!r}"
+    fix = "use one of the values listed" if typ.startswith("union_tag") or typ.startswith("literal") else None
+    if cause is not None and cause.fix:
+        fix = cause.fix
+    return message, fix
+
+
+def to_config_error(err: ValidationError, raw: RawMapping, marks: Marks, src: str, key_prefix: str = "") -> ConfigError:
+    """The one-line :class:`ConfigError` of a failed :class:`SweepConfig` validation.
+
+    Args:
+        err: what ``SweepConfig.model_validate(raw)`` raised (or a validation of ``raw`` with
+            parameters applied).
+        raw: the raw mapping, to name list items by their feature name.
+        marks: the file's marks (empty when there is no file, e.g. a trial's config).
+        src: the file (or what stands for it) in the error's source.
+        key_prefix: put before the key, e.g. the trial's parameters.
+    """
+    located = [_locate(e) for e in err.errors(include_url=False)]
+    # defaults are merged into the features: an error in a default is reported at the default
+    chosen = min(located, key=lambda x: (_PRIORITY.get(x.error["type"], 1), 0 if x.path[:1] == ("defaults",) else 1))
+    key = display_key(raw, chosen.path) or "(top level)"
+    if key_prefix:
+        key = f"{key_prefix} -> {key}"
+    mark = mark_for(marks, chosen.path)
+    source = f"{src}:{mark[0]}:{mark[1]}" if mark else src
+    message, fix = _message_and_fix(chosen, located)
+    return ConfigError(message, source=source, key=key, fix=fix)
