@@ -1,15 +1,15 @@
 """Sweep reports: trials table → figure info → plotly figures → one HTML page.
 
 ``build_report(result, out_dir)`` writes ``report.html`` and ``hiplot.html`` for a
-:class:`ludwig_hpo.results.SweepResult`; ``load_sweep(uri, experiment=... | run_id=...)``
+:class:`ludwig_hpo.results.SweepResult`; ``load_sweep_result(uri, experiment=... | run_id=...)``
 rebuilds that result from the sweep's MLflow runs alone. ``trials_table(result)`` (one row
 per trial), ``epochs_table(result)`` (one row per trial and epoch) and
 ``kfold_table(result)`` (one row per k-fold or test score) are the tidy tables everything
 else starts from.
 """
 
-from dashboards.mlflow_source import load_sweep
+from dashboards.mlflow_source import load_sweep_result
 from dashboards.report import build_report
 from dashboards.table import epochs_table, kfold_table, trials_table
 
-__all__ = ["build_report", "epochs_table", "kfold_table", "load_sweep", "trials_table"]
+__all__ = ["build_report", "epochs_table", "kfold_table", "load_sweep_result", "trials_table"]

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from ludwig_hpo.tracking import MlflowStore
+from ludwig_hpo.tracking import layout as L
 
 EXPERIMENT = "digits-cnn"
 METRIC = "validation/label/loss"
@@ -37,13 +38,13 @@ TRIALS = {
         },
         [1.2],
         "KILLED",
-        {"stopped_by": "scheduler", "stopped_at_epoch": 1},
+        {L.STOPPED_BY_TAG: L.STOPPED_BY_SCHEDULER, L.STOPPED_AT_EPOCH_TAG: 1},
     ),
     "t_00002": (
         {"trainer.learning_rate": 2e-4, "image.encoder.num_layers": 3, "trainer.optimizer": [1, 2]},
         [],
         "FAILED",
-        {"error": "RuntimeError: boom"},
+        {L.ERROR_TAG: "RuntimeError: boom"},
     ),
     "t_00003": (
         {"trainer.learning_rate": 5e-3, "image.encoder.num_layers": 3, "trainer.optimizer": EVIL},
@@ -70,13 +71,22 @@ def write_store(root: Path) -> tuple[str, str]:
     store = MlflowStore(uri, EXPERIMENT, artifact_location=root / "mlartifacts")
     parent = store.start_run(
         f"{EXPERIMENT}-20260101-120000",
-        tags={"output_dir": str(root.resolve())},
-        params={"metric": METRIC, "goal": "minimize", "kfold.k": K, "kfold.top_k": 2, "epochs": 3},
+        tags={L.OUTPUT_DIR_TAG: str(root.resolve())},
+        params={
+            L.METRIC_PARAM: METRIC,
+            L.GOAL_PARAM: "minimize",
+            L.KFOLD_K_PARAM: K,
+            L.KFOLD_TOP_K_PARAM: 2,
+            L.EPOCHS_PARAM: 3,
+        },
     )
-    store.log_text(parent, json.dumps(SPACE, indent=2), "search_space.json")
+    store.log_text(parent, json.dumps(SPACE, indent=2), L.SEARCH_SPACE_ARTIFACT)
     for tid, (params, losses, status, tags) in TRIALS.items():
         run = store.start_run(
-            f"trial_{tid}", parent_id=parent, tags={"trial_id": tid, "phase": "search"}, params=params
+            L.trial_run_name(tid),
+            parent_id=parent,
+            tags={L.TRIAL_ID_TAG: tid, L.PHASE_TAG: L.PHASE_SEARCH},
+            params=params,
         )
         if losses:
             store.log_params(run, {"batch_size": 64, "world_size": 2})
@@ -85,7 +95,7 @@ def write_store(root: Path) -> tuple[str, str]:
                 run,
                 {
                     METRIC: loss,
-                    "objective": loss,
+                    L.OBJECTIVE_METRIC: loss,
                     "train/combined/running_loss": loss + 0.1,
                     "validation/label/accuracy": 1 - loss / 2,
                     "train_time_s": 2.0 * epoch,
@@ -93,31 +103,31 @@ def write_store(root: Path) -> tuple[str, str]:
                 step=epoch,
             )
         if status != "RUNNING":
-            store.set_tags(run, {"status": status, **tags})
+            store.set_tags(run, {L.STATUS_TAG: status, **tags})
             store.end_run(run, status)
     for rank, (tid, folds, test) in KFOLD.items():
         params = TRIALS[tid][0]
-        for fold, score in [*enumerate(folds), ("test", test)]:
+        for fold, score in [*enumerate(folds), (L.KFOLD_TEST, test)]:
             run = store.start_run(
                 f"config{rank}-{fold}",
                 parent_id=parent,
                 params=params,
                 tags={
-                    "phase": "kfold",
-                    "kfold": fold,
-                    "config_rank": rank,
-                    "source_trial_id": tid,
-                    "trial_id": f"k{rank}_{fold}",
+                    L.PHASE_TAG: L.PHASE_KFOLD,
+                    L.KFOLD_TAG: fold,
+                    L.CONFIG_RANK_TAG: rank,
+                    L.SOURCE_TRIAL_ID_TAG: tid,
+                    L.TRIAL_ID_TAG: f"k{rank}_{fold}",
                 },
             )
-            split = "test" if fold == "test" else "fold"
+            split = "test" if fold == L.KFOLD_TEST else "fold"
             status = "FAILED" if score is None else "FINISHED"
             if score is not None:
                 for epoch in (1, 2):
                     value = score + (0.2 if epoch == 1 else 0.0)
-                    store.log_metrics(run, {"objective": value, f"{split}/label/loss": value}, step=epoch)
-            store.set_tags(run, {"status": status})
+                    store.log_metrics(run, {L.OBJECTIVE_METRIC: value, f"{split}/label/loss": value}, step=epoch)
+            store.set_tags(run, {L.STATUS_TAG: status})
             store.end_run(run, status)
-    store.set_tags(parent, {"best_trial_id": "t_00003"})
+    store.set_tags(parent, {L.BEST_TRIAL_ID_TAG: "t_00003"})
     store.end_run(parent, "FINISHED")
     return uri, parent

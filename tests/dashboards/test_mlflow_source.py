@@ -8,12 +8,8 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from dashboards.mlflow_source import (
-    RunSnapshot,
-    load_sweep,
-    parse_param,
-    sweep_from_runs,
-)
+from dashboards.mlflow_source import load_sweep_result
+from dashboards.runs import RunSnapshot, parse_param, sweep_from_runs
 from ludwig_hpo.cli import app
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.results import ParamInfo
@@ -32,7 +28,7 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def result(store):
     root, uri, parent = store
-    return load_sweep(uri, run_id=parent)
+    return load_sweep_result(uri, run_id=parent)
 
 
 def test_parent_run_gives_the_sweep(result, store):
@@ -98,7 +94,7 @@ def test_kfold_and_test_scores_per_configuration(result):
 
 def test_experiment_name_finds_the_latest_sweep(store, result):
     _, uri, _ = store
-    by_name = load_sweep(uri, experiment=EXPERIMENT)
+    by_name = load_sweep_result(uri, experiment=EXPERIMENT)
     assert [t.trial_id for t in by_name.trials] == [t.trial_id for t in result.trials]
     assert by_name.kfold == result.kfold
 
@@ -152,9 +148,9 @@ def _mo_trial(tid: str, loss: float, auc: float, status: str = "FINISHED") -> Ru
 def test_a_multi_objective_sweep_keeps_its_objectives_and_pareto_set():
     """The parent's ``objectives`` tag (what the sweep logs) gives the objectives; the Pareto
     set is recomputed from each trial's last epoch, as the sweep does."""
-    from ludwig_hpo.driver.sweep import objectives_tag
+    from ludwig_hpo.tracking.layout import objectives_tag_value
 
-    tag = objectives_tag([(LOSS, "minimize"), (AUC, "maximize")])
+    tag = objectives_tag_value([(LOSS, "minimize"), (AUC, "maximize")])
     parent = RunSnapshot(
         "p",
         "mo-20260101-000000",

@@ -323,7 +323,7 @@ def test_ctrl_c_stops_the_sweep_and_marks_its_runs_killed(tmp_path, sig, group):
 
 
 def test_hpo_report_rebuilds_the_same_sweep_from_mlflow_alone(tiny_sweep, tmp_path):
-    from dashboards.mlflow_source import load_sweep
+    from dashboards.mlflow_source import load_sweep_result
     from ludwig_hpo.results.io import read_result
 
     _, out = tiny_sweep
@@ -342,7 +342,7 @@ def test_hpo_report_rebuilds_the_same_sweep_from_mlflow_alone(tiny_sweep, tmp_pa
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "rebuilt" / "report.html").read_text()
     assert 'id="kfold-vs-test"' in page and 'id="parameter-importance"' in page
-    from_mlflow, saved = load_sweep(uri, experiment="breast-cancer-tiny"), read_result(out / "results.json")
+    from_mlflow, saved = load_sweep_result(uri, experiment="breast-cancer-tiny"), read_result(out / "results.json")
     assert [
         (t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size) for t in from_mlflow.trials
     ] == [(t.trial_id, t.status, t.params, t.objective_best, t.objective_last, t.batch_size) for t in saved.trials]
