@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,11 @@ from dashboards.parallel import parallel_coordinates_figure, parallel_coordinate
 from dashboards.pareto import pareto_figure, pareto_info
 from dashboards.table import trials_table
 from ludwig_hpo.results import SweepResult
+from ludwig_hpo.tracking.layout import HIPLOT_ARTIFACT, REPORT_ARTIFACT
 
-REPORT_FILE = "report.html"
-HIPLOT_FILE = "hiplot.html"
+#: The report's two files, logged to the sweep's parent run under the same names.
+REPORT_FILE = REPORT_ARTIFACT
+HIPLOT_FILE = HIPLOT_ARTIFACT
 STATUS_ORDER = ("FINISHED", "KILLED", "FAILED", "RUNNING")
 
 # div ids of the figures in report.html
@@ -45,30 +48,32 @@ PARETO_DIV_ID = "pareto-front"
 _PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def build_report(result: SweepResult, out_dir: Path) -> Path:
-    """Write the sweep's report into ``out_dir`` and return the path of ``report.html``.
+def build_report(result: SweepResult, report_path: Path, hiplot_path: Path) -> Path:
+    """Write the sweep's report to ``report_path`` and return it.
 
-    Writes ``out_dir/hiplot.html`` (HiPlot view of the trials table) and then
-    ``out_dir/report.html``: a header (sweep name, metric and goal, trial counts by
-    status, wall time, best trial with its configuration as YAML and its metrics),
-    parallel coordinates (axes by fANOVA importance), parameter importance, the
-    optimization history, learning curves, metric vs wall time with its Pareto front,
+    Writes ``hiplot_path`` (HiPlot view of the trials table) and then ``report_path``
+    (the caller names both, e.g. a sweep folder's ``report.html`` and ``hiplot.html``): a
+    header (sweep name, metric and goal, trial counts by status, wall time, best trial with
+    its configuration as YAML and its metrics), parallel coordinates (axes by fANOVA
+    importance), parameter importance, the optimization history, learning curves, metric vs
+    wall time with its Pareto front,
     k-fold vs test (figure, confidence intervals, selection optimism and paired tests, or a
     note that it was not run), failed trials' errors and the trials table. Runs in the
     sweep driver or ``hpo report``; ~3 s for 1,000 trials (``bench/report_build.py``).
     The page embeds plotly.js once
-    (~4.7 MB) and works offline; it links and frames ``hiplot.html`` by relative path,
-    so the two files travel together. Each file is written atomically. ``out_dir`` is
-    created if missing.
+    (~4.7 MB) and works offline; it links and frames the HiPlot page by its path relative
+    to the report's folder, so the two files travel together. Each file is written
+    atomically. Their folders are created if missing.
 
     Raises:
         ValueError: a log-scaled parameter has a value <= 0.
-        OSError: ``out_dir`` cannot be created or written.
+        OSError: a folder cannot be created or a file written.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    report_path, hiplot_path = Path(report_path), Path(hiplot_path)
+    for folder in {report_path.parent, hiplot_path.parent}:
+        folder.mkdir(parents=True, exist_ok=True)
     table = trials_table(result)
-    write_hiplot_page(table, out_dir / HIPLOT_FILE)
+    write_hiplot_page(table, hiplot_path)
 
     kfold = kfold_info(result)
     importance = importance_info(result)
@@ -100,7 +105,7 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
             kfold_optimism=optimism_sentence(kfold) if kfold is not None else "",
             kfold_tests=[t.verdict for t in kfold.tests] if kfold is not None else [],
             kfold_test_rows=_test_rows(kfold) if kfold is not None else [],
-            hiplot_file=HIPLOT_FILE,
+            hiplot_file=Path(os.path.relpath(hiplot_path.resolve(), report_path.parent.resolve())).as_posix(),
             hiplot_notes=hiplot_notes(table),
             failed=[(t.trial_id, t.error or MISSING) for t in result.trials if t.status == "FAILED"],
             table_columns=list(table.columns),
@@ -108,9 +113,8 @@ def build_report(result: SweepResult, out_dir: Path) -> Path:
             table_rows=[[format_cell(v) for v in row] for row in table.itertuples(index=False)],
         )
     )
-    path = out_dir / REPORT_FILE
-    write_text_atomic(path, page)
-    return path
+    write_text_atomic(report_path, page)
+    return report_path
 
 
 def _environment() -> jinja2.Environment:
@@ -148,7 +152,7 @@ def _alignment(column: Any) -> str:
 
 
 def _header(result: SweepResult) -> dict[str, Any]:
-    counts = Counter(t.status for t in result.trials)
+    counts: Counter[str] = Counter(t.status for t in result.trials)
     statuses = [s for s in STATUS_ORDER if counts[s]] + sorted(set(counts) - set(STATUS_ORDER))
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
     return {

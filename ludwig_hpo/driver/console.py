@@ -1,15 +1,22 @@
-"""What a person sees while a sweep runs: one line per trial event with the best value so
-far, instead of Ray's log lines. Driver only."""
+"""What a person sees while a sweep runs (one line per trial event with the best value so far,
+instead of Ray's log lines) and when it ends (the summary of ``hpo sweep`` and ``hpo train``).
+Driver only."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.results import SweepResult, TrialRecord
 from ludwig_hpo.results.live import LiveTrial
 
 
@@ -124,3 +131,89 @@ class ConsoleSink:
             highlight=False,
             markup=True,
         )
+
+
+def failure_summary(trials: Sequence[TrialRecord]) -> str:
+    """``"4 of 5 trial(s) failed: 3x TrialError: ...; 1x ..."``: the distinct one-line errors,
+    most frequent first (or that the trials ended without reporting a metric)."""
+    errors = Counter(t.error or "no error message" for t in trials if t.status == "FAILED")
+    if not errors:
+        return f"{len(trials)} trial(s) ended without reporting a metric"
+    distinct = "; ".join(f"{n}x {e}" for e, n in errors.most_common())
+    return f"{sum(errors.values())} of {len(trials)} trial(s) failed: {distinct}"
+
+
+def _where(console: Console, result: SweepResult, first: tuple[str, Path]) -> None:
+    """The closing lines: ``first`` (label, path), the output folder and the tracking store
+    (with the ``hpo ui`` command when the store is the folder's embedded one)."""
+    paths = SweepPaths(Path(result.output_dir))
+    console.print(f"{first[0]:<8} {first[1]}")
+    console.print(f"results: {paths.root}")
+    hint = f"  (hpo ui {paths.root})" if paths.mlflow_db.is_file() else ""
+    console.print(f"mlflow:  {result.tracking_uri}{hint}")
+
+
+def print_sweep_summary(console: Console, result: SweepResult) -> bool:
+    """What ``hpo sweep`` prints when the sweep ends: trial counts by status, the best trial
+    and its parameters, the Pareto set, each k-fold configuration's mean and test score, and
+    where the report, results and runs are. Driver process.
+
+    Returns:
+        False when no trial produced a result (only the counts are printed; the caller
+        reports the failure, see :func:`failure_summary`).
+    """
+    best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
+    console.print()
+    counts = {s: sum(t.status == s for t in result.trials) for s in ("FINISHED", "KILLED", "FAILED")}
+    console.print(
+        f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {counts['FINISHED']} finished, "
+        f"{counts['KILLED']} stopped early, {counts['FAILED']} failed",
+        markup=True,
+    )
+    if best is None or best.objective_best is None:
+        return False
+    console.print(f"best trial {best.trial_id}: {result.metric} = {best.objective_best:.6g}")
+    if result.pareto_trial_ids:
+        console.print(f"pareto set on {', '.join(result.objectives)}: {', '.join(result.pareto_trial_ids)}")
+    for k, v in best.params.items():
+        console.print(f"  {k}: {v}")
+    for kf in result.kfold:
+        mean = sum(kf.fold_scores) / len(kf.fold_scores) if kf.fold_scores else float("nan")
+        test = f"{kf.test_score:.6g}" if kf.test_score is not None else "failed"
+        folds = len(kf.fold_scores) + kf.failed_folds
+        failed = f" ({kf.failed_folds} failed)" if kf.failed_folds else ""
+        console.print(
+            f"config #{kf.config_rank} ({kf.trial_id}): mean {kf.metric} over {len(kf.fold_scores)}/{folds} "
+            f"folds{failed} = {mean:.6g}, test = {test}"
+        )
+    _where(console, result, ("report:", SweepPaths(Path(result.output_dir)).report))
+    return True
+
+
+def print_train_summary(console: Console, result: SweepResult, cfg: SweepConfig) -> str | None:
+    """What ``hpo train`` prints when its run ends: epochs, workers, strategy and precision,
+    the metric's best (with its epoch) and last values, the last epoch's validation metrics,
+    and where the model, results and run are. Driver process.
+
+    Returns:
+        None, or why the run produced no model (``"training failed[: <error>]"``; nothing is
+        printed then).
+    """
+    run = result.trials[0] if result.trials else None
+    if run is None or run.status == "FAILED" or run.objective_best is None or run.objective_last is None:
+        return f"training failed{f': {run.error}' if run and run.error else ''}"
+    last = run.history[-1] if run.history else None
+    best_epoch = min(run.history, key=lambda e: cfg.goal_sign * e.objective).epoch if run.history else None
+    console.print()
+    console.print(
+        f"[bold]done[/bold] in {result.wall_time_s:.0f}s: {len(run.history)} epochs, "
+        f"{cfg.backend.num_workers} worker(s), {cfg.backend.strategy}, {cfg.trainer.precision}",
+        markup=True,
+    )
+    console.print(f"{result.metric}: best {run.objective_best:.6g} (epoch {best_epoch}), last {run.objective_last:.6g}")
+    if last is not None:
+        shown = {k: v for k, v in last.metrics.items() if k.startswith(("validation/", "train/combined"))}
+        for k, v in sorted(shown.items()):
+            console.print(f"  {k}: {v:.6g}")
+    _where(console, result, ("model:", SweepPaths(Path(result.output_dir)).best_model))
+    return None

@@ -13,11 +13,41 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
+from ludwig_hpo.tracking import layout
 from ludwig_hpo.train.report_keys import OBJECTIVE, TIME_ATTR
 
-JOURNAL_FILE = "journal.jsonl"
+if TYPE_CHECKING:
+    from ludwig_hpo.results.live import LiveTrial
+
+#: Tune's own saved experiment states in an experiment folder (the newest sorts last).
+TUNE_STATE_GLOB = "experiment_state-*.json"
+
+
+class _EntryKeys(TypedDict):
+    trial_id: str
+    experiment: str
+    status: str
+    results: list[dict[str, Any]]
+
+
+class JournalEntry(_EntryKeys, total=False):
+    """One line of the journal: a trial that ended (FINISHED or KILLED).
+
+    Keys: ``trial_id``; ``experiment`` (``search`` or ``kfold``); ``config`` (the searcher's
+    encoded values, scalars only); ``status``; ``stopped_by`` (what stopped a KILLED trial);
+    ``started``/``ended`` (seconds since the epoch; absent in journals of earlier versions);
+    ``checkpoint`` (the folder holding its best weights) and ``checkpoint_epoch``; ``results``
+    (what it reported per epoch, in order, with :data:`OBJECTIVE` and :data:`TIME_ATTR`).
+    """
+
+    config: dict[str, Any]
+    stopped_by: str | None
+    started: float | None
+    ended: float | None
+    checkpoint: str | None
+    checkpoint_epoch: int | None
 
 
 def _scalar(v: Any) -> bool:
@@ -36,26 +66,26 @@ class JournalSink:
         self.path = path
         self.experiment = experiment
 
-    def trials_restored(self, trials) -> None:
+    def trials_restored(self, trials: list[LiveTrial]) -> None:
         pass
 
-    def trial_started(self, t) -> None:
+    def trial_started(self, t: LiveTrial) -> None:
         pass
 
-    def trial_result(self, t, result: dict[str, Any]) -> None:
+    def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         pass
 
-    def trial_retried(self, t) -> None:
+    def trial_retried(self, t: LiveTrial) -> None:
         pass
 
-    def trial_ended(self, t) -> None:
-        if t.status not in ("FINISHED", "KILLED") or t.stopped_by == "interrupted" or not t.history:
+    def trial_ended(self, t: LiveTrial) -> None:
+        if t.status not in ("FINISHED", "KILLED") or t.stopped_by == layout.STOPPED_BY_INTERRUPTED or not t.history:
             return  # failed or interrupted trials run again on resume
         base = {k: v for k, v in t.last.items() if _scalar(v) and "/" not in k}
         best = t.checkpoint_epoch
         results = []
         for h in t.history:
-            r = {
+            r: dict[str, Any] = {
                 **base,
                 **{k: v for k, v in h.metrics.items() if _scalar(v)},
                 OBJECTIVE: h.objective,
@@ -85,11 +115,10 @@ class JournalSink:
             os.fsync(f.fileno())
 
 
-def read_journal(path: Path) -> dict[str, dict]:
-    """``{trial id: entry}`` of the trials the journal holds; an entry has ``experiment``,
-    ``config`` (the searcher's encoded values), ``status`` (FINISHED / KILLED), ``stopped_by``, ``checkpoint``, ``checkpoint_epoch`` and ``results``
-    (what the trial reported, in order). A torn last line, from a crash mid-write, is ignored."""
-    out: dict[str, dict] = {}
+def read_journal(path: Path) -> dict[str, JournalEntry]:
+    """``{trial id: entry}`` of the trials the journal holds (the last line of a trial wins).
+    A torn last line, from a crash mid-write, is ignored."""
+    out: dict[str, JournalEntry] = {}
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -99,11 +128,11 @@ def read_journal(path: Path) -> dict[str, dict]:
             entry = json.loads(line)
         except ValueError:
             continue
-        out[entry["trial_id"]] = entry
+        out[entry["trial_id"]] = cast(JournalEntry, entry)
     return out
 
 
-def restore_trial(t, entry: dict) -> None:
+def restore_trial(t: LiveTrial, entry: JournalEntry) -> None:
     """Make the monitor's record of a replayed trial what the journal says it was: the
     scheduler of a resumed sweep may cut a replay short, but the trial had ended."""
     from ludwig_hpo.results import EpochRecord
@@ -118,16 +147,17 @@ def restore_trial(t, entry: dict) -> None:
     t.checkpoint, t.checkpoint_epoch = entry.get("checkpoint"), entry.get("checkpoint_epoch")
     if entry["results"]:
         t.last = dict(entry["results"][-1])
-    if entry.get("ended"):  # journals of earlier versions hold no times
-        t.started, t.ended = entry["started"], entry["ended"]
+    started, ended = entry.get("started"), entry.get("ended")
+    if started is not None and ended:  # journals of earlier versions hold no times
+        t.started, t.ended = started, ended
     t.replayed = True
 
 
-def _saved_trial_data(experiment_dir: Path) -> list | None:
+def _saved_trial_data(experiment_dir: Path) -> list[list[str]] | None:
     """``trial_data`` of Tune's last saved experiment state under ``experiment_dir``: a
     ``[trial json, run metadata json]`` pair per trial (None when there is none or it
     cannot be read)."""
-    states = sorted(experiment_dir.glob("experiment_state-*.json"))
+    states = sorted(experiment_dir.glob(TUNE_STATE_GLOB))
     if not states:
         return None
     try:
@@ -184,7 +214,9 @@ def restore_missing_checkpoints(experiment_dir: Path) -> list[str]:
     return repaired
 
 
-def ended_outside_state(journal: dict[str, dict], experiment: str, experiment_dir: Path) -> dict[str, dict]:
+def ended_outside_state(
+    journal: dict[str, JournalEntry], experiment: str, experiment_dir: Path
+) -> dict[str, JournalEntry]:
     """The journal's search trials of ``experiment`` that Tune's saved state does not hold:
     they started and ended after its last save (Tune saves at intervals in large sweeps).
     A resumed sweep counts them as ended instead of running new trials in their place."""

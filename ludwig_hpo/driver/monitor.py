@@ -8,14 +8,18 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
 from ludwig_hpo.errors import one_line_error
 from ludwig_hpo.results.live import LiveTrial, TrialDescription, TrialSink
 from ludwig_hpo.results.records import EpochRecord, TrialRecord
+from ludwig_hpo.tracking import layout
 from ludwig_hpo.train.report_keys import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, OBJECTIVE, TIME_ATTR
+
+if TYPE_CHECKING:
+    from ludwig_hpo.driver.journal import JournalEntry
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -64,10 +68,10 @@ class SweepMonitor(Callback):
         self._interrupted: set[str] = set()
         #: journal entries of trials that ended after Tune last saved its state (a resumed
         #: sweep of more trials than Tune saves at every step); adopted on restore
-        self.ended_outside_state: dict[str, dict] = {}
+        self.ended_outside_state: dict[str, JournalEntry] = {}
         #: a resumed sweep's journal entries (:func:`ludwig_hpo.driver.journal.read_journal`): trials
         #: that replay their recorded results end as recorded
-        self.replayed: dict[str, dict] = {}
+        self.replayed: dict[str, JournalEntry] = {}
         self._write_error: Exception | None = None  # a sink's write error met while Tune saved
 
     def __getstate__(self) -> dict:
@@ -101,7 +105,7 @@ class SweepMonitor(Callback):
         self._interrupted = {tid for tid, t in self.trials.items() if t.status == "RUNNING"}
         self._emit("trials_restored", list(self.trials.values()))
 
-    def _adopt(self, entries: dict[str, dict]) -> None:
+    def _adopt(self, entries: dict[str, JournalEntry]) -> None:
         """Add the trials that ended after Tune last saved its state (journal entries with
         their config), as they ended: Tune's restored state does not hold them, but they
         count toward the sweep's trials, and their MLflow runs exist."""
@@ -110,8 +114,9 @@ class SweepMonitor(Callback):
         for tid, entry in entries.items():
             if tid in self.trials:
                 continue
-            d = self.describe(tid, entry["config"])
-            t = LiveTrial(tid, d.params, d.tags, d.name, current=dict(d.params), config=dict(entry["config"]))
+            config = entry.get("config", {})
+            d = self.describe(tid, config)
+            t = LiveTrial(tid, d.params, d.tags, d.name, current=dict(d.params), config=dict(config))
             restore_trial(t, entry)
             if t.ended is None:  # a journal of an earlier version
                 t.ended = t.started
@@ -224,7 +229,7 @@ class SweepMonitor(Callback):
             elif trial.status == "ERROR":
                 self.on_trial_error(0, trials, trial)
         # the others were cut off by the time budget: Tune stops them without an event
-        self.close_running("time budget")
+        self.close_running(layout.STOPPED_BY_TIME_BUDGET)
 
     def close_running(self, reason: str) -> None:
         """End every still-running trial as KILLED, stopped by ``reason`` (driver only)."""
@@ -254,6 +259,10 @@ class SweepMonitor(Callback):
         return tuple(t.record(self.sign) for t in self.trials.values())
 
 
+#: The monitors of this driver process by key (the Tune experiment's name): a process-local
+#: registry, not state shared between components. Tune pickles its callbacks and, on restore,
+#: calls the unpickled copies; a :class:`MonitorHandle` finds the live monitor here by its key.
+#: :meth:`SweepMonitor.handle` registers a monitor, replacing the previous one of its key.
 _LIVE: dict[str, SweepMonitor] = {}
 
 

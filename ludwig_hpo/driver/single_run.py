@@ -12,10 +12,14 @@ import copy
 import dataclasses
 from pathlib import Path
 
+import yaml
+from pydantic import ValidationError
 from rich.console import Console
 
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.errors import ConfigError, DataError
 from ludwig_hpo.results import SweepResult
 
 
@@ -40,6 +44,35 @@ def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
         "experiment": loaded.config.tracking.experiment or loaded.config.name,
     }
     return dataclasses.replace(loaded, raw=raw, config=SweepConfig.model_validate(raw))
+
+
+def best_config_of(sweep_dir: Path, loaded: LoadedSweep) -> LoadedSweep:
+    """``loaded`` with the best trial's configuration of a finished sweep (its
+    ``best_model/config.yaml``) in place of the file's base configuration (``--from-sweep``).
+
+    Raises:
+        DataError: ``sweep_dir`` holds no ``best_model/config.yaml``.
+        ConfigError: that configuration does not validate.
+    """
+    paths = SweepPaths(sweep_dir)
+    path = paths.best_config
+    shown = path.relative_to(paths.root).as_posix()
+    if not path.is_file():
+        raise DataError(
+            f"no {shown} in this folder",
+            source=str(sweep_dir),
+            fix="pass the output folder printed by 'hpo sweep' (a sweep with at least one finished trial)",
+        )
+    raw = yaml.safe_load(path.read_text())
+    try:
+        cfg = SweepConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(
+            f"the best configuration does not validate ({e.errors()[0]['msg']})",
+            source=str(path),
+            fix="rerun the sweep with this version of hpo",
+        ) from None
+    return dataclasses.replace(loaded, config=cfg, raw=raw)
 
 
 def train_once(

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.errors import ConfigError
 
-STATE_FILE = "state.json"
 Phase = Literal["search", "kfold", "report", "finished"]
 
 
@@ -54,16 +54,16 @@ def fingerprint(text: str, raw: dict) -> str:
 def read_state(root: Path) -> SweepState | None:
     """The state in ``root``, or None when there is none (or it is unreadable: not a sweep we wrote)."""
     try:
-        return SweepState(**json.loads((root / STATE_FILE).read_text()))
+        return SweepState(**json.loads(SweepPaths(root).state.read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
 
 def write_state(root: Path, state: SweepState) -> None:
     """Replace ``root/state.json`` atomically (driver only)."""
-    tmp = root / f".{STATE_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(state), indent=1))
-    os.replace(tmp, root / STATE_FILE)
+    paths = SweepPaths(root)
+    paths.state_tmp.write_text(json.dumps(asdict(state), indent=1))
+    os.replace(paths.state_tmp, paths.state)
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -113,7 +113,7 @@ def decide(root: Path, text: str, raw: dict, *, restart: bool) -> tuple[Decision
     try:
         import yaml
 
-        old = yaml.safe_load((root / "sweep.yaml").read_text()) or {}
+        old = yaml.safe_load(SweepPaths(root).sweep_file.read_text()) or {}
         keys = changed_keys(old, raw)
     except (OSError, ValueError):
         keys = []

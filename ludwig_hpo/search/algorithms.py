@@ -64,12 +64,6 @@ def enqueued_points(hp: HyperoptConfig) -> list[dict[str, Any]]:
     return points
 
 
-#: Journal entries of trials that ended after Tune last saved its state (set by the driver
-#: while a resumed search runs, see :func:`ludwig_hpo.driver.journal.ended_outside_state`): the
-#: restored searcher tells Optuna their results and counts them toward the sweep's trials.
-ENDED_OUTSIDE_STATE: dict[str, dict] = {}
-
-
 class _Search(OptunaSearch):
     """``OptunaSearch`` that enqueues :func:`enqueued_points` and tells Optuna a failed trial
     as the worst value seen so far (so the sampler moves away from it instead of ignoring it);
@@ -95,7 +89,6 @@ class _Search(OptunaSearch):
         (counting those that ended after Tune last saved its state)."""
         from ray.tune.search import Searcher
 
-        self._adopt_ended()
         limit = getattr(self, "_limit", None)  # None in a searcher pickled by an earlier version
         # Tune stops at num_samples by itself; only adopted trials make the count differ
         if limit is not None and getattr(self, "_adopted", None) and self._ot_study is not None:
@@ -104,25 +97,36 @@ class _Search(OptunaSearch):
                 return Searcher.FINISHED
         return super().suggest(trial_id)
 
-    def _adopt_ended(self) -> None:
-        if self._ot_study is None:
-            return
-        adopted = getattr(self, "_adopted", set())
+    def adopt_ended(self, trial_id: str, params: dict[str, Any], result: dict[str, Any]) -> bool:
+        """Tell Optuna the result of a trial that Tune's saved state does not hold: it started
+        and ended after Tune last saved (see :func:`ludwig_hpo.driver.journal.ended_outside_state`).
+        It then counts toward the sweep's ``limit`` trials. Called by the driver on the searcher
+        it restored from Tune's saved state, before Tune restores the experiment.
+
+        Args:
+            trial_id: Tune's id of the ended trial (adopted once; later calls are no-ops).
+            params: its configuration as the searcher encoded it.
+            result: its last reported result, holding the searcher's metric key(s).
+
+        Returns:
+            True when the trial was added to the study (False: already adopted, no study yet,
+            or a metric is missing from ``result``).
+        """
+        adopted: set[str] = getattr(self, "_adopted", set())  # absent in searchers pickled by earlier versions
         keys = self.metric if isinstance(self.metric, list) else [self.metric]
-        for tid, entry in ENDED_OUTSIDE_STATE.items():
-            last = entry["results"][-1] if entry.get("results") else {}
-            if tid in adopted or not all(isinstance(last.get(k), (int, float)) for k in keys):
-                continue
-            values = [float(last[k]) for k in keys]
-            self._ot_study.add_trial(
-                optuna.trial.create_trial(
-                    params=entry["config"],
-                    distributions={p: self._space[p] for p in entry["config"] if p in self._space},
-                    values=values,
-                )
+        if self._ot_study is None or trial_id in adopted:
+            return False
+        if not all(isinstance(result.get(k), (int, float)) for k in keys):
+            return False
+        self._ot_study.add_trial(
+            optuna.trial.create_trial(
+                params=params,
+                distributions={p: self._space[p] for p in params if p in self._space},
+                values=[float(result[k]) for k in keys],
             )
-            adopted.add(tid)
-        self._adopted = adopted
+        )
+        self._adopted = adopted | {trial_id}
+        return True
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         keys = self.metric if isinstance(self.metric, list) else [self.metric]

@@ -81,7 +81,7 @@ def report_dir(tmp_path_factory):
         **{**base.__dict__, "trials": trials, "parameters": (*base.parameters, act), "name": "browser <b>check</b>"}
     )
     out = tmp_path_factory.mktemp("browser")
-    build_report(sweep, out / "report")
+    build_report(sweep, out / "report" / "report.html", out / "report" / "hiplot.html")
     return out
 
 

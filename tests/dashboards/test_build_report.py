@@ -13,7 +13,7 @@ EVIL_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
 def build(result, tmp_path: Path) -> str:
-    path = build_report(result, tmp_path / "out")
+    path = build_report(result, tmp_path / "out" / "report.html", tmp_path / "out" / "hiplot.html")
     assert path == tmp_path / "out" / "report.html"
     return path.read_text(encoding="utf-8")
 
@@ -78,7 +78,7 @@ def test_failed_write_leaves_no_temp_file(tmp_path, make_trial, make_sweep, para
 
     monkeypatch.setattr(write.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
-        build_report(make_sweep([make_trial("t0", {}, 0.4)]), tmp_path)
+        build_report(make_sweep([make_trial("t0", {}, 0.4)]), tmp_path / "report.html", tmp_path / "hiplot.html")
     assert list(tmp_path.iterdir()) == []
 
 

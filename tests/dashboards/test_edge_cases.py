@@ -10,7 +10,8 @@ MARKER = "* plotly.js v"
 
 
 def _page(result, tmp_path):
-    return build_report(result, tmp_path / "out").read_text(encoding="utf-8")
+    out = tmp_path / "out"
+    return build_report(result, out / "report.html", out / "hiplot.html").read_text(encoding="utf-8")
 
 
 def test_one_trial(tmp_path, make_trial, make_sweep, params):

@@ -104,7 +104,7 @@ def test_an_output_folder_that_cannot_be_created_is_one_line(tmp_path):
 
 
 def test_a_sweep_where_every_trial_failed_summarizes_the_distinct_errors():
-    from ludwig_hpo.cli import _failure_summary
+    from ludwig_hpo.driver.console import failure_summary
     from ludwig_hpo.results import TrialRecord
 
     def failed(i, error):
@@ -115,7 +115,7 @@ def test_a_sweep_where_every_trial_failed_summarizes_the_distinct_errors():
         failed(1, "BatchSizeError: no batch size fits"),
         failed(2, "FloatingPointError: training loss is nan at epoch 1"),
     ]
-    assert _failure_summary(trials) == (
+    assert failure_summary(trials) == (
         "3 of 3 trial(s) failed: 2x FloatingPointError: training loss is nan at "
         "epoch 1; 1x BatchSizeError: no batch size fits"
     )

@@ -149,14 +149,10 @@ def test_a_resumed_searcher_counts_them_and_stops_at_num_samples():
     )
     s = algorithms.make_searcher(hp)
     s.suggest("t0")
-    algorithms.ENDED_OUTSIDE_STATE.update(
-        {"b": {"config": {"trainer.learning_rate": 0.01}, "results": [{"objective": 0.3, "epoch": 1}]}}
-    )
-    try:
-        assert isinstance(s.suggest("t1"), dict)  # t0, the adopted b, t1: 3 trials
-        assert s.suggest("t2") == Searcher.FINISHED
-    finally:
-        algorithms.ENDED_OUTSIDE_STATE.clear()
+    assert s.adopt_ended("b", {"trainer.learning_rate": 0.01}, {"objective": 0.3, "epoch": 1})
+    assert not s.adopt_ended("b", {"trainer.learning_rate": 0.01}, {"objective": 0.3, "epoch": 1})
+    assert isinstance(s.suggest("t1"), dict)  # t0, the adopted b, t1: 3 trials
+    assert s.suggest("t2") == Searcher.FINISHED
     done = [t for t in s._ot_study.trials if t.state.name == "COMPLETE"]
     assert [(t.params, t.value) for t in done] == [({"trainer.learning_rate": 0.01}, 0.3)]
 

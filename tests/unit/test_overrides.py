@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from ludwig_hpo.config import load_sweep
-from ludwig_hpo.config.overrides import best_config_of, parse_set, with_overrides
-from ludwig_hpo.driver.single_run import single_run_sweep
+from ludwig_hpo.config.overrides import parse_set, with_overrides
+from ludwig_hpo.driver.single_run import best_config_of, single_run_sweep
 from ludwig_hpo.errors import ConfigError, DataError
 
 from ..conftest import SWEEPS

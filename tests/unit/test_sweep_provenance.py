@@ -8,12 +8,13 @@ import subprocess
 
 import pytest
 
-from ludwig_hpo.driver.sweep import _git_commit, asha_rungs
+from ludwig_hpo.driver.provenance import git_commit
+from ludwig_hpo.results.ranking import asha_rungs
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_git_commit_of_the_working_tree_marks_uncommitted_changes(tmp_path):
-    assert _git_commit(tmp_path) is None  # not a work tree
+    assert git_commit(tmp_path) is None  # not a work tree
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q"], check=True)
     (tmp_path / "sweep.yaml").write_text("name: a\n")
@@ -21,9 +22,9 @@ def test_git_commit_of_the_working_tree_marks_uncommitted_changes(tmp_path):
     subprocess.run([*git, "commit", "-qm", "a"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     (tmp_path / "sub").mkdir()
-    assert _git_commit(tmp_path / "sub") == head  # any folder inside the work tree
+    assert git_commit(tmp_path / "sub") == head  # any folder inside the work tree
     (tmp_path / "sweep.yaml").write_text("name: b\n")
-    assert _git_commit(tmp_path) == head + "+dirty"
+    assert git_commit(tmp_path) == head + "+dirty"
 
 
 @pytest.mark.parametrize(

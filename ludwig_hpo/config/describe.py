@@ -1,0 +1,106 @@
+"""What ``hpo validate`` and the sweep's console say about a sweep file: its features, metric
+and the resolved search (algorithm, scheduler, budget, space). Pure: a validated config in,
+lines of text out (no markup)."""
+
+from __future__ import annotations
+
+from ludwig_hpo.config.hyperopt import HyperoptConfig
+from ludwig_hpo.config.schema import SweepConfig
+
+#: Scheduler options not shown as ``key value`` (the type is the line's subject; ``max_t`` is
+#: shown with its unit; PBT's mutations have their own line).
+_HIDDEN_SCHEDULER_OPTIONS = ("type", "time_attr", "max_t", "hyperparam_mutations")
+
+
+def show(v: object) -> str:
+    """A config value as the sweep file would write it: ``true``/``false``, floats with ``%g``."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def trial_count_text(hp: HyperoptConfig) -> str:
+    """``"12 trials (grid of 4 points x num_samples 3)"``: the search's trial count and why."""
+    n, g = hp.num_trials, hp.grid_points
+    if hp.search_alg.type == "grid":
+        return f"{n} trials (every point of the grid once)"
+    if g > 1:
+        return f"{n} trials (grid of {g} points x num_samples {hp.executor.num_samples})"
+    return f"{n} trials"
+
+
+def describe_sweep(cfg: SweepConfig) -> list[str]:
+    """The sweep's name, dataset, features (``name (type)``, inputs -> outputs) and optimized
+    metric(s) with the epochs per trial."""
+    hp = cfg.hyperopt
+    metrics = ", ".join(f"{k} ({g})" for k, g in cfg.objectives)
+    return [
+        f"name: {cfg.name}   dataset: {cfg.dataset.source}",
+        f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
+        f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}",
+        f"metric{'s (Pareto front)' if hp.multi_objective else ''}: {metrics}   epochs per trial: {cfg.trainer.epochs}",
+    ]
+
+
+def _algorithm_line(hp: HyperoptConfig) -> str:
+    sa = hp.search_alg
+    name = sa.effective_sampler
+    opts = [f"seed {sa.seed}"]
+    if name == "tpe":
+        opts += [f"n_startup_trials {sa.n_startup_trials}", f"multivariate {str(sa.multivariate).lower()}"]
+    for option in ("n_startup_trials", "population_size", "qmc_type"):
+        if option in sa.model_fields_set and name != "tpe":
+            opts.append(f"{option} {getattr(sa, option)}")
+    algo = "grid search" if name == "grid" else f"optuna {name} sampler"
+    if sa.type in ("variant_generator", "random"):
+        algo = f"random search ({sa.type})"
+    return f"search: {trial_count_text(hp)}; {algo}" + ("" if name == "grid" else f" ({', '.join(opts)})")
+
+
+def _scheduler_lines(cfg: SweepConfig, pbt_checkpoints: tuple[int, int] | None) -> list[str]:
+    hp = cfg.hyperopt
+    sch = hp.scheduler
+    if sch.type == "fifo":
+        return [f"scheduler: fifo (every trial runs all {cfg.trainer.epochs} epochs)"]
+    unit = "epochs" if sch.in_epochs else "s"
+    shown: dict[str, object] = {k: v for k, v in sch.model_dump().items() if k not in _HIDDEN_SCHEDULER_OPTIONS}
+    max_t = getattr(sch, "max_t", None)
+    if hasattr(sch, "max_t"):
+        shown["max_t"] = (
+            f"{max_t} {unit}"
+            if max_t is not None and not sch.in_epochs
+            else f"{cfg.trainer.epochs} epochs (trainer.epochs)"
+        )
+    lines = [
+        f"scheduler: {sch.type} on {sch.time_attr} (" + ", ".join(f"{k} {show(v)}" for k, v in shown.items()) + ")"
+    ]
+    if sch.type == "pbt" and pbt_checkpoints is not None:
+        first, every = pbt_checkpoints
+        mutated = ", ".join(f"{p} ({'its own space' if v is None else show(v)})" for p, v in hp.pbt_mutated.items())
+        lines.append(
+            f"pbt perturbs: {mutated}; the rest stays as sampled; trials checkpoint at epoch {first} and every {every} after"
+        )
+    return lines
+
+
+def describe_search(cfg: SweepConfig, *, pbt_checkpoints: tuple[int, int] | None = None) -> list[str]:
+    """Lines about the search: algorithm and trial count, points run first, scheduler, time
+    budget, and one line per searched parameter (its space described).
+
+    Args:
+        cfg: the validated sweep file.
+        pbt_checkpoints: ``(first, every)``, the epochs at which PBT trials checkpoint
+            (:func:`ludwig_hpo.search.schedulers.pbt_checkpoints`); the PBT line is left out
+            when None.
+    """
+    hp = cfg.hyperopt
+    lines = [_algorithm_line(hp)]
+    if hp.search_alg.points_to_evaluate:
+        lines.append(f"points_to_evaluate: {len(hp.search_alg.points_to_evaluate)} configuration(s) run first")
+    lines += _scheduler_lines(cfg, pbt_checkpoints)
+    budget = hp.executor.time_budget_s
+    lines.append(f"time budget: {f'{budget:g} s (no trial starts after it)' if budget else 'none (all trials run)'}")
+    lines.append(f"search space ({len(hp.parameters)} parameter(s)):")
+    width = max(len(p) for p in hp.parameters)
+    lines += [f"  {p:<{width}}  {s.describe()}" for p, s in hp.parameters.items()]
+    return lines

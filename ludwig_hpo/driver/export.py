@@ -1,0 +1,132 @@
+"""The best trial's model: ``best_model/`` in the output folder, the parent run's copy of it, its
+MLflow PyTorch model, and its registry version. Driver process only, after the search."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from ludwig_hpo.config.loader import LoadedSweep
+from ludwig_hpo.config.paths import apply_params
+from ludwig_hpo.data import PreparedData
+from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.results import TrialRecord
+from ludwig_hpo.tracking import layout
+from ludwig_hpo.tracking.protocol import Tracker
+
+#: Rows of the test split logged as the MLflow model's input example.
+INPUT_EXAMPLE_ROWS = 5
+
+
+def export_best(
+    best: TrialRecord,
+    checkpoint: str | None,
+    *,
+    loaded: LoadedSweep,
+    data: PreparedData,
+    paths: SweepPaths,
+    store: Tracker,
+    parent: str,
+    console: Console,
+) -> None:
+    """Write ``best_model/``: the best trial's best weights (``model.pt`` of its checkpoint),
+    the sweep file's mapping with its parameters (``config.yaml``) and the preprocessing fitted
+    on the training split (``preprocessing.json``), so the model can be rebuilt with
+    :func:`ludwig_hpo.model.build_model` and fed new rows. Logs the folder to the parent run,
+    tags the exported epoch, and logs the MLflow PyTorch model (registered when
+    ``tracking.register_model`` is set).
+
+    Args:
+        best: the best search trial.
+        checkpoint: its checkpoint folder holding its best weights, as the monitor or Tune
+            reported it; None or a folder without ``model.pt``: the newest kept checkpoint of
+            the trial in the output folder is taken, and without one ``best_model/`` holds the
+            config only (a warning is printed).
+    """
+    out = paths.best_model
+    out.mkdir(exist_ok=True)
+    paths.best_config.write_text(yaml.safe_dump(apply_params(loaded.raw, best.params), sort_keys=False))
+    meta = {name: dataclasses.asdict(m) for name, m in data.meta.items()}
+    paths.best_preprocessing.write_text(json.dumps(meta, indent=1, default=str))
+    weights = Path(checkpoint) / paths.best_weights.name if checkpoint else None
+    if weights is None or not weights.exists():
+        kept = paths.kept_weights(best.trial_id)
+        weights = kept[-1] if kept else None
+    if weights is not None:
+        shutil.copy2(weights, paths.best_weights)
+        _note_exported_epoch(best, paths.best_weights, store, parent, console)
+    else:
+        console.print(
+            f"warning: no checkpoint of the best trial {best.trial_id} was found; {out.name}/ holds its config only",
+            highlight=False,
+        )
+    store.log_artifact(parent, out, layout.BEST_MODEL_ARTIFACT)
+    if weights is not None:
+        _log_best_model(best, paths.best_weights, loaded, data, store, parent, console)
+
+
+def _note_exported_epoch(best: TrialRecord, weights: Path, store: Tracker, parent: str, console: Console) -> None:
+    """Tag the parent run with the epoch whose weights ``best_model/model.pt`` holds
+    (``best_model.epoch``), and say so when it is not the trial's best epoch: a trial that
+    the scheduler stopped, or a sweep's time budget ended, between a better epoch and its
+    next checkpoint exports the best weights it wrote."""
+    import torch
+
+    exported = torch.load(weights, map_location="cpu", weights_only=True).get("epoch")
+    best_epoch = next((h.epoch for h in best.history if h.objective == best.objective_best), None)
+    store.set_tags(parent, {layout.BEST_MODEL_EPOCH_TAG: exported})
+    if exported is not None and best_epoch is not None and exported != best_epoch:
+        console.print(
+            f"note: best_model/ holds epoch {exported} of trial {best.trial_id}, whose best "
+            f"epoch {best_epoch} ended before its next checkpoint",
+            highlight=False,
+        )
+
+
+def _log_best_model(
+    best: TrialRecord,
+    weights: Path,
+    loaded: LoadedSweep,
+    data: PreparedData,
+    store: Tracker,
+    parent: str,
+    console: Console,
+) -> None:
+    """The best trial's model as an MLflow PyTorch model (``model/`` of the parent run), with
+    the first test rows as input example; registered when ``tracking.register_model`` is set.
+    Tags the parent run with ``best_model_uri`` (and ``registered_model``: ``<name>/<version>``)."""
+    import torch
+
+    from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
+    from ludwig_hpo.tracking.models import log_pytorch_model
+
+    cfg = resolve_trial_config(loaded.raw, best.params)
+    model = build_model(cfg, data.meta)
+    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True)["state_dict"])
+    flat = FlatInputModel(model, data.meta, [f.name for f in cfg.output_features])
+    example = flat_inputs(data.inputs, data.splits["test"][:INPUT_EXAMPLE_ROWS], model.input_names, data.meta)
+    name = loaded.config.tracking.register_model
+    logged = log_pytorch_model(store, parent, flat, example, register_as=name)
+    tags = {layout.BEST_MODEL_URI_TAG: logged.uri}
+    if logged.version is not None and name is not None:
+        tags[layout.REGISTERED_MODEL_TAG] = layout.registered_model_value(name, logged.version)
+        console.print(f"model registry: {name} version {logged.version}", highlight=False)
+    store.set_tags(parent, tags)
+
+
+def log_best_trial(best: TrialRecord, metric: str, goal: str, store: Tracker, parent: str) -> None:
+    """The best trial on the parent run: tag ``best_trial_id``, params ``best.<path>``, metric
+    ``best/<metric>`` and the artifact ``best_trial.json`` (id, metric, goal, value, params)."""
+    store.set_tags(parent, {layout.BEST_TRIAL_ID_TAG: best.trial_id})
+    store.log_params(parent, {layout.best_param(k): v for k, v in best.params.items()})
+    store.log_metrics(parent, {layout.best_metric(metric): best.objective_best}, step=0)
+    summary = {"trial_id": best.trial_id, "metric": metric, "goal": goal, "value": best.objective_best}
+    text = json.dumps({**summary, "params": best.params}, indent=2, default=str)
+    store.log_text(parent, text, layout.BEST_TRIAL_ARTIFACT)
