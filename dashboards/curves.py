@@ -103,6 +103,7 @@ def curves_figure(info: CurvesInfo) -> go.Figure:
             )
         )
     for c in info.top:
+        rank = c.rank or 1  # every top curve has its rank
         stopped = " (stopped early)" if c.status == "KILLED" else ""
         fig.add_trace(
             go.Scatter(
@@ -110,7 +111,7 @@ def curves_figure(info: CurvesInfo) -> go.Figure:
                 y=c.values,
                 mode="lines+markers",
                 name=plotly_text(f"#{c.rank} {c.trial_id}{stopped}"),
-                line={"color": _PALETTE[(c.rank - 1) % len(_PALETTE)], "width": 2},
+                line={"color": _PALETTE[(rank - 1) % len(_PALETTE)], "width": 2},
                 marker={"size": 5},
                 hovertemplate=plotly_text(f"#{c.rank} {c.trial_id}") + "<br>epoch %{x}: %{y:.4g}<extra></extra>",
             )

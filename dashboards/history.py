@@ -38,7 +38,11 @@ class HistoryInfo(NamedTuple):
 def history_info(result: SweepResult) -> HistoryInfo:
     """Collect each trial's metric in start order and the running best (by ``result.goal``)."""
     better = min if result.goal == "minimize" else max
-    numbers, ids, statuses, values, best = [], [], [], [], []
+    numbers: list[int] = []
+    ids: list[str] = []
+    statuses: list[str] = []
+    values: list[float] = []
+    best: list[float] = []
     missing = 0
     for number, trial in enumerate(result.trials, start=1):
         value = trial_metric(trial)

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from dashboards._format import add_empty_note, plotly_text, trial_metric, value_label
 from dashboards.table import param_paths
 from ludwig_hpo.results import ParamInfo, SweepResult
+from ludwig_hpo.results.records import Goal
 
 MIN_TRIALS = 3  # below this an importance says nothing
 SEED = 0
@@ -68,7 +69,7 @@ def rebuild_study(result: SweepResult) -> tuple[Any, list[str]]:
             continue
         varied.append(path)
         distributions[path], encoders[path] = _distribution(declared.get(path, ParamInfo(path, "unknown")), values)
-    direction = "minimize" if result.goal == "minimize" else "maximize"
+    direction: Goal = "minimize" if result.goal == "minimize" else "maximize"
     study = optuna.create_study(direction=direction, sampler=optuna.samplers.RandomSampler(seed=SEED))
     trials = []
     for trial, value in scored:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
@@ -23,10 +24,8 @@ from ludwig_hpo.results import ParamInfo, SweepResult, TrialRecord
 _MISSING = object()  # a trial without the parameter
 # Blues without its near-white end, so the worst lines stay visible on white:
 # light = worse, dark = better once the direction is applied
-COLOR_SCALE = [
-    [i / 7, c]
-    for i, c in enumerate(("#a9cce3", "#85b6dc", "#6aaed6", "#4292c6", "#2171b5", "#08519c", "#08306b", "#041e45"))
-]
+_BLUES = ("#a9cce3", "#85b6dc", "#6aaed6", "#4292c6", "#2171b5", "#08519c", "#08306b", "#041e45")
+COLOR_SCALE: list[list[float | str]] = [[i / (len(_BLUES) - 1), c] for i, c in enumerate(_BLUES)]
 NO_METRIC_COLOR = "#c8c8c8"
 NO_METRIC_LABEL = "no metric"
 STATUS_AXIS = "status"
@@ -175,7 +174,7 @@ def _no_metric_value(metrics: list[float], goal: str) -> float:
     return high + gap if goal == "minimize" else low - gap
 
 
-def _status_axis(statuses: list[str]) -> ParallelAxis:
+def _status_axis(statuses: Sequence[str]) -> ParallelAxis:
     order = [s for s in STATUS_LABELS if s in statuses] + sorted(set(statuses) - set(STATUS_LABELS))
     index = {s: i for i, s in enumerate(order)}
     return ParallelAxis(
@@ -311,8 +310,8 @@ def _colour_scale(info: ParallelCoordinatesInfo) -> Any:
     low, high = min(info.metric_values), max(info.metric_values)
     nearest = min((abs(v - info.no_metric_value) for v in info.metric_values if v != info.no_metric_value), default=0.0)
     cut = nearest / (high - low) / 2 if high > low else 0.05
-    blues = COLOR_SCALE
-    return [[0.0, NO_METRIC_COLOR], [cut, NO_METRIC_COLOR]] + [[cut + (1 - cut) * float(p), c] for p, c in blues]
+    blues = [(i / (len(_BLUES) - 1), c) for i, c in enumerate(_BLUES)]  # the stops of COLOR_SCALE
+    return [[0.0, NO_METRIC_COLOR], [cut, NO_METRIC_COLOR]] + [[cut + (1 - cut) * p, c] for p, c in blues]
 
 
 def _param_axis(info: ParamInfo, values: list[Any], trial_ids: list[str]) -> ParallelAxis:

@@ -72,7 +72,10 @@ def pareto_info(result: SweepResult) -> ParetoInfo:
     Pareto set the sweep computed (``result.pareto_trial_ids``, with each objective's goal)."""
     if len(result.objectives) >= 2:
         return _objectives_info(result)
-    ids, costs, values, statuses = [], [], [], []
+    ids: list[str] = []
+    costs: list[float] = []
+    values: list[float] = []
+    statuses: list[str] = []
     for trial in result.trials:
         value = trial_metric(trial)
         if value is None or trial.wall_time_s is None or not math.isfinite(trial.wall_time_s):
@@ -87,7 +90,10 @@ def pareto_info(result: SweepResult) -> ParetoInfo:
 
 def _objectives_info(result: SweepResult) -> ParetoInfo:
     kx, ky = result.objectives[:2]
-    ids, xs, ys, statuses = [], [], [], []
+    ids: list[str] = []
+    xs: list[float] = []
+    ys: list[float] = []
+    statuses: list[str] = []
     for trial in result.trials:
         last = trial.history[-1].metrics if trial.history else {}
         x, y = last.get(kx), last.get(ky)
