@@ -8,7 +8,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
 
@@ -21,6 +21,15 @@ def _clean(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
     return v
+
+
+@overload
+def _number(v: float | str) -> float: ...
+@overload
+def _number(v: None) -> None: ...
+def _number(v: float | str | None) -> float | None:
+    """A number written by :func:`_clean` read back (``"nan"``, ``"inf"``, ``"-inf"`` as floats)."""
+    return float(v) if isinstance(v, str) else v
 
 
 def write_result(result: SweepResult, path: Path) -> None:
@@ -41,20 +50,19 @@ def read_result(path: Path) -> SweepResult:
     """
     d = json.loads(Path(path).read_text())
 
-    def num(v):
-        return float(v) if isinstance(v, str) else v
-
-    def epoch(h: dict) -> EpochRecord:
+    def epoch(h: dict[str, Any]) -> EpochRecord:
         return EpochRecord(
-            epoch=h["epoch"], objective=num(h["objective"]), metrics={k: num(x) for k, x in h["metrics"].items()}
+            epoch=h["epoch"],
+            objective=_number(h["objective"]),
+            metrics={k: _number(x) for k, x in h["metrics"].items()},
         )
 
     trials = tuple(
         TrialRecord(
             **{
                 **t,
-                "objective_last": num(t["objective_last"]),
-                "objective_best": num(t["objective_best"]),
+                "objective_last": _number(t["objective_last"]),
+                "objective_best": _number(t["objective_best"]),
                 "history": tuple(epoch(h) for h in t["history"]),
             }
         )
@@ -65,7 +73,9 @@ def read_result(path: Path) -> SweepResult:
         for p in d["parameters"]
     )
     kfold = tuple(
-        KFoldRecord(**{**k, "fold_scores": tuple(num(x) for x in k["fold_scores"]), "test_score": num(k["test_score"])})
+        KFoldRecord(
+            **{**k, "fold_scores": tuple(_number(x) for x in k["fold_scores"]), "test_score": _number(k["test_score"])}
+        )
         for k in d["kfold"]
     )
     return SweepResult(

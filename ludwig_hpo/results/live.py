@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from ludwig_hpo.results.records import EpochRecord, TrialRecord
+from ludwig_hpo.results.records import EpochRecord, TrialRecord, TrialStatus
 
 
 class TrialDescription(NamedTuple):
@@ -30,7 +30,7 @@ class LiveTrial:
     name: str
     started: float = field(default_factory=time.time)
     ended: float | None = None
-    status: str = "RUNNING"
+    status: TrialStatus = "RUNNING"
     history: list[EpochRecord] = field(default_factory=list)
     last: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -48,6 +48,7 @@ class LiveTrial:
     config: dict[str, Any] = field(default_factory=dict)
 
     def best(self, sign: float) -> float | None:
+        """The best finite objective reported so far (``sign``: +1 minimizes, -1 maximizes), or None."""
         vals = [h.objective for h in self.history if math.isfinite(h.objective)]
         return min(vals, key=lambda v: sign * v) if vals else None
 

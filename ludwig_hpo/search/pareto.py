@@ -4,10 +4,12 @@ objective. Pure (no Ray, no Optuna), so the sweep driver and the report read it 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+
+from ludwig_hpo.results.records import TrialRecord
 
 
-def pareto_trial_ids(records: Iterable, objectives: list[tuple[str, str]]) -> tuple[str, ...]:
+def pareto_trial_ids(records: Iterable[TrialRecord], objectives: Sequence[tuple[str, str]]) -> tuple[str, ...]:
     """Trials not dominated on ``objectives`` (``[(reported key, goal)]``), by the metrics of
     each trial's last reported epoch; failed trials and trials missing a metric are left out.
 
@@ -15,7 +17,7 @@ def pareto_trial_ids(records: Iterable, objectives: list[tuple[str, str]]) -> tu
     one. ``records``: :class:`~ludwig_hpo.results.TrialRecord` values, in any order; the
     result keeps their order. Runs in the driver or the process building the report.
     """
-    points = []
+    points: list[tuple[str, list[float]]] = []
     for r in records:
         last = r.history[-1].metrics if r.history else {}
         if r.status == "FAILED" or any(
@@ -24,7 +26,7 @@ def pareto_trial_ids(records: Iterable, objectives: list[tuple[str, str]]) -> tu
             continue
         points.append((r.trial_id, [last[k] * (1.0 if g == "minimize" else -1.0) for k, g in objectives]))
 
-    def dominates(a, b):
+    def dominates(a: list[float], b: list[float]) -> bool:
         return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
 
     return tuple(tid for tid, p in points if not any(dominates(q, p) for _, q in points))

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import optuna
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import (
     AsyncHyperBandScheduler,
     FIFOScheduler,
@@ -31,72 +32,88 @@ from ray.tune.schedulers import (
 )
 
 from ludwig_hpo.config.hyperopt import HyperoptConfig
-from ludwig_hpo.config.spaces import ParamSpace
+from ludwig_hpo.config.schedulers import (
+    AsyncHyperbandScheduler,
+    FifoScheduler,
+    HyperbandScheduler,
+    MedianStoppingRuleScheduler,
+    PbtScheduler,
+)
+from ludwig_hpo.config.spaces import parse_space
 from ludwig_hpo.search.space import clip_encoded, encode_value, to_optuna, tune_domain
 from ludwig_hpo.train.report_keys import OBJECTIVE
 
+if TYPE_CHECKING:
+    from ray.tune.execution.tune_controller import TuneController
 
-class _ReusedActorsToNewTrials:
+
+class _ReusedActorsToNewTrials(FIFOScheduler):
     """Mixin for a FIFO-ordered scheduler: name a PAUSED trial to resume, never a PENDING one.
     Runs in the driver, on Tune's event loop.
 
     Tune starts PENDING trials in order without the scheduler's help: a trial that no actor
     has been requested for gets a cached one (``reuse_actors``, the trial actor of a trial
     that just ended) when there is one, and otherwise requests a new actor (a cached actor
-    no new trial takes goes to any pending trial). The trial that
-    FIFO's choice names is instead the oldest PENDING one, whose new actor is already
-    requested, often already starting; Tune hands it the cached actor and kills the starting
-    one, which frees its trial slot for the next trial's new actor. When trials end sooner
-    than a trial actor starts (~1.5 CPU seconds), every trial then started an actor that
-    never ran one: 25 actor processes for 300 short trials, 4 at a time, in
-    ``bench/bookkeeping.py``, 4 with this mixin.
+    no new trial takes goes to any pending trial). The trial that FIFO's choice names is
+    instead the oldest PENDING one, whose new actor is already requested, often already
+    starting; Tune hands it the cached actor and kills the starting one, which frees its trial
+    slot for the next trial's new actor. When trials end sooner than a trial actor starts,
+    every trial would then start an actor that never runs one.
     """
 
-    def choose_trial_to_run(self, tune_controller):
-        from ray.tune.experiment import Trial
-
-        for trial in tune_controller.get_trials():
+    def choose_trial_to_run(self, tune_controller: TuneController) -> Trial | None:
+        trials: list[Trial] = tune_controller.get_trials()  # type: ignore[no-untyped-call]  # unannotated in Ray
+        for trial in trials:
             if trial.status == Trial.PAUSED:
                 return trial
         return None
 
 
-class Fifo(_ReusedActorsToNewTrials, FIFOScheduler):
+class Fifo(_ReusedActorsToNewTrials):
     """Tune's FIFO scheduler (no early stopping); reused actors go to new trials."""
 
 
-class _WorstValueOnError:
+class _RayProgress(Protocol):
+    """What :class:`_WorstValueOnError` reads of the Ray scheduler it extends (ASHA, the median
+    stopping rule): the metric, its mode and the progress attribute, kept in private attributes."""
+
+    _metric: str
+    _mode: str
+    _time_attr: str
+
+
+class _WorstValueOnError(FIFOScheduler):
     """Mixin: tell the scheduler a failed trial's result as the worst objective seen so far
     (by any trial), at the epoch after its last reported one."""
 
     _worst_seen: float | None = None
 
-    def _note(self, result: dict) -> None:
-        v = result.get(self._metric)
+    def _note(self, result: dict[str, Any]) -> None:
+        ray = cast(_RayProgress, self)
+        v = result.get(ray._metric)
         if isinstance(v, (int, float)) and math.isfinite(v):
-            sign = 1.0 if self._mode == "min" else -1.0
+            sign = 1.0 if ray._mode == "min" else -1.0
             if self._worst_seen is None or sign * v > sign * self._worst_seen:
                 self._worst_seen = float(v)
 
-    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+    def on_trial_result(self, tune_controller: TuneController, trial: Trial, result: dict[str, Any]) -> str:
         self._note(result)
         return super().on_trial_result(tune_controller, trial, result)
 
-    def on_trial_error(self, tune_controller, trial) -> None:
-        from ray.tune.experiment import Trial
-
+    def on_trial_error(self, tune_controller: TuneController, trial: Trial) -> None:
         if trial.status == Trial.ERROR:  # Tune will run it again (executor.max_failures): not over yet
             super().on_trial_error(tune_controller, trial)
             return
+        ray = cast(_RayProgress, self)
         last = trial.last_result or {}
         if self._worst_seen is not None and self._trial_known(trial):
-            t = last.get(self._time_attr)
+            t = last.get(ray._time_attr)
             at = (t + 1) if isinstance(t, (int, float)) else 1
-            self.on_trial_complete(tune_controller, trial, {self._time_attr: at, self._metric: self._worst_seen})
+            self.on_trial_complete(tune_controller, trial, {ray._time_attr: at, ray._metric: self._worst_seen})
         else:
             super().on_trial_error(tune_controller, trial)
 
-    def _trial_known(self, trial) -> bool:
+    def _trial_known(self, trial: Trial) -> bool:
         return True
 
 
@@ -104,7 +121,7 @@ class AshaScheduler(_ReusedActorsToNewTrials, _WorstValueOnError, AsyncHyperBand
     """Tune's ASHA; a failed trial occupies its rung with the worst value seen; reused actors
     go to new trials."""
 
-    def _trial_known(self, trial) -> bool:
+    def _trial_known(self, trial: Trial) -> bool:
         return trial.trial_id in self._trial_info
 
 
@@ -119,13 +136,14 @@ class Pbt(PopulationBasedTraining):
 
     Args:
         max_t: the last epoch of a trial (None when time counts seconds).
+        kwargs: :class:`~ray.tune.schedulers.PopulationBasedTraining`'s options.
     """
 
-    def __init__(self, *args, max_t: int | None = None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *, max_t: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._max_t = max_t
 
-    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+    def on_trial_result(self, tune_controller: TuneController, trial: Trial, result: dict[str, Any]) -> str:
         if self._max_t is not None and result.get(self._time_attr, 0) >= self._max_t:
             return TrialScheduler.CONTINUE
         return super().on_trial_result(tune_controller, trial, result)
@@ -139,10 +157,10 @@ class PbtExplore:
         dists: ``{parameter path: Optuna distribution of its encoded values}``.
     """
 
-    def __init__(self, dists: dict[str, Any]) -> None:
+    def __init__(self, dists: dict[str, optuna.distributions.BaseDistribution]) -> None:
         self.dists = dists
 
-    def __call__(self, config: dict) -> dict:
+    def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for k, v in config.items():
             d = self.dists.get(k)
@@ -157,8 +175,6 @@ def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
     or a Tune domain (the parameter's own space when the sweep file gives null, or the
     mutation space it gives). Without ``hyperparam_mutations`` in the file: every searched
     parameter PBT may change (:func:`~ludwig_hpo.config.schedulers.pbt_mutable`)."""
-    from pydantic import TypeAdapter
-
     spaces = hp.parameters
     out: dict[str, Any] = {}
     for path, values in hp.pbt_mutated.items():
@@ -171,7 +187,7 @@ def pbt_mutations(hp: HyperoptConfig) -> dict[str, Any]:
                 else tune_domain(dist)
             )
         elif isinstance(values, dict):
-            out[path] = tune_domain(to_optuna(TypeAdapter(ParamSpace).validate_python(values)))
+            out[path] = tune_domain(to_optuna(parse_space(values)))
         else:
             out[path] = [encode_value(spaces[path], v) for v in values]
     return out
@@ -184,7 +200,7 @@ def pbt_checkpoints(hp: HyperoptConfig) -> tuple[int, int]:
     a fractional interval, or one counted in seconds, checkpoints every epoch. ``(0, 0)``
     without PBT."""
     sch = hp.scheduler
-    if sch.type != "pbt":
+    if not isinstance(sch, PbtScheduler):
         return 0, 0
     interval = sch.perturbation_interval
     if not sch.in_epochs or interval != int(interval):
@@ -203,15 +219,15 @@ def stop_epochs(hp: HyperoptConfig, epochs: int) -> tuple[int, ...]:
     (whose exploited trials go on) never. ``epochs``: the trial's ``trainer.epochs``.
     """
     sch = hp.scheduler
-    if sch.type in ("fifo", "pbt"):
+    if isinstance(sch, (FifoScheduler, PbtScheduler)):
         return ()
     every = tuple(range(1, epochs + 1))
-    if not sch.in_epochs or sch.type == "hyperband":
+    if not sch.in_epochs or isinstance(sch, HyperbandScheduler):
         return every
-    if sch.type == "median_stopping_rule":
+    if isinstance(sch, MedianStoppingRuleScheduler):
         return tuple(e for e in every if e >= sch.grace_period)
-    max_t = getattr(sch, "max_t", None) or epochs  # as make_scheduler sets it
-    rungs = set()
+    max_t = sch.max_t or epochs  # as make_scheduler sets it
+    rungs: set[int] = set()
     for s in range(sch.brackets):
         count = int(math.log(max_t / sch.grace_period) / math.log(sch.reduction_factor) - s + 1)
         # a trial reaches a rung at the first epoch at or past it
@@ -221,13 +237,13 @@ def stop_epochs(hp: HyperoptConfig, epochs: int) -> tuple[int, ...]:
 
 def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
     """The Tune scheduler of ``hyperopt.scheduler``; ``max_t`` defaults to ``epochs`` when
-    progress counts epochs. Option names are Ray Tune's (and Ludwig's)."""
+    progress counts epochs. Option names are Ray Tune's (and Ludwig's). Runs in the driver."""
     mode = "min" if hp.goal == "minimize" else "max"
     sch = hp.scheduler
-    if sch.type == "fifo":
-        return Fifo()
-    common = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
-    if sch.type == "pbt":
+    if isinstance(sch, FifoScheduler):
+        return Fifo()  # type: ignore[no-untyped-call]  # Ray's FIFOScheduler.__init__ has no annotations
+    common: dict[str, Any] = {"time_attr": sch.tune_time_attr, "metric": OBJECTIVE, "mode": mode}
+    if isinstance(sch, PbtScheduler):
         return Pbt(
             max_t=epochs if sch.in_epochs else None,
             perturbation_interval=sch.perturbation_interval,
@@ -242,26 +258,27 @@ def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
             synch=sch.synch,
             **common,
         )
-    max_t = getattr(sch, "max_t", None) or epochs
-    if sch.type in ("async_hyperband", "asha"):
+    if isinstance(sch, AsyncHyperbandScheduler):
         return AshaScheduler(
-            max_t=max_t,
+            max_t=sch.max_t or epochs,
             grace_period=sch.grace_period,
             reduction_factor=sch.reduction_factor,
             brackets=sch.brackets,
             stop_last_trials=sch.stop_last_trials,
             **common,
         )
-    if sch.type == "hyperband":
+    if isinstance(sch, HyperbandScheduler):
         return HyperBandScheduler(
-            max_t=max_t, reduction_factor=sch.reduction_factor, stop_last_trials=sch.stop_last_trials, **common
-        )
-    if sch.type == "median_stopping_rule":
-        return MedianStoppingScheduler(
-            grace_period=sch.grace_period,
-            min_samples_required=sch.min_samples_required,
-            min_time_slice=sch.min_time_slice,
-            hard_stop=sch.hard_stop,
+            max_t=sch.max_t or epochs,
+            reduction_factor=sch.reduction_factor,
+            stop_last_trials=sch.stop_last_trials,
             **common,
         )
-    raise ValueError(f"unknown scheduler {sch.type!r}")  # the schema admits no other
+    return MedianStoppingScheduler(
+        grace_period=sch.grace_period,
+        min_samples_required=sch.min_samples_required,
+        # Ray annotates min_time_slice as int, but it counts time_attr units (seconds: a float)
+        min_time_slice=sch.min_time_slice,  # type: ignore[arg-type]
+        hard_stop=sch.hard_stop,
+        **common,
+    )
