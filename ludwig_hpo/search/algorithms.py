@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import Any, cast
 
 import optuna
+from optuna.distributions import BaseDistribution
+from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from ludwig_hpo.config.hyperopt import HyperoptConfig
@@ -70,31 +72,44 @@ class _Search(OptunaSearch):
     with several objectives, the worst value of each."""
 
     def __init__(
-        self, *args, enqueue: list[dict[str, Any]], mode: str | list[str], limit: int | None = None, **kwargs
+        self,
+        *,
+        space: dict[str, BaseDistribution],
+        metric: str | list[str],
+        mode: str | list[str],
+        sampler: optuna.samplers.BaseSampler,
+        enqueue: list[dict[str, Any]],
+        limit: int | None = None,
     ) -> None:
         self._enqueue = enqueue
         self._limit = limit
         self._adopted: set[str] = set()
         modes = mode if isinstance(mode, list) else [mode]
         self._signs = [1.0 if m == "min" else -1.0 for m in modes]
-        super().__init__(*args, mode=mode, **kwargs)
+        super().__init__(space=space, metric=metric, mode=mode, sampler=sampler)
 
-    def _setup_study(self, mode):
+    def _study(self) -> optuna.Study | None:
+        # OptunaSearch first sets _ot_study to None, so type checkers infer None for it
+        return cast("optuna.Study | None", self._ot_study)
+
+    def _setup_study(self, mode: str | list[str]) -> None:
         super()._setup_study(mode)
-        for point in self._enqueue:
-            self._ot_study.enqueue_trial(point)
+        study = self._study()
+        if study is not None:
+            for point in self._enqueue:
+                study.enqueue_trial(point)
 
-    def suggest(self, trial_id: str):
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
         """Optuna's next configuration, or ``FINISHED`` once the sweep has ``limit`` trials
-        (counting those that ended after Tune last saved its state)."""
-        from ray.tune.search import Searcher
-
+        (counting those that ended after Tune last saved its state). Runs in the driver."""
         limit = getattr(self, "_limit", None)  # None in a searcher pickled by an earlier version
+        study = self._study()
         # Tune stops at num_samples by itself; only adopted trials make the count differ
-        if limit is not None and getattr(self, "_adopted", None) and self._ot_study is not None:
-            started = sum(t.state != optuna.trial.TrialState.WAITING for t in self._ot_study.get_trials(deepcopy=False))
+        if limit is not None and getattr(self, "_adopted", None) and study is not None:
+            started = sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
             if started >= limit:
-                return Searcher.FINISHED
+                # Searcher.suggest is annotated Optional[Dict], but Tune reads FINISHED from it too
+                return Searcher.FINISHED  # type: ignore[return-value]
         return super().suggest(trial_id)
 
     def adopt_ended(self, trial_id: str, params: dict[str, Any], result: dict[str, Any]) -> bool:
@@ -113,41 +128,57 @@ class _Search(OptunaSearch):
             or a metric is missing from ``result``).
         """
         adopted: set[str] = getattr(self, "_adopted", set())  # absent in searchers pickled by earlier versions
-        keys = self.metric if isinstance(self.metric, list) else [self.metric]
-        if self._ot_study is None or trial_id in adopted:
+        keys = self._metric_keys()
+        study = self._study()
+        if study is None or trial_id in adopted:
             return False
         if not all(isinstance(result.get(k), (int, float)) for k in keys):
             return False
-        self._ot_study.add_trial(
+        space = self._distributions()
+        study.add_trial(
             optuna.trial.create_trial(
                 params=params,
-                distributions={p: self._space[p] for p in params if p in self._space},
+                distributions={p: space[p] for p in params if p in space},
                 values=[float(result[k]) for k in keys],
             )
         )
         self._adopted = adopted | {trial_id}
         return True
 
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        keys = self.metric if isinstance(self.metric, list) else [self.metric]
-        if error and not (result and all(result.get(k) is not None for k in keys)):
+    def _metric_keys(self) -> list[str]:
+        metric: str | list[str] = self.metric
+        return metric if isinstance(metric, list) else [metric]
+
+    def _distributions(self) -> dict[str, BaseDistribution]:
+        # OptunaSearch types its space as any of its accepted forms; make_searcher gives a mapping
+        return cast("dict[str, BaseDistribution]", self._space)
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        keys = self._metric_keys()
+        study = self._study()
+        if study is not None and error and not (result and all(result.get(k) is not None for k in keys)):
             done = [
                 t.values
-                for t in self._ot_study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                 if t.values is not None and all(math.isfinite(v) for v in t.values)
             ]
             if done:
-                worst = [max((v[i] for v in done), key=lambda x, s=sign: s * x) for i, sign in enumerate(self._signs)]
+                worst = [_worst(done, i, sign) for i, sign in enumerate(self._signs)]
                 result = {**(result or {}), **dict(zip(keys, worst, strict=True))}
                 error = False
         super().on_trial_complete(trial_id, result=result, error=error)
+
+
+def _worst(values: list[list[float]], i: int, sign: float) -> float:
+    """The worst ``i``-th objective of ``values`` (``sign``: +1 minimizes, -1 maximizes)."""
+    return max((v[i] for v in values), key=lambda x: sign * x)
 
 
 def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None = None) -> OptunaSearch:
     """``OptunaSearch`` over the declared parameters, optimizing :data:`~ludwig_hpo.train.report_keys.OBJECTIVE` toward
     ``goal``, or, with several ``objectives`` (``[(reported key, goal)]``, from
     :attr:`SweepConfig.objectives`), every one of them (a Pareto front)."""
-    space: dict[str, Any] = {path: to_optuna(s) for path, s in hp.parameters.items()}
+    space = {path: to_optuna(s) for path, s in hp.parameters.items()}
     if objectives and len(objectives) > 1:
         metric: str | list[str] = [k for k, _ in objectives]
         mode: str | list[str] = ["min" if g == "minimize" else "max" for _, g in objectives]
