@@ -127,6 +127,8 @@ class _Feature(_Base):
 
 
 class NumberInputFeature(_Feature):
+    """A numeric column, fed as (batch, 1) floats after ``preprocessing``."""
+
     type: Literal["number"]
     encoder: Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")] = PassthroughEncoder()
     preprocessing: NumberPreprocessing = NumberPreprocessing()
@@ -134,17 +136,23 @@ class NumberInputFeature(_Feature):
 
 
 class BinaryInputFeature(_Feature):
+    """A column of two distinct values, fed as (batch, 1) floats of 0 and 1."""
+
     type: Literal["binary"]
     encoder: PassthroughEncoder = PassthroughEncoder()
 
 
 class CategoryInputFeature(_Feature):
+    """A column of classes, fed as (batch,) ids (0 for a class unseen in the training split)."""
+
     type: Literal["category"]
     encoder: EmbedEncoder = EmbedEncoder()
     _fill = field_validator("encoder", mode="before")(default_type("dense"))
 
 
 class ImageInputFeature(_Feature):
+    """A column of image files or arrays, fed as (batch, height, width) floats after ``preprocessing``."""
+
     type: Literal["image"]
     encoder: StackedCNNEncoder = StackedCNNEncoder()
     preprocessing: ImagePreprocessing = ImagePreprocessing()

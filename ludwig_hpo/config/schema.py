@@ -71,6 +71,9 @@ class CombinerConfig(_Base):
 
 # ---------------------------------------------------------------------------- trainer
 class OptimizerConfig(_Base):
+    """The optimizer: ``adam``, ``adamw`` or ``sgd``, with ``weight_decay`` (all three) and
+    ``momentum`` (``sgd`` only)."""
+
     type: Literal["adam", "adamw", "sgd"] = "adam"
     weight_decay: float = Field(default=0.0, ge=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
@@ -141,6 +144,8 @@ class TrackingConfig(_Base):
 
 
 class ReportConfig(_Base):
+    """``enabled``: write ``report.html`` after the search (and log it to the parent MLflow run)."""
+
     enabled: bool = True
 
 

@@ -39,6 +39,7 @@ class Space(_Base):
         space: str  # every space declares its tag as a Literal
 
     def describe(self) -> str:  # pragma: no cover - every subclass overrides
+        """One line for ``hpo validate``: the values and scale of the space."""
         raise NotImplementedError
 
     def probe_values(self) -> list[Any]:
