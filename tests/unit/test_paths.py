@@ -160,3 +160,22 @@ def test_resolve_trial_config_bad_path(raw):
         resolve_trial_config(raw, {"nope.x": 1})
     assert info.value.key == "hyperopt.parameters"
     assert "neither a section" in info.value.message
+
+
+def test_overrides_may_start_with_any_top_level_key(raw):
+    set_path(raw, "backend.num_workers", 3, any_top_level=True)
+    set_path(raw, "name", "renamed", any_top_level=True)
+    set_path(raw, "image.encoder.channels", 8, any_top_level=True)
+    assert raw["backend"]["num_workers"] == 3 and raw["name"] == "renamed"
+    assert raw["input_features"][0]["encoder"] == {"channels": 8}
+    with pytest.raises(PathError, match="neither a section"):
+        set_path(raw, "backend.num_workers", 3)
+
+
+@pytest.mark.parametrize("any_top_level", [False, True])
+def test_both_grammars_refuse_empty_parts_and_walking_into_values(raw, any_top_level):
+    with pytest.raises(PathError, match="has an empty part"):
+        set_path(raw, "trainer..x", 1, any_top_level=any_top_level)
+    with pytest.raises(PathError, match="walks into 'trainer.epochs', which is a value") as info:
+        set_path(raw, "trainer.epochs.x", 1, any_top_level=any_top_level)
+    assert info.value.fix == "end the path at a field"
