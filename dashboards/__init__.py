@@ -1,7 +1,7 @@
 """Sweep reports: trials table → figure info → plotly figures → one HTML page.
 
-``build_report(result, out_dir)`` writes ``report.html`` and ``hiplot.html`` for a
-:class:`ludwig_hpo.results.SweepResult`; ``load_sweep_result(uri, experiment=... | run_id=...)``
+``build_report(result, report_path, hiplot_path)`` writes the report page and its HiPlot page
+for a :class:`ludwig_hpo.results.SweepResult`; ``load_sweep_result(uri, experiment=... | run_id=...)``
 rebuilds that result from the sweep's MLflow runs alone. ``trials_table(result)`` (one row
 per trial), ``epochs_table(result)`` (one row per trial and epoch) and
 ``kfold_table(result)`` (one row per k-fold or test score) are the tidy tables everything
