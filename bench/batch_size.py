@@ -9,8 +9,10 @@ and ``sweeps/breast_cancer.yaml`` (one worker process, the sweep's base configur
   space (Optuna TPE, the file's seed, no feedback), each looked up in a shared cache by the
   same key the trials use.
 
-Last line: ``throughput_ratio=<x> tuning_fraction=<y> cache_hit_rate=<z>`` (worst model's).
-Run: ``python bench/batch_size.py``.
+Last line: ``throughput_ratio=<x> tuning_fraction=<y> cache_hit_rate=<z>`` (worst model's);
+the figures also go to ``bench/results/batch_size.json`` (see ``bench/_results.py``).
+Run: ``python bench/batch_size.py`` (``--epochs``, ``--steps``, ``--repeats``, ``--cache-trials``
+shrink it; the defaults are the measured configuration).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -31,28 +34,38 @@ from ludwig_hpo.search.space import decode, to_optuna
 from ludwig_hpo.train.autobatch import MIN_STEPS_PER_EPOCH, describe_model
 from ludwig_hpo.train.batch_size import MemoryCache, cache_key
 from ludwig_hpo.train.data import DeviceData
-from ludwig_hpo.train.loop import Job, _combined_loss, _make_optimizer, train_loop
+from ludwig_hpo.train.loop import Job, train_loop
 from ludwig_hpo.train.probe import make_train_probe
+from ludwig_hpo.train.step import combined_loss, make_optimizer
+
+from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ("digits.yaml", "breast_cancer.yaml")
-REPEATS = 3
 
 
-def exhaustive(cfg, data, cap: int, also: int) -> dict[int, float]:
-    """samples/s at every power of two up to ``cap``, ``cap`` and ``also``: median of REPEATS probes of 20 steps."""
+def exhaustive(cfg, data, cap: int, also: int, *, steps: int, repeats: int) -> dict[int, float]:
+    """samples/s at every power of two up to ``cap``, ``cap`` and ``also``: median of ``repeats``
+    probes of ``steps`` steps each (after 3 warm-up steps)."""
     torch.manual_seed(cfg.trainer.seed)
     dd = DeviceData(data, torch.device("cpu"))
     model = build_model(cfg, data.meta)
-    opt = _make_optimizer(cfg, model.parameters())
+    opt = make_optimizer(cfg, model.parameters(), cfg.trainer.learning_rate)
     probe = make_train_probe(
-        model, opt, lambda x, y: _combined_loss(cfg, model(x), y), dd, data.splits["train"], seed=0, warmup=3, steps=20
+        model,
+        opt,
+        lambda x, y: combined_loss(cfg, model(x), y),
+        dd,
+        data.splits["train"],
+        seed=0,
+        warmup=3,
+        steps=steps,
     )
     sizes = sorted({2**i for i in range(int(math.log2(cap)) + 1)} | {cap, also})
-    return {b: statistics.median(probe(b) for _ in range(REPEATS)) for b in sizes}
+    return {b: statistics.median(probe(b) for _ in range(repeats)) for b in sizes}
 
 
-def hit_rate(loaded, data, n: int = 16) -> tuple[float, int]:
+def hit_rate(loaded, data, n: int) -> tuple[float, int]:
     """(hit rate, misses) of the batch-size cache over ``n`` trials sampled from the search space."""
     hp = loaded.config.hyperopt
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=hp.search_alg.seed))
@@ -87,33 +100,65 @@ def hit_rate(loaded, data, n: int = 16) -> tuple[float, int]:
 
 
 def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument(
+        "--epochs", type=int, default=None, help="epochs of the trial's training run (default: the sweep's)"
+    )
+    ap.add_argument(
+        "--steps", type=int, default=20, help="measured steps per probe of the exhaustive sweep (default 20)"
+    )
+    ap.add_argument("--repeats", type=int, default=3, help="probes per size of the exhaustive sweep (default 3)")
+    ap.add_argument("--cache-trials", type=int, default=16, help="sampled trials of the cache hit rate (default 16)")
+    args = ap.parse_args()
+    run = BenchRun("batch_size", args)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     torch.set_num_threads(1)
     ratios, fractions, rates = [], [], []
+    details: dict[str, Any] = {}
+    n = args.cache_trials
     for name in SWEEPS:
         loaded = load_sweep(ROOT / "sweeps" / name)
         cfg = loaded.config
         data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
         reports: list[dict] = []
-        train_loop(cfg, data, Job(), lambda m, c, out=reports: out.append(m))
+        train_loop(cfg, data, Job(epochs=args.epochs), lambda m, c, out=reports: out.append(m))
         chosen = reports[0]["batch_size"]
         tuning_s, train_s = reports[0]["batch_size_tuning_s"], reports[-1]["train_time_s"]
         cap = max(1, min(cfg.trainer.max_batch_size, len(data.splits["train"]) // MIN_STEPS_PER_EPOCH))
-        speeds = exhaustive(cfg, data, cap, also=chosen)
+        speeds = exhaustive(cfg, data, cap, also=chosen, steps=args.steps, repeats=args.repeats)
         best_size = max(speeds, key=speeds.get)
         ratio = speeds[chosen] / speeds[best_size]
-        rate, misses = hit_rate(loaded, data)
+        rate, misses = hit_rate(loaded, data, n)
         print(
             f"{name}: chosen batch size {chosen} (tried {reports[0].get('batch_size_tried', '-')}); "
             f"exhaustive samples/s {{{', '.join(f'{b}: {s:.0f}' for b, s in speeds.items())}}}; "
             f"best {best_size}; throughput ratio {ratio:.3f}; tuning {tuning_s:.3f}s / training "
-            f"{train_s:.3f}s = {tuning_s / train_s:.3f} per tuned trial; cache hit rate over 16 trials "
-            f"{rate:.2f}, so tuning / training over those 16 trials = {misses * tuning_s / (16 * train_s):.3f}"
+            f"{train_s:.3f}s = {tuning_s / train_s:.3f} per tuned trial; cache hit rate over {n} trials "
+            f"{rate:.2f}, so tuning / training over those {n} trials = {misses * tuning_s / (n * train_s):.3f}",
+            flush=True,
         )
         ratios.append(ratio)
         fractions.append(tuning_s / train_s)
         rates.append(rate)
-    print(f"throughput_ratio={min(ratios):.3f} tuning_fraction={max(fractions):.3f} cache_hit_rate={min(rates):.2f}")
+        details[name] = {
+            "chosen_batch_size": chosen,
+            "batch_size_tried": reports[0].get("batch_size_tried"),
+            "samples_per_s_by_size": speeds,
+            "best_batch_size": best_size,
+            "throughput_ratio": ratio,
+            "tuning_s": tuning_s,
+            "train_s": train_s,
+            "tuning_fraction": tuning_s / train_s,
+            "cache_hit_rate": rate,
+        }
+    run.finish(
+        {
+            "throughput_ratio": Figure(min(ratios), ".3f"),
+            "tuning_fraction": Figure(max(fractions), ".3f"),
+            "cache_hit_rate": Figure(min(rates), ".2f"),
+        },
+        details,
+    )
 
 
 if __name__ == "__main__":

@@ -23,13 +23,13 @@ the store in its own process: the wait for its answers), the driver's peak resid
 what bounds the wall time on a small machine: the CPU seconds per trial of every process on
 the machine (``/proc/stat``, Linux) and how many trial actor processes Ray started.
 
-Last line: ``driver_s_per_trial=<x> peak_rss_mb=<y>``. Run: ``python bench/bookkeeping.py``
+Last line: ``driver_s_per_trial=<x> peak_rss_mb=<y>``; the figures also go to
+``bench/results/bookkeeping.json`` (see ``bench/_results.py``). Run: ``python bench/bookkeeping.py``
 (``--trials``, ``--concurrency``, ``--profile`` for the driver's cProfile top functions).
 """
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import math
 import os
@@ -51,6 +51,8 @@ from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode, param_infos
 from ludwig_hpo.tracking.sink import MlflowSink
 from ludwig_hpo.train.report_keys import OBJECTIVE
+
+from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,31 +113,42 @@ class Timed:
         return getattr(self._inner, name)
 
 
-class TimedOptunaSearch(OptunaSearch):
-    """``OptunaSearch`` whose suggest / result / complete calls add up in ``seconds`` (driver)."""
+class TimedSearchCalls:
+    """Mixin over a Tune searcher class: its suggest / result / complete calls add up in
+    ``seconds`` (driver). :func:`timed_searcher` puts it under a built searcher."""
 
-    seconds = 0.0
+    seconds: float
 
     def suggest(self, trial_id):
         t = time.perf_counter()
         try:
             return super().suggest(trial_id)
         finally:
-            TimedOptunaSearch.seconds += time.perf_counter() - t
+            self.seconds += time.perf_counter() - t
 
     def on_trial_result(self, trial_id, result):
         t = time.perf_counter()
         try:
             return super().on_trial_result(trial_id, result)
         finally:
-            TimedOptunaSearch.seconds += time.perf_counter() - t
+            self.seconds += time.perf_counter() - t
 
     def on_trial_complete(self, trial_id, result=None, error=False):
         t = time.perf_counter()
         try:
             return super().on_trial_complete(trial_id, result, error)
         finally:
-            TimedOptunaSearch.seconds += time.perf_counter() - t
+            self.seconds += time.perf_counter() - t
+
+
+def timed_searcher(searcher: OptunaSearch) -> OptunaSearch:
+    """The same searcher object, its calls timed from now on: its class becomes a subclass of
+    its own class under :class:`TimedSearchCalls`, so the sweep's searcher behaves as in a sweep
+    (its state, study and seed kept)."""
+    cls = type(searcher)
+    searcher.__class__ = type(f"Timed{cls.__name__}", (TimedSearchCalls, cls), {})
+    searcher.seconds = 0.0
+    return searcher
 
 
 def machine_busy_s() -> float | None:
@@ -163,16 +176,23 @@ def trial_actors_started() -> int | None:
 
 
 def cpu_s() -> float:
+    """CPU seconds (user + system) of this process so far."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=4, help="max_concurrent_trials (default 4)")
     ap.add_argument("--epochs", type=int, default=3, help="reports per trial (default 3)")
     ap.add_argument("--profile", action="store_true", help="print the driver's top functions by cumulative time")
+    ap.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="folder of the sweep's MLflow store, Tune state and results file (default: a new temp folder, kept)",
+    )
     ap.add_argument(
         "--in-process-store",
         action="store_true",
@@ -184,6 +204,7 @@ def main() -> None:
         help="leave the MLflow sink out (to measure its share of the driver's time)",
     )
     args = ap.parse_args()
+    run = BenchRun("bookkeeping", args)
 
     import optuna
     from ray import tune
@@ -197,7 +218,8 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     loaded = load_sweep(ROOT / "sweeps" / "breast_cancer.yaml")
     hp = loaded.config.hyperopt
-    out = Path(tempfile.mkdtemp(prefix="hpo-bench-bookkeeping-"))
+    out = args.output_dir or Path(tempfile.mkdtemp(prefix="hpo-bench-bookkeeping-"))
+    out.mkdir(parents=True, exist_ok=True)
     store = (MlflowStore if args.in_process_store else StoreProcess)(f"sqlite:///{out / 'mlflow.db'}", "bookkeeping")
     parent = store.start_run("bookkeeping", params={"trials": args.trials})
     # the sink's time on Tune's event loop (queueing its writes, and waiting for them at the end),
@@ -214,8 +236,7 @@ def main() -> None:
             f"trial_{tid}",
         ),
     )
-    searcher = make_searcher(hp)
-    searcher.__class__ = TimedOptunaSearch  # same object, its calls timed
+    searcher = timed_searcher(make_searcher(hp))
     console = Console()
     profiler = cProfile.Profile() if args.profile else None
     with local_cluster(num_cpus=2, num_gpus=0, trial_slots=args.concurrency):
@@ -277,7 +298,7 @@ def main() -> None:
     )
     print(
         f"driver wall {wall:.1f}s = {wall / n:.4f}s per trial; driver CPU {cpu / n:.4f}s per trial; "
-        f"inside OptunaSearch {TimedOptunaSearch.seconds / n:.4f}s per trial; inside the MLflow sink "
+        f"inside OptunaSearch {searcher.seconds / n:.4f}s per trial; inside the MLflow sink "
         f"{sink.seconds / n:.4f}s per trial (its writes, on a background thread: {writes.seconds / n:.4f}s per "
         f"trial); peak RSS of the driver {peak_mb:.0f} MB"
     )
@@ -288,7 +309,21 @@ def main() -> None:
         )
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
-    print(f"driver_s_per_trial={wall / n:.4f} peak_rss_mb={peak_mb:.0f}")
+    run.finish(
+        {"driver_s_per_trial": Figure(wall / n, ".4f"), "peak_rss_mb": Figure(peak_mb, ".0f")},
+        {
+            "trials_recorded": n,
+            "trials_finished_or_stopped": done,
+            "driver_wall_s": wall,
+            "driver_cpu_s_per_trial": cpu / n,
+            "optuna_search_s_per_trial": searcher.seconds / n,
+            "mlflow_sink_s_per_trial": sink.seconds / n,
+            "mlflow_writes_s_per_trial": writes.seconds / n,
+            "machine_cpu_s_per_trial": None if machine is None else machine / n,
+            "trial_actors_started": actors,
+            "output_dir": str(out),
+        },
+    )
 
 
 if __name__ == "__main__":

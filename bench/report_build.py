@@ -8,14 +8,14 @@ early, k-fold of the top 3 configurations with 5 folds):
   written);
 - the size of ``report.html`` and ``hiplot.html``.
 
-Last line: ``trials=<n> build_s=<s> report_mb=<MB> hiplot_mb=<MB> importance_s=<s>``.
+Last line: ``trials=<n> build_s=<s> report_mb=<MB> hiplot_mb=<MB> importance_s=<s>``; the
+figures also go to ``bench/results/report_build.json`` (see ``bench/_results.py``).
 Run: ``python bench/report_build.py [N]``.
 """
 
 from __future__ import annotations
 
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +27,8 @@ from dashboards.importance import importance_figure, importance_info
 from dashboards.kfold import kfold_figure, kfold_info
 from dashboards.parallel import parallel_coordinates_figure, parallel_coordinates_info
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
+
+from _results import BenchRun, Figure, parser
 
 PARAMS = (
     ParamInfo("trainer.learning_rate", "loguniform", log=True, lower=1e-4, upper=1e-1),
@@ -102,34 +104,53 @@ def synthetic_sweep(n: int, seed: int = 0) -> SweepResult:
     )
 
 
-def _timed(label: str, fn):
+def _timed(label: str, fn, timings: dict[str, float]):
+    """``(fn(), seconds)``; prints the seconds and records them in ``timings[label]``."""
     t = time.perf_counter()
     out = fn()
-    print(f"  {label:<28} {time.perf_counter() - t:7.2f} s")
-    return out, time.perf_counter() - t
+    seconds = timings[label] = time.perf_counter() - t
+    print(f"  {label:<28} {seconds:7.2f} s")
+    return out, seconds
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    ap = parser(__doc__)
+    ap.add_argument("trials", type=int, nargs="?", default=1000, help="trials of the synthetic sweep (default 1000)")
+    args = ap.parse_args()
+    run = BenchRun("report_build", args)
+    n = args.trials
+    timings: dict[str, float] = {}
     sweep = synthetic_sweep(n)
     print(f"synthetic sweep: {n} trials, {sum(len(t.history) for t in sweep.trials)} epoch records")
     print("figure data + figure:")
-    importance, importance_s = _timed("importance (fANOVA)", lambda: importance_info(sweep))
-    _timed("importance figure", lambda: importance_figure(importance))
+    importance, importance_s = _timed("importance (fANOVA)", lambda: importance_info(sweep), timings)
+    _timed("importance figure", lambda: importance_figure(importance), timings)
     _timed(
-        "parallel coordinates", lambda: parallel_coordinates_figure(parallel_coordinates_info(sweep, importance.params))
+        "parallel coordinates",
+        lambda: parallel_coordinates_figure(parallel_coordinates_info(sweep, importance.params)),
+        timings,
     )
-    _timed("optimization history", lambda: history_figure(history_info(sweep)))
-    _timed("learning curves", lambda: curves_figure(curves_info(sweep)))
-    _timed("k-fold vs test", lambda: kfold_figure(kfold_info(sweep)))
+    _timed("optimization history", lambda: history_figure(history_info(sweep)), timings)
+    _timed("learning curves", lambda: curves_figure(curves_info(sweep)), timings)
+    _timed("k-fold vs test", lambda: kfold_figure(kfold_info(sweep)), timings)
     with tempfile.TemporaryDirectory() as tmp:
-        path, build_s = _timed("build_report (both pages)", lambda: build_report(sweep, Path(tmp)))
+        path, build_s = _timed(
+            "build_report (both pages)",
+            lambda: build_report(sweep, Path(tmp) / "report.html", Path(tmp) / "hiplot.html"),
+            timings,
+        )
         report_mb = path.stat().st_size / 1e6
         hiplot_mb = (Path(tmp) / "hiplot.html").stat().st_size / 1e6
     print(f"report.html {report_mb:.2f} MB, hiplot.html {hiplot_mb:.2f} MB")
-    print(
-        f"trials={n} build_s={build_s:.2f} report_mb={report_mb:.2f} hiplot_mb={hiplot_mb:.2f} "
-        f"importance_s={importance_s:.2f}"
+    run.finish(
+        {
+            "trials": Figure(n),
+            "build_s": Figure(build_s, ".2f"),
+            "report_mb": Figure(report_mb, ".2f"),
+            "hiplot_mb": Figure(hiplot_mb, ".2f"),
+            "importance_s": Figure(importance_s, ".2f"),
+        },
+        {"seconds": timings},
     )
 
 

@@ -16,15 +16,17 @@ samples/s = training samples stepped over (epochs x full batches x batch size) /
 seconds of the whole run (model build to last epoch). Each samples/s figure is the median of
 ``--repeats`` runs, after one warm-up run of each.
 
-Last line: ``ratio_vs_plain=<x>`` (the worse model's). Run: ``python bench/train_loop.py``.
+Last line: ``ratio_vs_plain=<x>`` (the worse model's); the figures also go to
+``bench/results/train_loop.json`` (see ``bench/_results.py``). Run: ``python bench/train_loop.py``
+(``--epochs`` caps the sweeps' epochs, for a quick check).
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,6 +38,8 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data import PreparedData, load_dataframe, prepare
 from ludwig_hpo.model import build_model
 from ludwig_hpo.train.loop import Job, train_loop
+
+from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ("digits.yaml", "breast_cancer.yaml")
@@ -98,16 +102,22 @@ def plain(cfg: SweepConfig, data: PreparedData) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--batch-size", type=int, default=32, help="per-worker batch size (default 32)")
     ap.add_argument("--repeats", type=int, default=21, help="measured pairs of runs per model (default 21)")
+    ap.add_argument("--epochs", type=int, default=None, help="epochs per run (default: each sweep's)")
     args = ap.parse_args()
+    run = BenchRun("train_loop", args)
     torch.set_num_threads(1)
     ratios = []
+    details: dict[str, Any] = {}
     for name in SWEEPS:
         loaded = load_sweep(ROOT / "sweeps" / name)
         raw = {**loaded.raw, "backend": {**loaded.raw["backend"], "num_workers": 1}}
-        cfg = resolve_trial_config(raw, {"trainer.batch_size": args.batch_size})
+        fixed: dict[str, Any] = {"trainer.batch_size": args.batch_size}
+        if args.epochs is not None:
+            fixed["trainer.epochs"] = args.epochs
+        cfg = resolve_trial_config(raw, fixed)
         data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
         n = trained_samples(cfg, data)
         ours(cfg, data), plain(cfg, data)  # warm-up: lazy imports, allocator
@@ -124,16 +134,28 @@ def main() -> None:
         plain_sps = n / statistics.median(times["plain"])
         ratio = statistics.median(pair_ratios)
         best = min(times["plain"]) / min(times["ours"])
+        # quartiles need two pairs at least; one pair's are its ratio
+        q1, _, q3 = statistics.quantiles(pair_ratios, n=4) if len(pair_ratios) > 1 else (ratio, ratio, ratio)
         ratios.append(ratio)
         print(
             f"{name}: batch size {args.batch_size}, {cfg.trainer.epochs} epochs x "
             f"{len(data.splits['train']) // args.batch_size} steps; worker loop {ours_sps:.0f} samples/s, "
             f"plain loop {plain_sps:.0f} samples/s (medians of {args.repeats}); ratio {ratio:.3f} "
             f"(median of the {args.repeats} back-to-back pairs' ratios; quartiles "
-            f"{statistics.quantiles(pair_ratios, n=4)[0]:.3f}..{statistics.quantiles(pair_ratios, n=4)[2]:.3f}); best runs' ratio {best:.3f}",
+            f"{q1:.3f}..{q3:.3f}); best runs' ratio {best:.3f}",
             flush=True,
         )
-    print(f"ratio_vs_plain={min(ratios):.3f}")
+        details[name] = {
+            "epochs": cfg.trainer.epochs,
+            "steps_per_epoch": len(data.splits["train"]) // args.batch_size,
+            "worker_loop_samples_per_s": ours_sps,
+            "plain_loop_samples_per_s": plain_sps,
+            "ratio": ratio,
+            "ratio_quartiles": [q1, q3],
+            "best_runs_ratio": best,
+            "pair_ratios": pair_ratios,
+        }
+    run.finish({"ratio_vs_plain": Figure(min(ratios), ".3f")}, details)
 
 
 if __name__ == "__main__":

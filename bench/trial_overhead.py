@@ -9,35 +9,36 @@ executor:
 - sweep efficiency = total in-worker time / wall time of the search phase (first trial
   start to last trial end; Tune's gaps between trials count here, not in a trial's wall).
 
-Last line, for the default executor (``backend.trial_executor: auto``):
-``overhead_s_per_trial=<x> train_s_per_trial=<y> sweep_efficiency=<z>``.
+Last line, for the default executor (``backend.trial_executor: auto``; the first one run
+when it is not among ``--executors``):
+``overhead_s_per_trial=<x> train_s_per_trial=<y> sweep_efficiency=<z>``; the figures also go
+to ``bench/results/trial_overhead.json`` (see ``bench/_results.py``).
 
-Run: ``python bench/trial_overhead.py [--num-samples 6] [--executors fresh,pooled]``
-(the sweep's ``num_samples`` is capped to keep the run short; its seed is kept). On a
-version without ``backend.trial_executor``, only the one executor there is runs.
+Run: ``python bench/trial_overhead.py [--num-samples 6] [--executors fresh,pooled] [--epochs N]``
+(the sweep's ``num_samples`` is capped to keep the run short; its seed is kept; ``--epochs``
+caps the trials' epochs, at least the scheduler's grace period). Each search starts and stops
+its own local Ray cluster.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rich.console import Console
 
+from _results import BenchRun, Figure, parser
+
 ROOT = Path(__file__).resolve().parents[1]
+EXECUTORS = ("fresh", "pooled")
 
 
-def _supports_executor() -> bool:
-    from ludwig_hpo.config.schema import BackendConfig
-
-    return "trial_executor" in BackendConfig.model_fields
-
-
-def run_search(executor: str | None, num_samples: int, work: Path) -> dict:
-    """Run the capped search with ``executor`` (None: the version's default); return the figures."""
+def run_search(executor: str, num_samples: int, epochs: int | None, work: Path) -> dict[str, Any]:
+    """Run the capped search with ``executor`` in a local cluster of its own; return the figures
+    (seconds; ``trials`` and ``epochs`` are counts)."""
     from mlflow.tracking import MlflowClient
 
     from ludwig_hpo.config import load_sweep
@@ -47,9 +48,10 @@ def run_search(executor: str | None, num_samples: int, work: Path) -> dict:
     raw.pop("kfold", None)
     raw["report"] = {"enabled": False}
     raw["hyperopt"]["executor"]["num_samples"] = num_samples
-    if executor is not None:
-        raw["backend"]["trial_executor"] = executor
-    path = work / f"{executor or 'default'}.yaml"
+    raw["backend"]["trial_executor"] = executor
+    if epochs is not None:
+        raw["trainer"]["epochs"] = epochs
+    path = work / f"{executor}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     result = Sweep(load_sweep(path), Console(quiet=True), output_root=work / "out").run()
     client = MlflowClient(tracking_uri=result.tracking_uri)
@@ -81,33 +83,41 @@ def run_search(executor: str | None, num_samples: int, work: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--num-samples", type=int, default=6, help="trials per search (the file has 10)")
     ap.add_argument("--executors", default="fresh,pooled", help="comma-separated: fresh, pooled")
+    ap.add_argument("--epochs", type=int, default=None, help="epochs per trial (default: the sweep's 12)")
     args = ap.parse_args()
-    supported = _supports_executor()
-    executors = args.executors.split(",") if supported else [None]
-    default = None
-    if supported:
-        from ludwig_hpo.execution.cluster import local_resources
-        from ludwig_hpo.execution.executor import choose_executor
+    executors = args.executors.split(",")
+    unknown = sorted(set(executors) - set(EXECUTORS))
+    if unknown:
+        ap.error(f"--executors takes {', '.join(EXECUTORS)}, but got {', '.join(unknown)}")
+    run = BenchRun("trial_overhead", args)
 
-        default = choose_executor("auto", use_gpu=local_resources()[1] > 0).executor
-    figures = {}
+    from ludwig_hpo.execution.cluster import local_resources
+    from ludwig_hpo.execution.executor import choose_executor
+
+    default = choose_executor("auto", use_gpu=local_resources()[1] > 0).executor
+    figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="hpo-bench-") as tmp:
         for ex in executors:
-            f = figures[ex] = run_search(ex, args.num_samples, Path(tmp))
+            f = figures[ex] = run_search(ex, args.num_samples, args.epochs, Path(tmp))
             print(
-                f"{ex or 'fresh (only executor)'}: {f['trials']} trials, {f['epochs']} epochs; per trial: "
+                f"{ex}: {f['trials']} trials, {f['epochs']} epochs; per trial: "
                 f"wall {f['wall']:.2f}s, in-worker {f['inner']:.2f}s, overhead {f['overhead']:.2f}s "
                 f"(median {f['overhead_median']:.2f}s); search phase {f['span']:.1f}s, whole sweep "
                 f"{f['sweep_wall']:.1f}s; sweep efficiency {f['efficiency']:.3f}",
                 flush=True,
             )
-    f = figures.get(default, next(iter(figures.values())))
-    print(
-        f"overhead_s_per_trial={f['overhead']:.2f} train_s_per_trial={f['inner']:.2f} "
-        f"sweep_efficiency={f['efficiency']:.3f}"
+    shown = default if default in figures else executors[0]
+    f = figures[shown]
+    run.finish(
+        {
+            "overhead_s_per_trial": Figure(f["overhead"], ".2f"),
+            "train_s_per_trial": Figure(f["inner"], ".2f"),
+            "sweep_efficiency": Figure(f["efficiency"], ".3f"),
+        },
+        {"last_line_executor": shown, "executors": figures},
     )
 
 
