@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
+from ludwig_hpo.results.records import TrialStatus
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.train.report_keys import OBJECTIVE, TIME_ATTR
 
@@ -28,7 +29,7 @@ TUNE_STATE_GLOB = "experiment_state-*.json"
 class _EntryKeys(TypedDict):
     trial_id: str
     experiment: str
-    status: str
+    status: TrialStatus
     results: list[dict[str, Any]]
 
 

@@ -22,6 +22,8 @@ from ludwig_hpo.tracking import layout
 
 if TYPE_CHECKING:
     from ray.tune import ResultGrid, Tuner
+    from ray.tune.schedulers import TrialScheduler
+    from ray.tune.search import SearchAlgorithm, Searcher
 
     from ludwig_hpo.driver.monitor import SweepMonitor
 
@@ -62,8 +64,8 @@ class TuneExperiment:
     trainable: Callable[..., Any]
     monitor: SweepMonitor
     param_space: dict[str, Any] | None = None
-    search_alg: Any = None
-    scheduler: Any = None
+    search_alg: Searcher | SearchAlgorithm | None = None
+    scheduler: TrialScheduler | None = None
     num_samples: int = 1
     time_budget_s: float | None = None
 
