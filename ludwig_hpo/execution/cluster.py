@@ -17,7 +17,8 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.errors import ResourceError
@@ -102,7 +103,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def scoped_env(values: dict[str, str | None]) -> Iterator[None]:
+def scoped_env(values: Mapping[str, str | None]) -> Iterator[None]:
     """Set (or, for None, unset) environment variables; restore them on exit."""
     old = {k: os.environ.get(k) for k in values}
     for k, v in values.items():
@@ -205,22 +206,22 @@ def _daemons_in_their_own_session() -> Iterator[None]:
     """
     from ray._private import services, utils
 
-    popen = getattr(services, "ConsolePopen", None)
+    popen: Any = getattr(services, "ConsolePopen", None)
     fate_sharing = getattr(utils, "detect_fate_sharing_support", None)
     if popen is None or fate_sharing is None or not sys.platform.startswith("linux") or not fate_sharing():
         yield  # another Ray layout, or the reaper's process group holds the daemons
         return
 
     class _NewSessionPopen(popen):
-        def __init__(self, *args, **kwargs):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("start_new_session", True)
             super().__init__(*args, **kwargs)
 
-    services.ConsolePopen = _NewSessionPopen
+    setattr(services, "ConsolePopen", _NewSessionPopen)  # noqa: B010 (Ray's own name, replaced for a while)
     try:
         yield
     finally:
-        services.ConsolePopen = popen
+        setattr(services, "ConsolePopen", popen)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -229,14 +230,20 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
     stop it and remove its temp folder on exit. Driver only.
 
     Args:
-        num_cpus, num_gpus: logical resources of the cluster.
+        num_cpus, num_gpus: logical resources of the cluster (whole numbers).
         trial_slots: how many trials may run at once (each reserves one slot).
+
+    Raises:
+        ValueError: ``num_cpus`` is not a whole number.
     """
     import ray
 
+    if not float(num_cpus).is_integer():
+        raise ValueError(f"a local cluster has whole CPUs, but got num_cpus={num_cpus}")
+    cpus = int(num_cpus)
     port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp")  # short: Ray's socket paths are length-limited
-    env = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
+    env: dict[str, str | None] = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
     env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
     env["RAY_ADDRESS"] = None  # this cluster is private; an inherited address would redirect ray.init
     _quiet_tune_logs()
@@ -245,7 +252,7 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
             on_term = signal.getsignal(signal.SIGTERM)
             with _daemons_in_their_own_session():
                 ray.init(
-                    num_cpus=num_cpus,
+                    num_cpus=cpus,
                     num_gpus=num_gpus,
                     resources={"trial_slot": trial_slots},
                     include_dashboard=True,
