@@ -4,13 +4,14 @@ A fresh Ray Train job per trial spends most of a short trial starting processes 
 controller, N workers importing torch, a gloo rendezvous, the first DDP wrap). Here the
 sweep starts one group of ``num_workers`` worker actors per concurrent trial slot, once;
 each group forms its ``torch.distributed`` process group once, keeps the prepared data,
-and runs successive trials through the same worker loop (:func:`~ludwig_hpo.train.loop.train_loop`)
-as a fresh job.
+and runs successive trials through the same worker entry
+(:func:`~ludwig_hpo.execution.worker.run_worker`) as a fresh job.
 
 Processes and what runs where:
 
-- :class:`PoolWorker` (one Ray actor per rank, reserving what a Train worker would:
-  ``cpus_per_worker`` CPUs, one GPU on GPU sweeps) runs the loop for each trial.
+- :class:`~ludwig_hpo.execution.pool_worker.PoolWorker` (one Ray actor per rank, reserving
+  what a Train worker would: ``cpus_per_worker`` CPUs, one GPU on GPU sweeps) runs the loop
+  for each trial.
 - :class:`WorkerPools` (one async Ray actor per sweep, no resources) owns the workers, so
   they outlive trial actors; it hands a free group to each trial, relays rank 0's per-epoch
   metrics to the trial, tells the ranks to stop at the next epoch boundary, and rebuilds a
@@ -23,17 +24,17 @@ Processes and what runs where:
 from __future__ import annotations
 
 import asyncio
-import gc
 import shutil
-import socket
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from ludwig_hpo.execution.pool_records import GroupInfo, PoolsInfo, RunRecord, RunResult
+from ludwig_hpo.execution.pool_worker import PoolWorker
+from ludwig_hpo.execution.spec import TrialSpec
 from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
 
 #: How often a running trial tells its group it is alive (seconds).
@@ -44,152 +45,9 @@ HEARTBEAT_TIMEOUT_S = 10.0
 #: After one rank raised, how long the other ranks get to end too (they usually raise the
 #: same error) before the group is rebuilt (a rank left in a collective would wait forever).
 RAISE_GRACE_S = 10.0
-#: Timeout of the groups' collectives; a peer that died is normally noticed much sooner.
-COLLECTIVE_TIMEOUT_S = 600.0
 
 
-class _Stopped(Exception):
-    """Raised inside the worker loop at an epoch boundary when the trial was stopped."""
-
-
-def _open_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-class PoolWorker:
-    """One rank of a warm group. Runs as a Ray actor (in its own process, for the sweep).
-
-    Args:
-        data: the sweep's :class:`~ludwig_hpo.data.PreparedData` (resolved from the object
-            store once, when the actor starts).
-        use_gpu: train on this actor's GPU (Ray sets ``CUDA_VISIBLE_DEVICES`` to it).
-    """
-
-    def __init__(self, data, use_gpu: bool) -> None:
-        import torch
-
-        self.data = data
-        self.device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
-        if use_gpu:
-            torch.cuda.set_device(self.device)
-        self.rank, self.world, self.local_world = 0, 1, 1
-
-    def address(self) -> tuple[str, str, int, int]:
-        """(node id, node IP, a free TCP port on it, pid): where rank 0 hosts the rendezvous."""
-        import os
-
-        import ray
-
-        return (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), _open_port(), os.getpid())
-
-    def setup(self, rank: int, world: int, master: str, port: int, local_world: int) -> None:
-        """Join the group's process group (gloo on CPU, NCCL on GPU) and pay the first DDP
-        wrap's one-time cost now instead of in the first trial. Called on every rank at once."""
-        import torch
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        self.rank, self.world, self.local_world = rank, world, local_world
-        if world > 1:
-            dist.init_process_group(
-                "nccl" if self.device.type == "cuda" else "gloo",
-                init_method=f"tcp://{master}:{port}",
-                rank=rank,
-                world_size=world,
-                timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
-            )
-            DDP(
-                torch.nn.Linear(1, 1).to(self.device),
-                device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            )
-            dist.barrier()
-
-    def run(self, spec: dict[str, Any]) -> str:
-        """Train one trial on this rank; ``"finished"`` or ``"stopped"`` (at an epoch boundary).
-
-        ``spec``: ``raw``, ``params``, ``job`` (a :class:`~ludwig_hpo.train.loop.Job` as a dict),
-        ``trial_id``, ``storage_path``, ``mode``, ``batch_cache``, ``pools``, ``token``.
-
-        Raises:
-            Exception: whatever the loop raised (the same on every rank for errors in the
-                training itself, e.g. ``FloatingPointError``).
-        """
-        import random
-
-        import numpy as np
-        import torch
-
-        from ludwig_hpo.config.loader import resolve_trial_config
-        from ludwig_hpo.execution.cache import cache_for
-        from ludwig_hpo.train.loop import Job, train_loop
-
-        cfg = resolve_trial_config(spec["raw"], spec["params"])
-        # A fresh process starts from unseeded global RNGs; a warm one must not carry the
-        # previous trial's state (train_loop seeds torch itself).
-        seed = cfg.trainer.seed + spec["job"].get("seed_offset", 0)
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        report = _Reporter(spec, self.rank, self.world, self.device)
-        try:
-            train_loop(
-                cfg,
-                self.data,
-                Job(**spec["job"]),
-                report,
-                device=self.device,
-                cache=cache_for(spec["batch_cache"]),
-                local_world_size=self.local_world,
-            )
-            return "finished"
-        except _Stopped:
-            return "stopped"
-        finally:
-            gc.collect()
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-
-
-class _Reporter:
-    """The loop's per-epoch reporter on a pooled rank (a :data:`~ludwig_hpo.train.loop.Reporter`).
-
-    Rank 0 moves each checkpoint folder under ``<storage_path>/<trial_id>/`` (the trial actor
-    hands it to Tune, which copies it, and then removes it; folders of metrics no trial
-    collects are removed by the pools actor), sends the metrics to the pools actor
-    and learns whether the trial was stopped; rank 0 broadcasts that, so every rank leaves the
-    loop at the same epoch boundary.
-    """
-
-    def __init__(self, spec: dict, rank: int, world: int, device) -> None:
-        self.spec, self.rank, self.world, self.device = spec, rank, world, device
-
-    def __call__(self, metrics: dict, checkpoint_dir: str | None) -> None:
-        import ray
-        import torch
-        import torch.distributed as dist
-
-        stop = 0
-        if self.rank == 0:
-            metrics = dict(metrics)
-            dest = None
-            if checkpoint_dir is not None:
-                dest = Path(self.spec["storage_path"]) / self.spec["trial_id"] / f"pending_{uuid.uuid4().hex[:12]}"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(checkpoint_dir, dest)
-                metrics[PENDING_CHECKPOINT_DIR] = str(dest)
-            stop = int(ray.get(self.spec["pools"].report.remote(self.spec["token"], metrics)))
-            if stop and dest is not None:  # nobody will hand it to Tune
-                shutil.rmtree(dest, ignore_errors=True)
-        if self.world > 1:
-            flag = torch.tensor([stop], dtype=torch.int32, device=self.device)
-            dist.broadcast(flag, src=0)
-            stop = int(flag.item())
-        if stop:
-            raise _Stopped
-
-
-def _drop_checkpoints(messages: list[dict]) -> None:
+def _drop_checkpoints(messages: list[dict[str, Any]]) -> None:
     """Remove the checkpoint folders of metrics no trial will hand to Tune."""
     for m in messages:
         if PENDING_CHECKPOINT_DIR in m:
@@ -204,8 +62,8 @@ class _Run:
     trial_id: str
     slot: int
     started: float
-    messages: list[dict] = field(default_factory=list)
-    result: dict | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    result: RunResult | None = None
     stop: bool = False
     last_beat: float = 0.0
     ended: float | None = None
@@ -216,10 +74,25 @@ class _Run:
 @dataclass
 class _Group:
     slot: int
-    workers: list | None = None
+    #: the ranks' actor handles (rank order), or None while the group is down
+    workers: list[Any] | None = None
     pids: list[int] = field(default_factory=list)
     run: _Run | None = None
     builds: int = 0
+
+
+def _failure(errors: list[BaseException], restarted: bool) -> RunResult:
+    """The failed result of a run whose ranks raised ``errors`` (Ray's wrappers)."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    # A raising rank's own error explains more than a peer's lost connection.
+    first = next((e for e in errors if isinstance(e, RayTaskError)), errors[0])
+    cause = getattr(first, "cause", None) if isinstance(first, RayTaskError) else None
+    if isinstance(first, RayActorError):
+        head = "WorkerDiedError: a worker of the trial's DDP group died (its process exited)"
+    else:
+        head = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(first).__name__}: {first}"
+    return RunResult("failed", error=head, traceback=str(first), group_restarted=restarted)
 
 
 class WorkerPools:
@@ -233,14 +106,14 @@ class WorkerPools:
         data: a one-element list holding the prepared data's ``ObjectRef``.
     """
 
-    def __init__(self, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list) -> None:
+    def __init__(self, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list[Any]) -> None:
         self.groups = [_Group(i) for i in range(groups)]
         self.num_workers, self.cpus_per_worker, self.use_gpu = num_workers, cpus_per_worker, use_gpu
         self.data = data
         self.runs: dict[str, _Run] = {}
-        self.history: list[dict] = []
+        self.history: list[RunRecord] = []
         self._free: asyncio.Condition | None = None
-        self._building: dict[int, asyncio.Task] = {}
+        self._building: dict[int, asyncio.Future[None]] = {}
 
     def _cond(self) -> asyncio.Condition:
         if self._free is None:  # created on the actor's event loop
@@ -254,7 +127,8 @@ class WorkerPools:
         cls = ray.remote(PoolWorker).options(
             num_cpus=self.cpus_per_worker, num_gpus=1 if self.use_gpu else 0, max_restarts=0, max_concurrency=1
         )
-        workers = [cls.remote(self.data[0], self.use_gpu) for _ in range(self.num_workers)]
+        # Ray's stubs type actor methods as plain callables; the handles are used untyped.
+        workers: list[Any] = [cls.remote(self.data[0], self.use_gpu) for _ in range(self.num_workers)]
         try:
             addrs = await asyncio.gather(*[w.address.remote() for w in workers])
             _, master_ip, port, _ = addrs[0]
@@ -293,9 +167,9 @@ class WorkerPools:
         return sum(r is None for r in results)
 
     # ------------------------------------------------------------------ trials
-    async def start(self, trial_id: str, spec: dict) -> str:
-        """Give trial ``trial_id`` a free group (waiting for one) and start it there; returns
-        the run's token. Called by the trial actor.
+    async def start(self, spec: TrialSpec) -> str:
+        """Give trial ``spec.trial_id`` a free group (waiting for one) and start it there;
+        returns the run's token. Called by the trial actor.
 
         Raises:
             Exception: the group could not be started (e.g. a worker failed to start).
@@ -306,16 +180,17 @@ class WorkerPools:
         async with cond:
             await cond.wait_for(lambda: any(g.run is None for g in self.groups))
             g = next(g for g in self.groups if g.run is None)
-            run = _Run(uuid.uuid4().hex, trial_id, g.slot, time.time(), last_beat=time.time())
+            run = _Run(uuid.uuid4().hex, spec.trial_id, g.slot, time.time(), last_beat=time.time())
             g.run = self.runs[run.token] = run
         try:
             await self._ensure_built(g)
         except BaseException:
             await self._release(g)
             raise
+        assert g.workers is not None  # built above
         me = ray.get_runtime_context().current_actor
         run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
-        refs = [w.run.remote({**spec, "trial_id": trial_id, "pools": me, "token": run.token}) for w in g.workers]
+        refs = [w.run.remote(spec, me, run.token) for w in g.workers]
         asyncio.ensure_future(self._watch(g, run, refs))
         return run.token
 
@@ -325,11 +200,11 @@ class WorkerPools:
             g.run = None
             cond.notify_all()
 
-    async def _watch(self, g: _Group, run: _Run, refs: list) -> None:
+    async def _watch(self, g: _Group, run: _Run, refs: list[Any]) -> None:
         """Wait for every rank of ``run``; record its result; free (or rebuild) the group."""
-        from ray.exceptions import RayActorError, RayTaskError
+        from ray.exceptions import RayActorError
 
-        async def one(ref):
+        async def one(ref: Any) -> Any:
             return await ref
 
         tasks = [asyncio.ensure_future(one(r)) for r in refs]
@@ -337,35 +212,28 @@ class WorkerPools:
         if pending:  # a rank raised: the others get a moment to end too
             more, pending = await asyncio.wait(pending, timeout=RAISE_GRACE_S)
             done |= more
-        errors = [t.exception() for t in tasks if t in done and t.exception() is not None]
+        errors = [e for t in tasks if t in done and (e := t.exception()) is not None]
         broken = bool(pending) or any(isinstance(e, RayActorError) for e in errors)
         if broken:
             self._discard(g)  # the next trial gets a new group
             for t in pending:
                 t.cancel()
         if errors:
-            # A raising rank's own error explains more than a peer's lost connection.
-            first = next((e for e in errors if isinstance(e, RayTaskError)), errors[0])
-            cause = getattr(first, "cause", None) if isinstance(first, RayTaskError) else None
-            if isinstance(first, RayActorError):
-                head = "WorkerDiedError: a worker of the trial's DDP group died (its process exited)"
-            else:
-                head = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(first).__name__}: {first}"
-            run.result = {"status": "failed", "error": head, "traceback": str(first), "group_restarted": broken}
+            run.result = _failure(errors, broken)
         else:
             outcomes = {t.result() for t in tasks}
-            run.result = {"status": "stopped" if "stopped" in outcomes else "finished"}
+            run.result = RunResult("stopped" if "stopped" in outcomes else "finished")
         run.ended = time.time()
         self.history.append(
-            {
-                "trial_id": run.trial_id,
-                "slot": g.slot,
-                "start": run.started,
-                "end": run.ended,
-                "status": run.result["status"],
-                "build": g.builds,
-                "epochs": run.epochs,
-            }
+            RunRecord(
+                trial_id=run.trial_id,
+                slot=g.slot,
+                start=run.started,
+                end=run.ended,
+                status=run.result.status,
+                build=g.builds,
+                epochs=run.epochs,
+            )
         )
         run.event.set()
         if run.stop:  # its trial is gone and will not collect the result
@@ -373,7 +241,7 @@ class WorkerPools:
             self.runs.pop(run.token, None)
         await self._release(g)
 
-    async def report(self, token: str, metrics: dict) -> bool:
+    async def report(self, token: str, metrics: dict[str, Any]) -> bool:
         """Rank 0's metrics of one epoch; returns True when the trial is to stop now."""
         run = self.runs.get(token)
         if run is None:
@@ -383,12 +251,12 @@ class WorkerPools:
         run.event.set()
         return run.stop or time.time() - run.last_beat > HEARTBEAT_TIMEOUT_S
 
-    async def poll(self, token: str, timeout_s: float) -> tuple[list[dict], dict | None]:
+    async def poll(self, token: str, timeout_s: float) -> tuple[list[dict[str, Any]], RunResult | None]:
         """(metrics reported since the last poll, the run's result once it ended). Waits up to
         ``timeout_s`` for news. Counts as a heartbeat."""
         run = self.runs.get(token)
         if run is None:
-            return [], {"status": "failed", "error": "the trial's run is unknown to its worker group"}
+            return [], RunResult("failed", error="the trial's run is unknown to its worker group")
         run.last_beat = time.time()
         if not run.messages and run.result is None:
             try:
@@ -425,24 +293,21 @@ class WorkerPools:
         run = self.runs.get(token)
         return None if run is None else run.slot
 
-    async def info(self) -> dict:
-        """``{"groups": [{"slot", "up", "pids", "builds", "trial_id"}], "history": [...]}``;
-        ``history`` has one entry per ended run (``trial_id``, ``slot``, ``start``, ``end``
-        (epoch seconds), ``status``, ``build`` (which start of the group ran it), ``epochs``
-        (epochs rank 0 reported))."""
-        return {
-            "groups": [
-                {
-                    "slot": g.slot,
-                    "up": g.workers is not None,
-                    "pids": list(g.pids),
-                    "builds": g.builds,
-                    "trial_id": g.run.trial_id if g.run else None,
-                }
+    async def info(self) -> PoolsInfo:
+        """Every group's state and one :class:`RunRecord` per ended run, oldest first."""
+        return PoolsInfo(
+            groups=[
+                GroupInfo(
+                    slot=g.slot,
+                    up=g.workers is not None,
+                    pids=list(g.pids),
+                    builds=g.builds,
+                    trial_id=g.run.trial_id if g.run else None,
+                )
                 for g in self.groups
             ],
-            "history": list(self.history),
-        }
+            history=list(self.history),
+        )
 
     async def idle(self, timeout_s: float) -> bool:
         """Wait until no group runs a trial (a stopped trial's group ends its epoch first);
@@ -461,12 +326,12 @@ class WorkerPools:
             self._discard(g)
 
 
-def start_pools(*, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list) -> Any:
+def start_pools(*, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list[Any]) -> Any:
     """Start the sweep's :class:`WorkerPools` actor and begin warming its groups (driver
     only, inside a running Ray cluster); returns its handle."""
     import ray
 
-    handle = (
+    handle: Any = (
         ray.remote(WorkerPools)
         .options(num_cpus=0, max_concurrency=1000)
         .remote(groups, num_workers, cpus_per_worker, use_gpu, data)
@@ -475,7 +340,7 @@ def start_pools(*, groups: int, num_workers: int, cpus_per_worker: float, use_gp
     return handle
 
 
-def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
+def run_pooled(pools: Any, spec: TrialSpec) -> None:
     """Run one trial on a warm group and forward its per-epoch metrics to ``tune.report``.
 
     Runs in the Tune trial actor. When Tune stops the trial, its ``tune.report`` call does
@@ -490,9 +355,9 @@ def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
 
     from ludwig_hpo.errors import TrialError, one_line_error
 
-    for stale in (Path(spec["storage_path"]) / trial_id).glob("pending_*"):  # left by an interrupted run
+    for stale in (Path(spec.storage_path) / spec.trial_id).glob("pending_*"):  # left by an interrupted run
         shutil.rmtree(stale, ignore_errors=True)
-    token = ray.get(pools.start.remote(trial_id, spec))
+    token = ray.get(pools.start.remote(spec))
     done = threading.Event()
 
     def beat() -> None:
@@ -500,7 +365,7 @@ def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
             pools.heartbeat.remote(token)
 
     threading.Thread(target=beat, daemon=True, name="hpo-pool-heartbeat").start()
-    result = None
+    result: RunResult | None = None
     pending: list[str] = []
     try:
         while result is None:
@@ -519,5 +384,5 @@ def run_pooled(pools: Any, trial_id: str, spec: dict) -> None:
             shutil.rmtree(folder, ignore_errors=True)
         if result is None:  # stopped by Tune, interrupted, or lost contact: free the group
             pools.stop.remote(token)
-    if result["status"] == "failed":
-        raise TrialError(one_line_error(result["error"])) from RuntimeError(result.get("traceback", ""))
+    if result.status == "failed":
+        raise TrialError(one_line_error(result.error)) from RuntimeError(result.traceback)

@@ -1,22 +1,26 @@
-"""The Tune function trainable: one trial of N DDP workers, run by the sweep's trial executor.
+"""The Tune function trainables of a sweep (search and k-fold) and what a trial does first.
 
-Runs in the Tune trial actor (which reserves no CPU, only a ``trial_slot``, so the workers
-always have CPUs to start on). ``fresh``: the trial builds one Ray Train ``TorchTrainer``;
-rank 0's per-epoch reports reach Tune through ``TuneReportCallback``; a 1-worker trial skips
-Train and runs the worker loop in the trial actor itself. ``pooled``: the trial runs on a
-warm worker group of the sweep (:mod:`ludwig_hpo.execution.pool`), which streams rank 0's
-per-epoch metrics back. Either way Tune schedulers see every epoch.
+Runs in the Tune trial actor. :func:`run_job` replays a trial that ended before an
+interruption, finds where a restarted search trial continues (:func:`resume_point`) and the
+seed offset of a retried one (its failure count), builds the trial's
+:class:`~ludwig_hpo.execution.spec.TrialSpec` and hands it to the sweep's executor:
+``pooled``, a warm worker group (:mod:`ludwig_hpo.execution.pool`); ``fresh``, one Ray
+Train job (:mod:`ludwig_hpo.execution.fresh`), or for a 1-worker trial the worker entry in
+the trial actor itself (which then reserves the worker's CPU/GPU). Either way Tune
+schedulers see every epoch.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ludwig_hpo.errors import TrialError, one_line_error
+from ludwig_hpo.config.spaces import ParamSpace
+from ludwig_hpo.execution.resources import ResourcePlan
+from ludwig_hpo.execution.spec import Mode, TrialSpec
 from ludwig_hpo.train.loop import Job
 
 
@@ -32,28 +36,29 @@ class TrialContext:
         num_workers: DDP world size of a trial.
         use_gpu: workers take GPUs (``gpus_per_worker`` each: 1, or a fraction to share one).
         cpus_per_worker: logical CPUs each worker reserves.
-        choices: per choice parameter whose categories are lists or config blocks, the
-            categories (Optuna samples their index).
+        choices: the parameters whose sampled value is decoded before use
+            (:func:`~ludwig_hpo.search.space.index_encoded_choices`: categories sampled by
+            index, normal and quantized spaces), by dotted path.
         mode: ``"min"`` or ``"max"``: which checkpoint (by ``checkpoint_objective``) a trial keeps.
         batch_cache: handle of the sweep's batch-size cache actor, or None.
         pools: handle of the sweep's :class:`~ludwig_hpo.execution.pool.WorkerPools` actor
             (``pooled`` executor), or None (``fresh``).
     """
 
-    raw: dict
-    data: list
+    raw: dict[str, Any]
+    data: list[Any]
     storage_path: str
     num_workers: int
     use_gpu: bool
     cpus_per_worker: float
-    choices: dict[str, list] = field(default_factory=dict)
+    choices: dict[str, ParamSpace] = field(default_factory=dict)
     mode: str = "min"
     batch_cache: Any = None
     pools: Any = None
     gpus_per_worker: float = 1.0
     #: a resumed sweep: per trial id, the results of trials that ended before the interruption
     #: (see :mod:`ludwig_hpo.driver.journal`); such a trial reports them again instead of training.
-    replay: dict[str, list[dict]] = field(default_factory=dict)
+    replay: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: search trials write a checkpoint at epochs ``first``, ``first + every``, ... (PBT's
     #: perturbation epochs, see :func:`~ludwig_hpo.search.schedulers.pbt_checkpoints`), besides
     #: the ones their checkpoint budget allows and their last; ``(0, 0)``: none besides those.
@@ -61,6 +66,10 @@ class TrialContext:
     #: epochs after which the scheduler may stop a trial: it writes its best weights there if
     #: they changed since its last checkpoint (:func:`~ludwig_hpo.search.schedulers.stop_epochs`).
     stop_epochs: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("min", "max"):
+            raise ValueError(f"TrialContext.mode must be 'min' or 'max', but got {self.mode!r}")
 
 
 #: Beside a trial's checkpoints: how many times it failed (a retry's seed offset).
@@ -109,43 +118,13 @@ def _count_failure(storage_path: str, trial_id: str) -> None:
     f.write_text(str(_failures(storage_path, trial_id) + 1))
 
 
-def trial_resources(plan, executor: str = "fresh") -> dict[str, float]:
+def trial_resources(plan: ResourcePlan, executor: str = "fresh") -> dict[str, float]:
     """What the Tune trial actor reserves: a token (``trial_slot``, or a byte of memory on an
     existing cluster; its Train workers, or the warm group's workers, reserve the CPUs/GPUs),
     or, for a fresh 1-worker trial that trains in the actor, also its CPU/GPU."""
     if plan.num_workers > 1 or executor == "pooled":
         return {"cpu": 0, **plan.trial_token}
     return {"cpu": plan.cpus_per_worker, "gpu": plan.gpus_per_worker if plan.use_gpu else 0, **plan.trial_token}
-
-
-def _worker_entry(config: dict) -> None:
-    """Ray Train ``train_loop_per_worker``: runs on every rank of the trial's worker group."""
-    import ray
-    import ray.train
-    import ray.train.torch
-
-    from ludwig_hpo.config.loader import resolve_trial_config
-    from ludwig_hpo.execution.cache import cache_for
-    from ludwig_hpo.train.loop import train_loop
-
-    data = ray.get(config["data"][0])
-    cfg = resolve_trial_config(config["raw"], config["params"])
-    ctx = ray.train.get_context()
-    cache = cache_for(config.get("batch_cache"))
-
-    def report(metrics: dict, checkpoint_dir: str | None) -> None:
-        ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-        ray.train.report(metrics, checkpoint=ckpt)
-
-    train_loop(
-        cfg,
-        data,
-        Job(**config["job"]),
-        report,
-        device=ray.train.torch.get_device(),
-        cache=cache,
-        local_world_size=ctx.get_local_world_size(),
-    )
 
 
 def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
@@ -186,74 +165,59 @@ def run_job(params: dict[str, Any], job: Job, ctx: TrialContext) -> None:
         raise
 
 
-def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> None:
-    import ray
-    from ray import tune
+_MODES: dict[str, Mode] = {"min": "min", "max": "max"}
 
+
+def _spec(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> TrialSpec:
+    return TrialSpec(
+        raw=ctx.raw,
+        params=params,
+        job=job,
+        trial_id=trial_id,
+        storage_path=ctx.storage_path,
+        mode=_MODES[ctx.mode],
+        batch_cache=ctx.batch_cache,
+    )
+
+
+def _run(params: dict[str, Any], job: Job, ctx: TrialContext, trial_id: str) -> None:
+    """Run the trial on the sweep's executor: a warm group, the trial actor itself (a fresh
+    1-worker trial), or a fresh Ray Train job."""
+    spec = _spec(params, job, ctx, trial_id)
     if ctx.pools is not None:
         from ludwig_hpo.execution.pool import run_pooled
 
-        run_pooled(
-            ctx.pools,
-            trial_id,
-            {
-                "raw": ctx.raw,
-                "params": params,
-                "job": asdict(job),
-                "storage_path": ctx.storage_path,
-                "mode": ctx.mode,
-                "batch_cache": ctx.batch_cache,
-            },
+        run_pooled(ctx.pools, spec)
+    elif ctx.num_workers == 1:
+        _run_in_actor(spec, ctx)
+    else:
+        from ludwig_hpo.execution.fresh import fit_fresh
+
+        fit_fresh(
+            spec,
+            ctx.data,
+            num_workers=ctx.num_workers,
+            use_gpu=ctx.use_gpu,
+            cpus_per_worker=ctx.cpus_per_worker,
+            gpus_per_worker=ctx.gpus_per_worker,
         )
-        return
-    if ctx.num_workers == 1:
-        import torch
 
-        from ludwig_hpo.config.loader import resolve_trial_config
-        from ludwig_hpo.train.loop import train_loop
 
-        def report(metrics: dict, checkpoint_dir: str | None) -> None:
-            ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-            tune.report(metrics, checkpoint=ckpt)
+def _run_in_actor(spec: TrialSpec, ctx: TrialContext) -> None:
+    """A fresh 1-worker trial: the worker entry runs in the Tune trial actor (which reserved
+    the worker's CPU/GPU) and reports straight to Tune."""
+    import ray
+    import torch
+    from ray import tune
 
-        from ludwig_hpo.execution.cache import cache_for
+    from ludwig_hpo.execution.worker import run_worker
 
-        device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
-        cache = cache_for(ctx.batch_cache)
-        train_loop(resolve_trial_config(ctx.raw, params), ray.get(ctx.data[0]), job, report, device=device, cache=cache)
-        return
+    def report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
+        ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        tune.report(metrics, checkpoint=ckpt)
 
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-    from ray.tune.integration.ray_train import TuneReportCallback
-
-    from ludwig_hpo.train.report_keys import CHECKPOINT_OBJECTIVE
-
-    resources = {"CPU": ctx.cpus_per_worker, **({"GPU": ctx.gpus_per_worker} if ctx.use_gpu else {})}
-    trainer = TorchTrainer(
-        _worker_entry,
-        train_loop_config={
-            "raw": ctx.raw,
-            "params": params,
-            "job": asdict(job),
-            "data": ctx.data,
-            "batch_cache": ctx.batch_cache,
-        },
-        scaling_config=ScalingConfig(num_workers=ctx.num_workers, use_gpu=ctx.use_gpu, resources_per_worker=resources),
-        run_config=RunConfig(
-            name=trial_id,  # stable per trial: a restored trial resumes from its checkpoint
-            storage_path=ctx.storage_path,
-            callbacks=[TuneReportCallback()],
-            checkpoint_config=CheckpointConfig(
-                num_to_keep=1, checkpoint_score_attribute=CHECKPOINT_OBJECTIVE, checkpoint_score_order=ctx.mode
-            ),
-            failure_config=FailureConfig(max_failures=0),
-        ),
-    )
-    try:
-        trainer.fit()
-    except Exception as e:  # TrainingFailedError wraps the workers' errors
-        raise TrialError(one_line_error(f"{type(e).__name__}: {e}")) from e
+    device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
+    run_worker(spec, ray.get(ctx.data[0]), device, report)
 
 
 def search_trial(config: dict[str, Any], ctx: TrialContext) -> None:

@@ -50,3 +50,27 @@ def test_trial_executor_field_defaults_to_auto_and_rejects_unknown_values():
 def test_pooled_trials_reserve_only_a_slot(workers, executor, expected):
     plan = plan_resources(num_workers=workers, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=2, cluster_gpus=0)
     assert trial_resources(plan, executor) == expected
+
+
+def test_a_trial_spec_survives_pickling_between_processes():
+    import pickle
+
+    from ludwig_hpo.execution.spec import TrialSpec
+    from ludwig_hpo.train.loop import Job
+
+    spec = TrialSpec(
+        raw={"name": "x", "trainer": {"epochs": 2}},
+        params={"trainer.learning_rate": 0.01},
+        job=Job("fold", fold=1, epochs=3, stop_epochs=(1, 2)),
+        trial_id="t1",
+        storage_path="/tmp/train",
+        mode="max",
+    )
+    assert pickle.loads(pickle.dumps(spec)) == spec
+
+
+def test_a_trial_context_refuses_an_unknown_mode():
+    from ludwig_hpo.execution.trainable import TrialContext
+
+    with pytest.raises(ValueError, match="'min' or 'max'"):
+        TrialContext(raw={}, data=[], storage_path="", num_workers=1, use_gpu=False, cpus_per_worker=1.0, mode="low")
