@@ -212,7 +212,7 @@ def main() -> None:
     from dashboards.table import trials_table
     from ludwig_hpo.execution.cluster import local_cluster
     from ludwig_hpo.results.io import write_result
-    from ludwig_hpo.tracking import MlflowStore
+    from ludwig_hpo.tracking.mlflow_store import MlflowStore
     from ludwig_hpo.tracking.process import StoreProcess
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

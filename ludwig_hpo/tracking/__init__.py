@@ -1,6 +1,8 @@
-"""Experiment tracking: MLflow parent/child runs written from the sweep driver."""
+"""Experiment tracking: the sweep's MLflow parent and child runs.
 
-from ludwig_hpo.tracking.mlflow_store import MlflowStore, metric_name, param_value
-from ludwig_hpo.tracking.protocol import Tracker
-
-__all__ = ["MlflowStore", "Tracker", "metric_name", "param_value"]
+:mod:`~ludwig_hpo.tracking.layout` names every tag, param, metric and artifact (for the writer and
+the report source); :class:`~ludwig_hpo.tracking.protocol.Tracker` is what the sweep asks of its
+store, which :class:`~ludwig_hpo.tracking.mlflow_store.MlflowStore` and its process proxy
+:class:`~ludwig_hpo.tracking.process.StoreProcess` implement. Import the modules themselves: this
+package imports nothing, so the layout stays light for the records and the report source.
+"""

@@ -4,7 +4,7 @@ Every write to MLflow's SQLite store is SQLAlchemy work in Python: ~25 ms of CPU
 of a sweep (creating its run, its params, tags, a batch of metrics per epoch, ending it). On the
 driver that work shares one interpreter lock with Ray Tune's event loop and the sampler, so
 large sweeps of short trials spend a third of the driver's time on it. :class:`StoreProcess`
-runs an :class:`~ludwig_hpo.tracking.MlflowStore` in a child process instead: each call is
+runs an :class:`~ludwig_hpo.tracking.mlflow_store.MlflowStore` in a child process instead: each call is
 pickled through a pipe and the caller waits for its answer, which releases the lock, and the
 store's work runs on another core. Calls keep their order (one pipe, one store), so the
 child is the store's only writer, as the driver is without it.
@@ -104,12 +104,12 @@ def _reply(conn, number: int, *, result: Any = None, error: BaseException | None
 
 
 class StoreProcess(Tracker):
-    """An :class:`~ludwig_hpo.tracking.MlflowStore` (same methods, same arguments) whose calls
+    """An :class:`~ludwig_hpo.tracking.mlflow_store.MlflowStore` (same methods, same arguments) whose calls
     run in a child process: the :class:`~ludwig_hpo.tracking.protocol.Tracker` out of the
     driver's interpreter. Driver only; calls from several threads are served one at a time.
 
     Args:
-        uri, experiment, artifact_location: as for :class:`~ludwig_hpo.tracking.MlflowStore`.
+        uri, experiment, artifact_location: as for :class:`~ludwig_hpo.tracking.mlflow_store.MlflowStore`.
 
     Raises:
         TrackingError: the store cannot be reached or written (at construction, as the

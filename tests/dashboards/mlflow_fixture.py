@@ -1,5 +1,5 @@
 """A small sweep written into a real SQLite MLflow store by the product's own writer
-(:class:`ludwig_hpo.tracking.MlflowStore`), with the runs, tags, params and metrics a sweep
+(:class:`ludwig_hpo.tracking.mlflow_store.MlflowStore`), with the runs, tags, params and metrics a sweep
 logs: a parent run, five search trials (finished, stopped early, failed, running) and the
 k-fold re-evaluation of two configurations (3 folds + test each, one failed fold)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ludwig_hpo.tracking import MlflowStore
+from ludwig_hpo.tracking.mlflow_store import MlflowStore
 from ludwig_hpo.tracking import layout as L
 
 EXPERIMENT = "digits-cnn"

@@ -13,7 +13,7 @@ import pytest
 from ludwig_hpo.driver.monitor import SweepMonitor
 from ludwig_hpo.results.live import TrialDescription
 from ludwig_hpo.results.ranking import asha_rungs
-from ludwig_hpo.tracking import MlflowStore
+from ludwig_hpo.tracking.mlflow_store import MlflowStore
 from ludwig_hpo.tracking.sink import MlflowSink
 
 

@@ -87,7 +87,7 @@ def test_a_yaml_alias_bomb_is_refused_quickly(tmp_path):
 
 
 def test_an_sqlite_store_in_a_missing_folder_is_refused(tmp_path):
-    from ludwig_hpo.tracking import MlflowStore
+    from ludwig_hpo.tracking.mlflow_store import MlflowStore
 
     with pytest.raises(TrackingError, match="does not exist"):
         MlflowStore(f"sqlite:///{tmp_path}/nope/mlflow.db", "x")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ludwig_hpo.tracking import MlflowStore
+from ludwig_hpo.tracking.mlflow_store import MlflowStore
 
 
 @pytest.fixture()
@@ -65,7 +65,7 @@ def test_a_committed_write_survives_the_driver_killed_right_after(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = (
-        f"import os, signal\nfrom ludwig_hpo.tracking import MlflowStore\n"
+        f"import os, signal\nfrom ludwig_hpo.tracking.mlflow_store import MlflowStore\n"
         f"s = MlflowStore({uri!r}, 'unit')\nr = s.start_run('t', tags={{'trial_id': 'a'}})\n"
         f"s.log_steps(r, params={{'lr': 0.1}}, tags={{'status': 'FINISHED'}}, metrics=[('loss', 0.5, 3, 0)])\n"
         f"s.end_run(r, 'FINISHED')\nos.kill(os.getpid(), signal.SIGKILL)\n"
