@@ -25,6 +25,7 @@ from typing import Literal
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.resolve import EMBEDDED_ARTIFACTS_FOLDER, EMBEDDED_STORE_FILE, sqlite_uri
+from ludwig_hpo.train.report_keys import MODEL_FILE
 
 #: Where sweeps go without ``--output`` or ``output_dir`` (relative to the current folder).
 DEFAULT_OUTPUT_ROOT = Path("hpo_results")
@@ -90,7 +91,7 @@ class SweepPaths:
     def best_weights(self) -> Path:
         """``best_model/model.pt``: the best trial's best weights (``{"state_dict", "epoch"}``),
         a copy of a checkpoint's weights file."""
-        return self.best_model / _model_file()
+        return self.best_model / MODEL_FILE
 
     @property
     def best_config(self) -> Path:
@@ -138,16 +139,9 @@ class SweepPaths:
     def kept_weights(self, trial_id: str) -> list[Path]:
         """The ``model.pt`` files of the checkpoints kept for a search trial, oldest first: its
         own Train storage (fresh multi-worker trials), else its Tune trial folder."""
-        name = _model_file()
+        name = MODEL_FILE
         own = sorted(self.train_storage.glob(f"{trial_id}/checkpoint_*/{name}"))
         return own or sorted(self.experiment(SEARCH).glob(f"*_{trial_id}_*/checkpoint_*/{name}"))
-
-
-def _model_file() -> str:
-    # the checkpoint module imports torch; the CLI reads the other paths without it
-    from ludwig_hpo.train.checkpoint import MODEL_FILE
-
-    return MODEL_FILE
 
 
 def _output_root(loaded: LoadedSweep, output_root: Path | None) -> Path:

@@ -88,7 +88,7 @@ def resume_point(storage_path: str, trial_id: str) -> Iterator[str | None]:
     """
     from ray import tune
 
-    from ludwig_hpo.train.checkpoint import TRAINER_STATE_FILE
+    from ludwig_hpo.train.report_keys import TRAINER_STATE_FILE
 
     ckpt = tune.get_checkpoint()
     if ckpt is not None:

@@ -21,10 +21,8 @@ from typing import Any
 
 import torch
 
-#: The checkpoint file's name inside the folder (what ``best_model/`` and the loaders expect).
-MODEL_FILE = "model.pt"
-#: The other file of a resumable checkpoint folder: what continuing after its epoch needs.
-TRAINER_STATE_FILE = "trainer_state.pt"
+from ludwig_hpo.train.report_keys import MODEL_FILE
+
 #: The share of a search trial's training time its checkpoint writes may take (Tune holds its
 #: experiment checkpoints to 5%; a trial's share is smaller, so the worker loop stays within a
 #: few percent of a plain loop together with its other costs).

@@ -24,8 +24,6 @@ from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
 from ludwig_hpo.train.checkpoint import (
     CHECKPOINT_BUDGET,
-    MODEL_FILE,
-    TRAINER_STATE_FILE,
     CheckpointBudget,
     CheckpointFolder,
     WeightsCopy,
@@ -39,9 +37,11 @@ from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_TRIED,
     CHECKPOINT_EPOCH,
     CHECKPOINT_OBJECTIVE,
+    MODEL_FILE,
     OBJECTIVE,
     RESUMED_FROM_EPOCH,
     RUNNING_LOSS,
+    TRAINER_STATE_FILE,
     EpochReport,
 )
 from ludwig_hpo.train.resume import copy_best_weights, resume, trainer_state

@@ -36,6 +36,11 @@ CHECKPOINT_DIR_NAME = "checkpoint_dir_name"
 PENDING_CHECKPOINT_DIR = "pending_checkpoint_dir"
 #: Added by the trainable: the Tune trial id (so a result names its trial outside Tune's callbacks).
 TRIAL_ID = "trial_id"
+#: The files of the checkpoint folder a report passes (see :data:`CHECKPOINT_EPOCH`): the best
+#: epoch's weights (``{"state_dict", "epoch"}``, what ``best_model/`` and the model loaders read) and
+#: what continuing after the written epoch needs.
+MODEL_FILE = "model.pt"
+TRAINER_STATE_FILE = "trainer_state.pt"
 #: The running training loss over the epoch's batches (a score key of the train split).
 RUNNING_LOSS = "train/combined/running_loss"
 

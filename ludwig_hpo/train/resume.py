@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.train.checkpoint import MODEL_FILE, TRAINER_STATE_FILE, WeightsCopy, pack, unpack
+from ludwig_hpo.train.checkpoint import WeightsCopy, pack, unpack
+from ludwig_hpo.train.report_keys import MODEL_FILE, TRAINER_STATE_FILE
 from ludwig_hpo.train.strategy import full_state_dict, load_training_state, optimizer_state
 
 

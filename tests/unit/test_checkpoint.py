@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from ludwig_hpo.train.checkpoint import (
-    MODEL_FILE,
     CheckpointBudget,
     CheckpointFolder,
     WeightsCopy,
@@ -24,6 +23,7 @@ from ludwig_hpo.train.checkpoint import (
     serialized,
     unpack,
 )
+from ludwig_hpo.train.report_keys import MODEL_FILE
 
 
 def _load(folder: str) -> dict:

@@ -18,8 +18,8 @@ from ludwig_hpo.config import load_sweep
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data import load_dataframe, prepare
 from ludwig_hpo.errors import CheckpointError
-from ludwig_hpo.train.checkpoint import MODEL_FILE, TRAINER_STATE_FILE
 from ludwig_hpo.train.loop import Job, train_loop
+from ludwig_hpo.train.report_keys import MODEL_FILE, TRAINER_STATE_FILE
 
 from ..conftest import SWEEPS
 
