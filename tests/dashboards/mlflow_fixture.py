@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ludwig_hpo.tracking.mlflow_store import MlflowStore
 from ludwig_hpo.tracking import layout as L
+from ludwig_hpo.tracking.mlflow_store import MlflowStore
 
 EXPERIMENT = "digits-cnn"
 METRIC = "validation/label/loss"
