@@ -38,7 +38,7 @@ class JournalEntry(_EntryKeys, total=False):
 
     Keys: ``trial_id``; ``experiment`` (``search`` or ``kfold``); ``config`` (the searcher's
     encoded values, scalars only); ``status``; ``stopped_by`` (what stopped a KILLED trial);
-    ``started``/``ended`` (seconds since the epoch; absent in journals of earlier versions);
+    ``started``/``ended`` (seconds since the epoch; absent from entries written without times);
     ``checkpoint`` (the folder holding its best weights) and ``checkpoint_epoch``; ``results``
     (what it reported per epoch, in order, with :data:`OBJECTIVE` and :data:`TIME_ATTR`).
     """
@@ -149,7 +149,7 @@ def restore_trial(t: LiveTrial, entry: JournalEntry) -> None:
     if entry["results"]:
         t.last = dict(entry["results"][-1])
     started, ended = entry.get("started"), entry.get("ended")
-    if started is not None and ended:  # journals of earlier versions hold no times
+    if started is not None and ended:  # an entry without times
         t.started, t.ended = started, ended
     t.replayed = True
 

@@ -118,7 +118,7 @@ class SweepMonitor(Callback):
             d = self.describe(tid, config)
             t = LiveTrial(tid, d.params, d.tags, d.name, current=dict(d.params), config=dict(config))
             restore_trial(t, entry)
-            if t.ended is None:  # a journal of an earlier version
+            if t.ended is None:  # a journal entry without times
                 t.ended = t.started
             self.trials[tid] = t
 

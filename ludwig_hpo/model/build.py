@@ -44,7 +44,7 @@ class ECDModel(nn.Module):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
-        if "passthrough" not in self.__dict__:  # pickled by an earlier version: every encoder is a module
+        if "passthrough" not in self.__dict__:  # pickled without them: every encoder is a module
             self.passthrough = frozenset()
             self._names = tuple(self.input_names)
             self.widths = {name: cast(int, e.output_size) for name, e in self.encoders.items()}

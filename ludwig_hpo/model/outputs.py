@@ -40,7 +40,7 @@ class OutputHead(nn.Module):
         return out if self.kind == "category" else out.squeeze(-1)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        if isinstance(state.get("type"), str):  # pickled by 0.1.0, which named the output type ``type``
+        if isinstance(state.get("type"), str):  # a head pickled with its kind under ``type``
             state["kind"] = state.pop("type")
         super().__setstate__(state)
 

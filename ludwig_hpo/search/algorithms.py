@@ -102,7 +102,7 @@ class _Search(OptunaSearch):
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         """Optuna's next configuration, or ``FINISHED`` once the sweep has ``limit`` trials
         (counting those that ended after Tune last saved its state). Runs in the driver."""
-        limit = getattr(self, "_limit", None)  # None in a searcher pickled by an earlier version
+        limit = getattr(self, "_limit", None)  # None in a saved searcher state without it
         study = self._study()
         # Tune stops at num_samples by itself; only adopted trials make the count differ
         if limit is not None and getattr(self, "_adopted", None) and study is not None:
@@ -127,7 +127,7 @@ class _Search(OptunaSearch):
             True when the trial was added to the study (False: already adopted, no study yet,
             or a metric is missing from ``result``).
         """
-        adopted: set[str] = getattr(self, "_adopted", set())  # absent in searchers pickled by earlier versions
+        adopted: set[str] = getattr(self, "_adopted", set())  # absent from a saved searcher state without it
         keys = self._metric_keys()
         study = self._study()
         if study is None or trial_id in adopted:

@@ -197,7 +197,7 @@ class MlflowSink:
         for tid in sorted(ended.keys() & running.keys()):
             t = ended[tid]
             self._skip_to[tid] = self.store.last_step(running[tid])  # its later epochs were queued too
-            # journals of earlier versions hold no times
+            # an entry without times
             self._end(t, with_times=t.ended is not None and t.ended > t.started, backfill=True)
 
     def trial_retried(self, t: LiveTrial) -> None:

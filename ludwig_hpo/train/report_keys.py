@@ -101,7 +101,6 @@ NOT_METRICS = frozenset(
         CHECKPOINT_EPOCH,
         CHECKPOINT_OBJECTIVE,
         RESUMED_FROM_EPOCH,
-        "checkpoint_improved",  # in journals written by 0.1.0 sweeps
     )
 )
 

@@ -143,7 +143,7 @@ def test_passthrough_features_add_no_module_and_models_pickled_with_them_still_r
     assert model.widths == {"num": 1, "color": 3, "flag": 1}
     x, _ = _batch(data, np.arange(BATCH))
     expected = model(x)["bin"]
-    # as an earlier version pickled it (MLflow's PyTorch flavour): every encoder a submodule
+    # pickled without the passthrough attributes (MLflow's PyTorch flavour): every encoder a submodule
     old = copy.deepcopy(model)
     old.encoders.update({"num": PassthroughEncoder(), "flag": PassthroughEncoder()})
     del old.__dict__["passthrough"], old.__dict__["widths"]
