@@ -68,6 +68,8 @@ class _Run:
     last_beat: float = 0.0
     ended: float | None = None
     epochs: int = 0
+    #: the epochs rank 0 had reported when the stop was asked for (None: never asked)
+    epochs_at_stop: int | None = None
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -233,6 +235,7 @@ class WorkerPools:
                 status=run.result.status,
                 build=g.builds,
                 epochs=run.epochs,
+                epochs_at_stop=run.epochs_at_stop,
             )
         )
         run.event.set()
@@ -281,7 +284,8 @@ class WorkerPools:
         checkpoint folders of metrics its trial will not collect are removed."""
         run = self.runs.get(token)
         if run is not None:
-            run.stop = True
+            if not run.stop:
+                run.stop, run.epochs_at_stop = True, run.epochs
             _drop_checkpoints(run.messages)
             run.messages = []
             if run.result is not None:

@@ -36,7 +36,8 @@ class RunRecord(TypedDict):
     """One ended run in :meth:`~ludwig_hpo.execution.pool.WorkerPools.info`'s ``history``.
 
     ``start`` and ``end`` are epoch seconds; ``build`` says which start of the group ran it
-    (1: the first); ``epochs`` counts the epochs rank 0 reported.
+    (1: the first); ``epochs`` counts the epochs rank 0 reported, ``epochs_at_stop`` those it had
+    reported when the trial asked its group to stop (None: it never did).
     """
 
     trial_id: str
@@ -46,6 +47,7 @@ class RunRecord(TypedDict):
     status: RunStatus
     build: int
     epochs: int
+    epochs_at_stop: int | None
 
 
 class GroupInfo(TypedDict):

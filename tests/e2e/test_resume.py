@@ -97,11 +97,12 @@ def _runs(out: Path):
     return client.search_runs([exp.experiment_id], max_results=1000)
 
 
-EPOCHS = 30
+#: Long enough that a poll of the store (a few tenths of a second) finds a trial far from both ends.
+EPOCHS = 60
 
 
 def _mid_trial(out: Path) -> str | None:
-    """The trial id of a running trial with 10 to EPOCHS - 5 epochs logged, if any (far from
+    """The trial id of a running trial with 10 to EPOCHS - 10 epochs logged, if any (far from
     both ends, so it is mid-way when the kill lands, and past its first checkpoint: a trial
     writes one when it has cost at most 2% of its training time)."""
     try:
@@ -110,7 +111,7 @@ def _mid_trial(out: Path) -> str | None:
         for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'"):
             if r.data.tags.get("phase") == "search":
                 steps = len(client.get_metric_history(r.info.run_id, "objective"))
-                if 10 <= steps <= EPOCHS - 5:
+                if 10 <= steps <= EPOCHS - 10:
                     return r.data.tags["trial_id"]
     except Exception:  # the store is being written; try again
         return None
@@ -118,7 +119,7 @@ def _mid_trial(out: Path) -> str | None:
 
 
 def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
-    # the tiny sweep with longer trials (30 short epochs), so one is caught mid-way by the kill
+    # the tiny sweep with longer trials (EPOCHS short epochs), so one is caught mid-way by the kill
     raw = yaml.safe_load((SWEEPS / "breast_cancer_tiny.yaml").read_text())
     raw["trainer"]["epochs"] = EPOCHS
     raw["hyperopt"]["scheduler"] = {"type": "fifo"}  # no trial ends early, at a rung, under the kill
