@@ -59,9 +59,9 @@ def build_report(result: SweepResult, report_path: Path, hiplot_path: Path) -> P
     wall time with its Pareto front,
     k-fold vs test (figure, confidence intervals, selection optimism and paired tests, or a
     note that it was not run), failed trials' errors and the trials table. Runs in the
-    sweep driver or ``hpo report``; ~3 s for 1,000 trials (``bench/report_build.py``).
+    sweep driver or ``hpo report`` (``bench/report_build.py`` times it on large sweeps).
     The page embeds plotly.js once
-    (~4.7 MB) and works offline; it links and frames the HiPlot page by its path relative
+    (several MB) and works offline; it links and frames the HiPlot page by its path relative
     to the report's folder, so the two files travel together. Each file is written
     atomically. Their folders are created if missing.
 

@@ -85,8 +85,8 @@ class SweepMonitor(Callback):
         # A resumed sweep trusts Tune's saved state: a trial it holds as ended is not run
         # again, so its run must be complete in the store first. The sinks write in the
         # background and an ended trial is not waited for when it ends; the wait is here, when
-        # Tune saves its state (at every step of its loop for up to 200 trials, every ~10 s or
-        # more above), for the trials that ended since the last save.
+        # Tune saves its state (at every step of its loop up to SAVE_EVERY_STEP_MAX_TRIALS trials,
+        # on Tune's adaptive period above), for the trials that ended since the last save.
         for s in self.sinks:
             wait = getattr(s, "wait_for_ended", None)
             if wait is not None:

@@ -74,8 +74,8 @@ def save_period(num_trials: int) -> str:
     """``TUNE_GLOBAL_CHECKPOINT_S`` for a sweep of ``num_trials`` trials: ``"0"`` (every step of
     Tune's loop, so every trial that started is in the saved state) up to
     :data:`SAVE_EVERY_STEP_MAX_TRIALS`; Tune's adaptive period (``"auto"``: >= 10 s, about 5 % of
-    the driver's time) above, whose saved state grows with the trials (~18 kB each) and would
-    cost more than it saves."""
+    the driver's time) above, whose saved state grows with every trial, so that saving it at
+    every step would cost more than it saves."""
     return "0" if num_trials <= SAVE_EVERY_STEP_MAX_TRIALS else "auto"
 
 
@@ -181,11 +181,12 @@ def _new_tuner(exp: TuneExperiment, run: SweepRun, cfg: SweepConfig, mode: str, 
     return tune.Tuner(
         trainable,
         param_space=exp.param_space,
-        # Pooled trials reuse Tune's trial actors (~6 s each saved): a stopped pooled trial's
-        # tune.report raises SystemExit in its thread, which only tells the warm group to stop
-        # and returns, so the actor resets within Tune's 2 s. Fresh trials keep it off: a
-        # stopped trial's thread is inside TorchTrainer.fit(), and a reused actor kept that
-        # Train controller (and its CPUs) alive, so the sweep hung.
+        # Pooled trials reuse Tune's trial actors (starting a new actor costs more than a reset):
+        # a stopped pooled trial's tune.report raises SystemExit in its thread, which only tells
+        # the warm group to stop and returns, so the actor resets within Tune's 2 s. Fresh
+        # trials keep it off: a stopped trial's thread is inside TorchTrainer.fit(), and a
+        # reused actor would keep that Train controller (and its CPUs) alive, so the sweep
+        # would hang.
         tune_config=tune.TuneConfig(max_concurrent_trials=run.plan.max_concurrent, reuse_actors=run.pooled, **kw),
         run_config=tune.RunConfig(
             name=exp.name,
@@ -219,7 +220,7 @@ def best_checkpoints(grid: ResultGrid, monitor: SweepMonitor, mode: str) -> dict
         if tid and tid not in checkpoints and r.best_checkpoints:
             try:
                 best = r.get_best_checkpoint(CHECKPOINT_OBJECTIVE, mode)
-            except RuntimeError:  # checkpoints of a sweep started before they carried the key
+            except RuntimeError:  # checkpoints whose reports lack the key: rank them by the objective
                 best = r.get_best_checkpoint(OBJECTIVE, mode)
             if best is not None:
                 checkpoints[tid] = best.path

@@ -122,7 +122,8 @@ BATCH_SIZE_TRIED_TAG: Final = BATCH_SIZE_TRIED
 BATCH_SIZE_CACHE_TAG: Final = "batch_size_cache"
 BATCH_SIZE_CACHE_HIT: Final = "hit"
 BATCH_SIZE_CACHE_MISS: Final = "miss"
-#: Params of a trial run that are not searched parameters (stores written before these became tags).
+#: Keys a trial run may hold as params although they are not searched parameters (the sweep logs
+#: them as tags; a store whose runs hold them as params is read without taking them for parameters).
 OLDER_RUN_PARAMS: Final = frozenset(ONCE_KEYS)
 
 #: The value the search optimizes, per epoch.

@@ -67,15 +67,15 @@ def _tune_sqlite(client) -> None:
     """Write-ahead logging for the embedded SQLite store (the process that writes the store).
 
     SQLite's default rollback journal syncs the disk several times per transaction (the
-    journal, the database, the journal's removal): ~1 to 10 ms a write on a shared disk,
-    and the sink writes a few times per trial. With a write-ahead log and
+    journal, the database, the journal's removal), each a wait for the disk (a long one on a
+    shared disk), and the sink writes a few times per trial. With a write-ahead log and
     ``synchronous=NORMAL`` a commit appends to the log without waiting for the disk; the log
     is synced when it is folded into the database. A committed write survives the driver
     being killed (it is in the operating system's cache); only a power loss or an operating
     system crash can lose the last commits, never corrupt the store. The journal mode is kept
     by the database file (readers such as ``mlflow ui`` use it too); ``synchronous`` is set
-    on each of the writer's connections. Measured: a trial's six writes take ~25 ms instead
-    of ~37 ms (``bench/bookkeeping.py``'s pattern, ext4). An MLflow version whose client does
+    on each of the writer's connections (``bench/bookkeeping.py`` times a trial's writes). An
+    MLflow version whose client does
     not expose its SQLAlchemy engine keeps SQLite's defaults."""
     import sqlalchemy
 
@@ -269,8 +269,8 @@ class MlflowStore(Tracker):
         self, run_id: str, *, params: dict[str, Any], tags: dict[str, Any], metrics: dict[str, Any], step: int
     ) -> None:
         """:meth:`log_params`, :meth:`set_tags` and :meth:`log_metrics` in one write when within
-        MLflow's per-request limits (each write to a SQLite store is a transaction of ~10 ms), else
-        in as many as needed."""
+        MLflow's per-request limits (each write to a SQLite store is a transaction, with a
+        fixed cost of its own), else in as many as needed."""
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.utils.validation import (
             MAX_ENTITIES_PER_BATCH,

@@ -1,9 +1,9 @@
 """The MLflow store in a process of its own (driver side: a proxy; the store's side: a loop).
 
-Every write to MLflow's SQLite store is SQLAlchemy work in Python: ~25 ms of CPU per trial
+Every write to MLflow's SQLite store is SQLAlchemy work in Python, several writes per trial
 of a sweep (creating its run, its params, tags, a batch of metrics per epoch, ending it). On the
 driver that work shares one interpreter lock with Ray Tune's event loop and the sampler, so
-large sweeps of short trials spend a third of the driver's time on it. :class:`StoreProcess`
+in large sweeps of short trials it takes a large share of the driver's time. :class:`StoreProcess`
 runs an :class:`~ludwig_hpo.tracking.mlflow_store.MlflowStore` in a child process instead: each call is
 pickled through a pipe and the caller waits for its answer, which releases the lock, and the
 store's work runs on another core. Calls keep their order (one pipe, one store), so the

@@ -4,8 +4,8 @@
 to save; :class:`CheckpointFolder` is the folder the files are written into before they are
 reported: one folder per run, whose files (``model.pt``, ``trainer_state.pt``) are rewritten
 in place at every write and removed when the run ends. Creating and removing a file and a
-folder per epoch cost ~1 ms on a file system that frees blocks eagerly (ext4 with online
-discard), more than an epoch of a small model takes; once per run it is nothing.
+folder is slow on a file system that frees blocks eagerly (ext4 with online discard): once
+per epoch it can take longer than an epoch of a small model, once per run it does not count.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from ludwig_hpo.train.report_keys import MODEL_FILE
 #: few percent of a plain loop together with its other costs).
 CHECKPOINT_BUDGET = 0.02
 #: Before a run's first write, its cost is estimated: a fixed part (serializing and creating
-#: two files: ~3 ms measured for a 2,000-parameter MLP inside the training loop, where the
-#: serialization code runs cold after the epoch's steps; ~0.6 ms in a tight loop) plus the
+#: two files, set for a write inside the training loop, where the serialization code runs cold
+#: after the epoch's steps and costs more than it does in a tight loop) plus the
 #: weights and two optimizer moments' bytes at a local disk's pace.
 FIRST_WRITE_FIXED_S, WRITE_BYTES_PER_S = 3e-3, 200e6
 
@@ -42,9 +42,10 @@ def pack(obj: Any) -> dict:
     """``obj`` (nested dicts, read back as plain dicts, lists and tuples of tensors and plain
     values, e.g. an optimizer's state dict) as ``{"skeleton": bytes, "layout": [(buffer,
     offset, shape)], "buffers": [1-D tensors]}``: the tensors' values copied to the CPU into
-    one buffer per dtype, the rest pickled. ``torch.save`` of it takes a fraction of ``torch.save(obj)`` (~0.25 vs ~0.6 ms for
-    Adam's state of a 2,000-parameter MLP: torch pickles each tensor through Python), and it is
-    a snapshot: later changes to ``obj``'s tensors do not reach it. Inverse: :func:`unpack`.
+    one buffer per dtype, the rest pickled. ``torch.save`` of it costs less than ``torch.save(obj)``
+    (torch pickles each tensor through Python, so an optimizer's many small tensors cost more
+    than their bytes), and it is a snapshot: later changes to ``obj``'s tensors do not reach it.
+    Inverse: :func:`unpack`.
     """
     tensors: list[torch.Tensor] = []
 
@@ -115,8 +116,8 @@ class CheckpointBudget:
     last one's, or :func:`first_write_estimate`) stay within ``fraction`` of the seconds spent
     training (the epoch loop, evaluation included). A trial whose write costs ``w`` seconds
     thus writes about every ``w / fraction`` seconds of training: at every epoch of a model
-    whose epoch is long against its write, every dozen epochs of a tiny one (a ~3 ms write
-    after ~10 ms epochs). What a crash loses is bounded the same way: the
+    whose epoch is long against its write, every ``w / (fraction * e)`` epochs of a tiny one
+    whose epochs take ``e`` seconds each. What a crash loses is bounded the same way: the
     training since the last write, about ``w / fraction`` seconds. ``fraction=math.inf``
     allows every epoch, ``0`` none; the caller adds the writes it needs (the last epoch, PBT's
     epochs).
@@ -147,8 +148,8 @@ class WeightsCopy:
     The first :meth:`refresh` allocates the copy and notes the module's own tensors (its state
     dict: views of the parameters and buffers, which optimizers, ``load_state_dict`` and
     batch-norm statistics update in place); later refreshes copy them into the same CPU
-    tensors with one ``torch._foreach_copy_`` (~3 us for the 2,000-parameter MLP of
-    ``sweeps/breast_cancer.yaml``, against ~40 us for a new state dict and a copy per tensor).
+    tensors with one ``torch._foreach_copy_``: a new state dict per copy costs an allocation
+    and a copy call per tensor, which for a small model outweigh the bytes copied.
     A module whose tensors are replaced after the first refresh (not in place) must not be
     refreshed through the same object.
 

@@ -87,8 +87,8 @@ def train_shard(
     All ranks get ``ceil(len(rows) / world_size)`` rows.
 
     Args:
-        rng: ``epoch_rng(seed, epoch)`` made ahead, unused until now (made between training
-            steps, a generator costs up to ~0.4 ms on a CPU, made before them ~10 us).
+        rng: ``epoch_rng(seed, epoch)`` made ahead, unused until now (a generator made between
+            training steps costs far more than one made before them).
     """
     perm = (rng or epoch_rng(seed, epoch)).permutation(rows)
     pad = (-len(perm)) % world_size

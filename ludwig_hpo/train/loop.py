@@ -220,7 +220,7 @@ def train_loop(
     def step_loss(x: dict, y: dict, group_len: int) -> torch.Tensor:
         """Forward and backward of one batch; returns its (unscaled) loss. Autocast, loss
         scaling and the division by the group's length only where they change something
-        (a tiny model's step is a fraction of a millisecond: each no-op costs)."""
+        (a tiny model's step is short enough that each no-op costs)."""
         if amp:
             with autocast(device, tr.precision):
                 loss = combined_loss(cfg, model(x), y)

@@ -43,8 +43,8 @@ def trainer_state(
     """``trainer_state.pt``'s content on rank 0 (None on other ranks): ``state`` (the epoch and
     counters), the optimizer, gradient-scaler and random states and, with ``with_weights`` (the
     epoch is not the best one, whose weights ``model.pt`` holds), this epoch's weights; packed
-    (:func:`~ludwig_hpo.train.checkpoint.pack`: a copy in one buffer per dtype, ~3x cheaper to
-    save than its ~20 small tensors one by one). A collective for FSDP: every rank calls it
+    (:func:`~ludwig_hpo.train.checkpoint.pack`: a copy in one buffer per dtype, cheaper to
+    save than its many small tensors one by one). A collective for FSDP: every rank calls it
     with the same ``with_weights``.
     """
     weights = (full_state_dict(model) if fsdp else inner.state_dict()) if with_weights else None
