@@ -4,7 +4,7 @@ is built from. Pure: no store, no I/O (:mod:`dashboards.mlflow_source` reads the
 The names read here (params, tags, metrics of the parent run and its child runs) are those
 the sweep writes, from :mod:`ludwig_hpo.tracking.layout`: the parent's params ``metric``,
 ``goal``, ``kfold.k`` and tags ``best_trial_id``, ``output_dir``, ``objectives``; each child's
-tags ``trial_id``, ``status``, ``error``, ``batch_size`` (a param in older stores), k-fold runs'
+tags ``trial_id``, ``status``, ``error``, ``batch_size`` (read from the params when no tag holds it), k-fold runs'
 ``kfold``, ``config_rank``, ``source_trial_id``; params are dotted parameter paths; metrics
 ``objective`` and ``<split>/<feature>/<metric>`` with ``step`` = epoch. Runs in the process
 that builds the report (the sweep driver or ``hpo report``).
@@ -23,11 +23,10 @@ from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult,
 from ludwig_hpo.results.kfold import aggregate_kfold
 from ludwig_hpo.results.records import Goal, TrialStatus
 from ludwig_hpo.tracking import layout
+from ludwig_hpo.train.report_keys import TRAIN_TIME_S
 
 _STATUSES: tuple[TrialStatus, ...] = ("FINISHED", "KILLED", "FAILED", "RUNNING")
 _GOALS: tuple[Goal, ...] = ("minimize", "maximize")
-#: An epoch report key logged as a per-epoch metric: the training time so far, seconds.
-_TRAIN_TIME_METRIC = "train_time_s"
 
 
 class RunSnapshot(NamedTuple):
@@ -212,7 +211,7 @@ def _trial(
         for path, text in run.params.items()
         if (path in known if known is not None else path not in layout.OLDER_RUN_PARAMS)
     }
-    train_time = run.history.get(_TRAIN_TIME_METRIC)
+    train_time = run.history.get(TRAIN_TIME_S)
     end = run.end_s if run.end_s is not None else now_s
     return TrialRecord(
         trial_id=run.tags.get(layout.TRIAL_ID_TAG, run.run_id),

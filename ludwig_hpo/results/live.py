@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from ludwig_hpo.results.records import EpochRecord, TrialRecord, TrialStatus
+from ludwig_hpo.train.report_keys import BATCH_SIZE, TRAIN_TIME_S
 
 
 class TrialDescription(NamedTuple):
@@ -61,9 +62,9 @@ class LiveTrial:
             objective_last=self.history[-1].objective if self.history else None,
             objective_best=self.best(sign),
             history=tuple(self.history),
-            batch_size=self.last.get("batch_size"),
+            batch_size=self.last.get(BATCH_SIZE),
             wall_time_s=(self.ended or time.time()) - self.started,
-            train_time_s=self.last.get("train_time_s"),
+            train_time_s=self.last.get(TRAIN_TIME_S),
             error=self.error,
         )
 

@@ -15,9 +15,12 @@ from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_CACHE_HIT,
     BATCH_SIZE_TRIED,
+    BATCH_SIZE_TUNING_S,
+    EVAL_TIME_S,
     NOT_METRICS,
     RESUMED_FROM_EPOCH,
     TIME_ATTR,
+    TRAIN_TIME_S,
 )
 
 
@@ -33,9 +36,9 @@ def wall_time_split(t: LiveTrial) -> dict[str, float]:
     """
     total = (t.ended or time.time()) - t.started
     last = t.last
-    tuning = float(last.get("batch_size_tuning_s") or 0.0)
-    evaluation = float(last.get("eval_time_s") or 0.0)
-    training = max(float(last.get("train_time_s") or 0.0) - evaluation, 0.0)
+    tuning = float(last.get(BATCH_SIZE_TUNING_S) or 0.0)
+    evaluation = float(last.get(EVAL_TIME_S) or 0.0)
+    training = max(float(last.get(TRAIN_TIME_S) or 0.0) - evaluation, 0.0)
     return {
         layout.TIME_TOTAL_S: total,
         layout.TIME_SETUP_S: max(total - tuning - training - evaluation, 0.0),

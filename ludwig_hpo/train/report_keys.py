@@ -18,6 +18,13 @@ from typing import TypedDict
 OBJECTIVE = "objective"
 #: Epochs, not Tune iterations, measure a trial's progress (a restored trial restarts its iterations).
 TIME_ATTR = "epoch"
+#: The fixed keys that readers outside the worker look up by name (the rest of
+#: :class:`EpochReport` is read as a whole).
+BATCH_SIZE = "batch_size"
+TRAIN_TIME_S = "train_time_s"
+EVAL_TIME_S = "eval_time_s"
+SETUP_TIME_S = "setup_time_s"
+BATCH_SIZE_TUNING_S = "batch_size_tuning_s"
 #: In a report that passes a checkpoint: the epoch whose weights its ``model.pt`` holds (the
 #: trial's best so far) and that epoch's objective, which Tune and Train rank checkpoints by.
 CHECKPOINT_EPOCH = "checkpoint_epoch"
@@ -96,8 +103,8 @@ NOT_METRICS = frozenset(
     + (
         TIME_ATTR,
         BATCH_SIZE_CACHE_HIT,
-        "setup_time_s",
-        "eval_time_s",
+        SETUP_TIME_S,
+        EVAL_TIME_S,
         CHECKPOINT_EPOCH,
         CHECKPOINT_OBJECTIVE,
         RESUMED_FROM_EPOCH,
