@@ -44,11 +44,14 @@ from rich.console import Console
 
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.driver.monitor import SweepMonitor
+from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.results import SweepResult
 from ludwig_hpo.results.live import TrialDescription
 from ludwig_hpo.search.algorithms import make_searcher
 from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode, param_infos
+from ludwig_hpo.tracking import layout
+from ludwig_hpo.tracking.resolve import sqlite_uri
 from ludwig_hpo.tracking.sink import MlflowSink
 from ludwig_hpo.train.report_keys import OBJECTIVE
 
@@ -220,7 +223,8 @@ def main() -> None:
     hp = loaded.config.hyperopt
     out = args.output_dir or Path(tempfile.mkdtemp(prefix="hpo-bench-bookkeeping-"))
     out.mkdir(parents=True, exist_ok=True)
-    store = (MlflowStore if args.in_process_store else StoreProcess)(f"sqlite:///{out / 'mlflow.db'}", "bookkeeping")
+    paths = SweepPaths(out)
+    store = (MlflowStore if args.in_process_store else StoreProcess)(sqlite_uri(paths.root), "bookkeeping")
     parent = store.start_run("bookkeeping", params={"trials": args.trials})
     # the sink's time on Tune's event loop (queueing its writes, and waiting for them at the end),
     # and the store's time on the sink's background thread
@@ -232,8 +236,8 @@ def main() -> None:
         sinks=[] if args.without_mlflow else [sink],
         describe=lambda tid, config: TrialDescription(
             decode(hp.parameters, {k: v for k, v in config.items() if k != "epochs"}),
-            {"phase": "search"},
-            f"trial_{tid}",
+            {layout.PHASE_TAG: layout.PHASE_SEARCH},
+            layout.trial_run_name(tid),
         ),
     )
     searcher = timed_searcher(make_searcher(hp))
@@ -252,7 +256,7 @@ def main() -> None:
             ),
             run_config=tune.RunConfig(
                 name="bookkeeping",
-                storage_path=str(out / "ray"),
+                storage_path=str(paths.ray),
                 verbose=0,
                 callbacks=[monitor],
                 failure_config=tune.FailureConfig(max_failures=0),
@@ -279,7 +283,7 @@ def main() -> None:
             output_dir=str(out),
             tracking_uri=store.uri,
         )
-        write_result(result, out / "results.json")
+        write_result(result, paths.results)
         table = trials_table(result)
         if profiler:
             profiler.disable()

@@ -43,6 +43,8 @@ def run_search(executor: str, num_samples: int, epochs: int | None, work: Path) 
 
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.driver.sweep import Sweep
+    from ludwig_hpo.tracking import layout
+    from ludwig_hpo.train.report_keys import BATCH_SIZE_TUNING_S, TRAIN_TIME_S
 
     raw = yaml.safe_load((ROOT / "sweeps" / "breast_cancer.yaml").read_text())
     raw.pop("kfold", None)
@@ -59,14 +61,14 @@ def run_search(executor: str, num_samples: int, epochs: int | None, work: Path) 
     runs = [
         r
         for r in client.search_runs([exp.experiment_id], max_results=1000)
-        if r.data.tags.get("phase") == "search" and r.info.end_time
+        if r.data.tags.get(layout.PHASE_TAG) == layout.PHASE_SEARCH and r.info.end_time
     ]
     walls, inner, epochs = [], [], []
     for r in runs:
         m = r.data.metrics
         walls.append((r.info.end_time - r.info.start_time) / 1000)
-        inner.append(m.get("train_time_s", 0.0) + m.get("batch_size_tuning_s", 0.0))
-        epochs.append(len(client.get_metric_history(r.info.run_id, "train_time_s")))
+        inner.append(m.get(TRAIN_TIME_S, 0.0) + m.get(BATCH_SIZE_TUNING_S, 0.0))
+        epochs.append(len(client.get_metric_history(r.info.run_id, TRAIN_TIME_S)))
     span = (max(r.info.end_time for r in runs) - min(r.info.start_time for r in runs)) / 1000
     over = [w - i for w, i in zip(walls, inner, strict=True)]
     return {

@@ -26,17 +26,6 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 
-def store_uri_of_dir(results_dir: Path) -> str:
-    """The tracking URI of a sweep output folder's embedded store (``DIR/mlflow.db``).
-
-    Raises:
-        TrackingError: the folder holds no ``mlflow.db``.
-    """
-    from ludwig_hpo.tracking.resolve import existing_store_uri
-
-    return existing_store_uri(results_dir)
-
-
 def fetch_sweep_runs(
     uri: str,
     *,
@@ -227,4 +216,4 @@ def _search_space(client: MlflowClient, run_id: str) -> dict[str, Any] | None:
     return space if isinstance(space, dict) else None
 
 
-__all__ = ["fetch_sweep_runs", "load_sweep_result", "store_uri_of_dir"]
+__all__ = ["fetch_sweep_runs", "load_sweep_result"]

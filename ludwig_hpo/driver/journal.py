@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from ludwig_hpo.results.records import TrialStatus
 from ludwig_hpo.tracking import layout
-from ludwig_hpo.train.report_keys import OBJECTIVE, TIME_ATTR
+from ludwig_hpo.train.report_keys import CHECKPOINT_PATH, OBJECTIVE, TIME_ATTR
 
 if TYPE_CHECKING:
     from ludwig_hpo.results.live import LiveTrial
@@ -92,9 +92,9 @@ class JournalSink:
                 OBJECTIVE: h.objective,
                 TIME_ATTR: h.epoch,
             }
-            r.pop("checkpoint_path", None)
+            r.pop(CHECKPOINT_PATH, None)
             if t.checkpoint and best is not None and h.epoch == best:
-                r["checkpoint_path"] = t.checkpoint
+                r[CHECKPOINT_PATH] = t.checkpoint
             results.append(r)
         line = json.dumps(
             {

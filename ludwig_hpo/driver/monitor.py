@@ -16,7 +16,14 @@ from ludwig_hpo.errors import one_line_error
 from ludwig_hpo.results.live import LiveTrial, TrialDescription, TrialSink
 from ludwig_hpo.results.records import EpochRecord, TrialRecord
 from ludwig_hpo.tracking import layout
-from ludwig_hpo.train.report_keys import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, OBJECTIVE, TIME_ATTR
+from ludwig_hpo.train.report_keys import (
+    CHECKPOINT_DIR_NAME,
+    CHECKPOINT_EPOCH,
+    CHECKPOINT_OBJECTIVE,
+    CHECKPOINT_PATH,
+    OBJECTIVE,
+    TIME_ATTR,
+)
 
 if TYPE_CHECKING:
     from ludwig_hpo.driver.journal import JournalEntry
@@ -167,9 +174,9 @@ class SweepMonitor(Callback):
         metrics = {k: v for k, v in result.items() if "/" in k and isinstance(v, (int, float))}
         objective = float(result[OBJECTIVE])
         # Train's checkpoint (fresh multi-worker trials), or the one this result handed to Tune
-        path = result.get("checkpoint_path")
-        if not path and result.get("checkpoint_dir_name") and getattr(trial, "path", None):
-            path = os.path.join(trial.path, result["checkpoint_dir_name"])
+        path = result.get(CHECKPOINT_PATH)
+        if not path and result.get(CHECKPOINT_DIR_NAME) and getattr(trial, "path", None):
+            path = os.path.join(trial.path, result[CHECKPOINT_DIR_NAME])
         if path:
             # its model.pt holds the trial's best weights so far: taken unless a PBT clone
             # brought a donor's best that is worse than the trial's own (Train and Tune keep

@@ -161,8 +161,10 @@ def adopt_into_saved_searcher(searcher: AdoptsEndedTrials, saved: Path, ended: M
         for tid, e in ended.items()
         if e["results"]
     )
-    if adopted:
-        searcher.save(str(files[-1]))
+    if adopted:  # written beside it and renamed over it, as Tune writes it: a crash leaves one whole file
+        tmp = saved / f".{files[-1].name}.tmp"
+        searcher.save(str(tmp))
+        os.replace(tmp, files[-1])
     return adopted
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.tracking.layout import PARENT_RUN_ID_TAG
 from ludwig_hpo.tracking.protocol import Tracker
+from ludwig_hpo.tracking.resolve import EMBEDDED_ARTIFACTS_FOLDER
 from ludwig_hpo.train.report_keys import OBJECTIVE
 
 _METRIC_NAME_OK = re.compile(r"[^\w\-. :/]")
@@ -154,7 +155,7 @@ class MlflowStore(Tracker):
                     fix="create the folder or fix the path",
                 )
             # a local store keeps artifacts beside it (MLflow's default is ./mlruns of the current folder)
-            artifact_location = artifact_location or folder / "mlartifacts"
+            artifact_location = artifact_location or folder / EMBEDDED_ARTIFACTS_FOLDER
         self.uri = uri
         try:
             self.client = MlflowClient(tracking_uri=uri)

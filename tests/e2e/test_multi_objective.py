@@ -87,10 +87,11 @@ def test_report_draws_the_objectives_with_the_pareto_front(mo_sweep):
 
 
 def test_hpo_report_rebuilt_from_mlflow_keeps_the_objectives(mo_sweep, tmp_path):
-    from dashboards.mlflow_source import load_sweep_result, store_uri_of_dir
+    from dashboards.mlflow_source import load_sweep_result
+    from ludwig_hpo.tracking.resolve import existing_store_uri
 
     _, out, result = mo_sweep
-    rebuilt = load_sweep_result(store_uri_of_dir(out), output_dir=out)
+    rebuilt = load_sweep_result(existing_store_uri(out), output_dir=out)
     assert rebuilt.objectives == (LOSS, AUC)
     assert set(rebuilt.pareto_trial_ids) == set(result["pareto_trial_ids"])
     proc = run_cli("report", str(out), "--output", str(tmp_path / "rebuilt"), cwd=tmp_path, timeout=300)
