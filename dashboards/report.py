@@ -29,6 +29,7 @@ from dashboards.kfold import KFoldInfo, kfold_figure, kfold_info, optimism_sente
 from dashboards.parallel import parallel_coordinates_figure, parallel_coordinates_info
 from dashboards.pareto import pareto_figure, pareto_info
 from dashboards.table import trials_table
+from ludwig_hpo.config.paths import ROOT, SECTIONS, deep_merge
 from ludwig_hpo.results import SweepResult
 from ludwig_hpo.tracking.layout import HIPLOT_ARTIFACT, REPORT_ARTIFACT
 
@@ -181,7 +182,10 @@ def best_config_yaml(params: dict[str, Any]) -> str:
     import yaml
 
     tree: dict[str, Any] = {}
-    for path, value in params.items():
+    for path, value in sorted(params.items(), key=lambda kv: kv[0] != ROOT):  # as apply_params: blocks first
+        if path == ROOT and isinstance(value, dict):  # a partial config block, merged at the root
+            tree = deep_merge(tree, _yaml_value(value))
+            continue
         node = tree
         *heads, last = path.split(".")
         for head in heads:
@@ -203,7 +207,7 @@ def best_config_yaml(params: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_CONFIG_SECTIONS = {"trainer", "combiner", "backend", "dataset", "hyperopt", "preprocessing"}
+_CONFIG_SECTIONS = {*SECTIONS, "backend", "dataset", "hyperopt", "preprocessing"}
 
 
 def _yaml_value(value: Any) -> Any:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.execution.pool_records import GroupInfo, PoolsInfo, RunRecord, RunResult
-from ludwig_hpo.execution.pool_worker import PoolWorker
+from ludwig_hpo.execution.pool_worker import PENDING_PREFIX, PoolWorker
 from ludwig_hpo.execution.spec import TrialSpec
 from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
 
@@ -359,7 +359,7 @@ def run_pooled(pools: Any, spec: TrialSpec) -> None:
 
     from ludwig_hpo.errors import TrialError, one_line_error
 
-    for stale in (Path(spec.storage_path) / spec.trial_id).glob("pending_*"):  # left by an interrupted run
+    for stale in (Path(spec.storage_path) / spec.trial_id).glob(f"{PENDING_PREFIX}*"):  # left by an interrupted run
         shutil.rmtree(stale, ignore_errors=True)
     token = ray.get(pools.start.remote(spec))
     done = threading.Event()

@@ -25,6 +25,10 @@ from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
 #: Timeout of the groups' collectives; a peer that died is normally noticed much sooner.
 COLLECTIVE_TIMEOUT_S = 600.0
 
+#: Name prefix of the checkpoint folders rank 0 moves beside a trial's checkpoints until its
+#: trial actor hands them to Tune (a stale one is left by an interrupted run).
+PENDING_PREFIX = "pending_"
+
 #: How a rank's run of one trial ended: trained every epoch, or left at an epoch boundary
 #: because the trial was stopped.
 RunOutcome = Literal["finished", "stopped"]
@@ -141,7 +145,7 @@ class PoolReporter:
             metrics = dict(metrics)
             dest = None
             if checkpoint_dir is not None:
-                dest = Path(self.spec.storage_path) / self.spec.trial_id / f"pending_{uuid.uuid4().hex[:12]}"
+                dest = Path(self.spec.storage_path) / self.spec.trial_id / f"{PENDING_PREFIX}{uuid.uuid4().hex[:12]}"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(checkpoint_dir, dest)
                 metrics[PENDING_CHECKPOINT_DIR] = str(dest)

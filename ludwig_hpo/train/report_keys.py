@@ -35,7 +35,8 @@ RESUMED_FROM_EPOCH = "resumed_from_epoch"
 BATCH_SIZE_CACHE_HIT = "batch_size_cache_hit"
 #: First epoch of a tuned trial: the sizes the search tried, ``"<size>:<samples/s or oom>;..."``.
 BATCH_SIZE_TRIED = "batch_size_tried"
-#: Added by the Tune trial actor of a fresh multi-worker trial: Train's persisted checkpoint folder.
+#: Added by Ray's ``TuneReportCallback`` to a fresh multi-worker trial's reports that carried a
+#: checkpoint: Train's persisted checkpoint folder.
 CHECKPOINT_PATH = "checkpoint_path"
 #: Added by Tune to a result that carried a checkpoint: its folder's name inside the trial's folder.
 CHECKPOINT_DIR_NAME = "checkpoint_dir_name"

@@ -103,3 +103,22 @@ def test_best_configuration_is_yaml_that_reads_back():
         "image": {"encoder": {"layers": [8, 16]}},
     }
     assert "# image: the feature named 'image'" in text
+
+
+def test_best_configuration_merges_config_blocks_and_knows_the_defaults_section():
+    import yaml
+
+    from dashboards.report import best_config_yaml
+
+    params = {
+        "trainer.learning_rate": 0.01,
+        ".": {"trainer": {"optimizer": {"type": "sgd"}}, "combiner": {"output_size": 8}},
+        "defaults.number.encoder.output_size": 4,
+    }
+    text = best_config_yaml(params)
+    assert yaml.safe_load(text) == {
+        "trainer": {"optimizer": {"type": "sgd"}, "learning_rate": 0.01},
+        "combiner": {"output_size": 8},
+        "defaults": {"number": {"encoder": {"output_size": 4}}},
+    }
+    assert "the feature named" not in text
