@@ -36,8 +36,8 @@ def run_worker(
     Runs on every rank of the trial (or alone), inside an initialized ``torch.distributed``
     process group when the trial has more than one rank. Python's and numpy's global random
     state are seeded from ``trainer.seed`` plus the job's seed offset first: a process that
-    runs several trials (a warm group, a reused Tune actor) must not carry one trial's random
-    state into the next (``train_loop`` seeds torch itself).
+    runs several trials (a warm group's worker) must not carry one trial's random state into
+    the next, and every executor gives a trial the same state (``train_loop`` seeds torch itself).
 
     Args:
         spec: the trial; its ``params`` are applied to its ``raw`` sweep mapping here.
