@@ -85,6 +85,20 @@ def _kill_session(sid: int) -> None:
         shutil.rmtree(cluster, ignore_errors=True)
 
 
+def _start_sweep(sweep: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    """``hpo sweep SWEEP --output r`` in ``cwd``, in a session of its own (so it can be killed
+    whole), its output merged into one text pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
 def _client(out: Path):
     from mlflow.tracking import MlflowClient
 
@@ -126,15 +140,7 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     sweep = tmp_path / "tiny.yaml"
     sweep.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
-        cwd=tmp_path,
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = _start_sweep(sweep, tmp_path, env)
     out = tmp_path / "r" / "breast-cancer-tiny"
     seen, ended, caught = [], 0, None
     lines: queue.Queue = queue.Queue()
@@ -216,15 +222,7 @@ def test_trials_that_ended_after_tunes_last_save_are_not_run_again(tmp_path):
     raw["report"] = {"enabled": False}
     sweep = tmp_path / "tiny.yaml"
     sweep.write_text(yaml.safe_dump(raw, sort_keys=False))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ludwig_hpo", "sweep", str(sweep), "--output", "r"],
-        cwd=tmp_path,
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = _start_sweep(sweep, tmp_path, env)
     seen, ended = [], 0
     try:
         deadline = time.time() + SWEEP_TIMEOUT_S
