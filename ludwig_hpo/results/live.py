@@ -66,6 +66,8 @@ class LiveTrial:
             wall_time_s=(self.ended or time.time()) - self.started,
             train_time_s=self.last.get(TRAIN_TIME_S),
             error=self.error,
+            stopped_by=self.stopped_by,
+            stopped_at_epoch=self.history[-1].epoch if self.stopped_by and self.history else None,
         )
 
 

@@ -10,8 +10,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ludwig_hpo.tracking import layout
+
 TrialStatus = Literal["FINISHED", "KILLED", "FAILED", "RUNNING"]
 Goal = Literal["minimize", "maximize"]
+
+#: The one vocabulary in which the console, ``results.json``'s readers and the report show a
+#: trial's state. A trial stopped by the scheduler, its own early stopping or the time budget
+#: did nothing wrong: it is "stopped early", never shown like a failure.
+StatusLabel = Literal["completed", "stopped early", "failed", "interrupted", "running"]
+STATUS_LABELS: tuple[StatusLabel, ...] = ("completed", "stopped early", "failed", "interrupted", "running")
+
+
+def status_label(status: TrialStatus, stopped_by: str | None) -> StatusLabel:
+    """How a trial's state is shown (any process; pure).
+
+    Args:
+        status: the trial's status as MLflow records it (FINISHED, KILLED, FAILED, RUNNING).
+        stopped_by: who stopped it before its last epoch (``"scheduler"``, ``"time budget"``,
+            ``"early stop"``, ``"interrupted"``), None when it ran every epoch.
+    """
+    if status == "FAILED":
+        return "failed"
+    if status == "RUNNING":
+        return "running"
+    if stopped_by == layout.STOPPED_BY_INTERRUPTED or (status == "KILLED" and stopped_by is None):
+        return "interrupted"
+    return "stopped early" if stopped_by else "completed"
 
 
 @dataclass(frozen=True)
@@ -57,8 +82,10 @@ class TrialRecord:
 
     Attributes:
         trial_id: Tune's trial id (also the MLflow run name suffix).
-        status: FINISHED (ran every epoch), KILLED (stopped early by the scheduler),
-            FAILED (raised), RUNNING (still going when the record was taken).
+        status: as MLflow records it: FINISHED (ran every epoch, or was stopped early by the
+            scheduler, its own early stopping or the time budget: see ``stopped_by``), KILLED
+            (interrupted), FAILED (raised), RUNNING (still going when the record was taken).
+            :func:`status_label` gives the word users see.
         params: sampled value of each searched parameter, keyed by dotted path.
         objective_last: metric at the last reported epoch (None if nothing reported).
         objective_best: best metric over the reported epochs (by the sweep's goal).
@@ -67,6 +94,8 @@ class TrialRecord:
         wall_time_s: seconds from trial start to trial end (includes start-up).
         train_time_s: seconds spent inside the worker's training and evaluation loop.
         error: one-line error message of a FAILED trial.
+        stopped_by: who stopped the trial before its last epoch, None when it was not stopped.
+        stopped_at_epoch: the last epoch a stopped trial ran, else None.
     """
 
     trial_id: str
@@ -79,6 +108,13 @@ class TrialRecord:
     wall_time_s: float | None = None
     train_time_s: float | None = None
     error: str | None = None
+    stopped_by: str | None = None
+    stopped_at_epoch: int | None = None
+
+    @property
+    def label(self) -> StatusLabel:
+        """The word users see for this trial's state (:func:`status_label`)."""
+        return status_label(self.status, self.stopped_by)
 
 
 @dataclass(frozen=True)
