@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ SWEEPS = ROOT / "sweeps"
 # Tests reach no network beyond loopback: MLflow's usage telemetry stays off (it would also
 # start a thread and set a session variable at the first MLflow client, whichever test that is).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# Sweeps persist tuned batch sizes in the user's cache folder: the tests' go to a temporary one.
+os.environ.setdefault("LUDWIG_HPO_CACHE_DIR", tempfile.mkdtemp(prefix="hpo-test-cache-"))
 
 
 def _has_cuda() -> bool:

@@ -68,6 +68,12 @@ class SweepPaths:
         return self.root / "journal.jsonl"
 
     @property
+    def batch_sizes(self) -> Path:
+        """The batch sizes this sweep's ``batch_size: auto`` trials tuned (``{"version", "entries"}``);
+        a resumed sweep reuses them, like the user's persisted cache."""
+        return self.root / "batch_sizes.json"
+
+    @property
     def results(self) -> Path:
         """``results.json``: the finished sweep's :class:`~ludwig_hpo.results.SweepResult`."""
         return self.root / layout.RESULTS_ARTIFACT

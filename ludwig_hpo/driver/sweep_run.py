@@ -20,6 +20,7 @@ from ludwig_hpo.tracking.protocol import Tracker
 
 if TYPE_CHECKING:
     from ludwig_hpo.data import PreparedData
+    from ludwig_hpo.execution.cache import PersistedSizes
     from ludwig_hpo.execution.trainable import TrialContext
 
 
@@ -40,11 +41,13 @@ class SearchOutcome:
         records: every search trial, in start order.
         checkpoints: ``{trial id: checkpoint folder}`` holding each trial's best weights.
         final_params: ``{trial id: parameters it ended with}`` (PBT changes them mid-trial).
+        stop_reason: why the search ended before its planned trials (the time budget), or None.
     """
 
     records: tuple[TrialRecord, ...]
     checkpoints: dict[str, str]
     final_params: dict[str, dict[str, Any]]
+    stop_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,12 +96,19 @@ class SweepRun:
 
     @classmethod
     def start(
-        cls, output: SweepOutput, prepared: Prepared, loaded: LoadedSweep, journal: dict[str, JournalEntry], mode: str
+        cls,
+        output: SweepOutput,
+        prepared: Prepared,
+        loaded: LoadedSweep,
+        journal: dict[str, JournalEntry],
+        mode: str,
+        persisted: PersistedSizes | None = None,
     ) -> SweepRun:
         """Put the prepared data in Ray's object store (once per sweep), start the warm worker
         groups (pooled executor) and the batch-size cache actor, and build the trials' context
         from the sweep file (``loaded``), the resources, ``journal`` (a resumed sweep's
         recorded results) and ``mode`` (``min``/``max``: which checkpoint a trial keeps).
+        ``persisted``: the batch sizes earlier sweeps tuned, and the files new ones go to.
         Inside the sweep's Ray cluster."""
         import ray
 
@@ -129,7 +139,7 @@ class SweepRun:
             gpus_per_worker=plan.gpus_per_worker,
             choices=index_encoded_choices(cfg.hyperopt.parameters),
             mode=mode,
-            batch_cache=start_cache_actor(),
+            batch_cache=start_cache_actor(persisted),
             pools=pools,
             replay={tid: e["results"] for tid, e in journal.items()},
             checkpoints=pbt_checkpoints(cfg.hyperopt),

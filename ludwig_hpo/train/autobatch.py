@@ -7,6 +7,8 @@ Runs on every rank of the trial's worker group, in lockstep.
 from __future__ import annotations
 
 import math
+import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,9 +18,10 @@ import torch
 import torch.distributed as dist
 
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.train.batch_size import BatchSizeCache, cache_key, search_batch_size
+from ludwig_hpo.train.batch_size import BatchSizeCache, cache_key, noise_of, search_batch_size
 from ludwig_hpo.train.data import DeviceData
 from ludwig_hpo.train.probe import CpuMemoryGuard, make_eval_probe, make_train_probe
+from ludwig_hpo.train.report_keys import SOURCE_PROBE, SOURCE_SWEEP_CACHE, BatchSizeSource
 
 #: Training batches are capped so that an epoch has at least this many steps per worker.
 MIN_STEPS_PER_EPOCH = 20
@@ -33,14 +36,21 @@ class TunedSize:
     Attributes:
         batch_size: the size to use.
         tried: ``(size, samples/s or None)`` probed in this trial (empty on a cache hit).
-        cache_hit: the size came from the sweep's cache (no probe ran).
+        source: where an ``auto`` size came from: ``"probe"`` (searched here), ``"sweep cache"``
+            (an earlier trial of this sweep) or ``"persisted cache"`` (an earlier sweep on the
+            same device); None for a size fixed in the config.
         seconds: wall time spent deciding.
     """
 
     batch_size: int
     tried: tuple[tuple[int, float | None], ...] = ()
-    cache_hit: bool = False
+    source: BatchSizeSource | None = None
     seconds: float = 0.0
+
+    @property
+    def cache_hit(self) -> bool:
+        """The size came from a cache (this sweep's or a persisted one): no probe ran."""
+        return self.source not in (None, SOURCE_PROBE)
 
 
 def describe_model(module: torch.nn.Module) -> str:
@@ -58,10 +68,12 @@ def describe_model(module: torch.nn.Module) -> str:
 
 
 def _device_identity(device: torch.device) -> tuple[str, int]:
+    """(device name, its memory in bytes): the accelerator's model, or on CPU the machine's
+    architecture, core count and torch's thread count (what makes a CPU size fast)."""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return props.name, int(props.total_memory)
-    return device.type, 0
+    return f"cpu:{platform.machine()}:{os.cpu_count()}cores:{torch.get_num_threads()}threads", 0
 
 
 def _rank0_lookup(cache: BatchSizeCache | None, key: str) -> dict | None:
@@ -80,7 +92,8 @@ def _tune_one(
     key = cache_key(**key_parts, max_size=max_size, kind=kind)
     hit = _rank0_lookup(cache, key)
     if hit is not None:
-        return TunedSize(int(hit["batch_size"]), cache_hit=True, seconds=time.perf_counter() - t0)
+        source = hit.get("source", SOURCE_SWEEP_CACHE)
+        return TunedSize(int(hit["batch_size"]), source=source, seconds=time.perf_counter() - t0)
     choice = search_batch_size(probe_factory(), max_size=max_size)
     rank0 = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
     if cache is not None and rank0:
@@ -88,11 +101,17 @@ def _tune_one(
             key,
             {
                 "batch_size": choice.batch_size,
-                "tried": [list(t) for t in choice.tried],
+                "tried": [[b, None if s is None else float(s)] for b, s in choice.tried],
+                "noise": [None if s is None else noise_of(s) for _, s in choice.tried],
                 "stopped_by": choice.stopped_by,
+                # for a person reading the persisted file; the key already holds them
+                "kind": kind,
+                "device": key_parts["device"],
+                "world_size": key_parts["world_size"],
+                "torch": key_parts["torch_version"],
             },
         )
-    return TunedSize(choice.batch_size, choice.tried, False, time.perf_counter() - t0)
+    return TunedSize(choice.batch_size, choice.tried, SOURCE_PROBE, time.perf_counter() - t0)
 
 
 def tune_batch_sizes(
@@ -112,7 +131,7 @@ def tune_batch_sizes(
 
     A fixed size in the config is used as is (capped by the rows per worker). ``auto`` is
     looked up in ``cache`` by (model structure, input shapes, device and its memory, world
-    size, precision, strategy, optimizer type, cap); on a miss it is searched with real probes on the
+    size, precision, strategy, optimizer type, cap, torch version); on a miss it is searched with real probes on the
     unwrapped ``module`` and stored. Caps: training batches give at least
     :data:`MIN_STEPS_PER_EPOCH` steps per epoch and at most ``trainer.max_batch_size``; on
     CPU a memory guard keeps each worker within its share of half the available RAM.
@@ -130,6 +149,7 @@ def tune_batch_sizes(
         "precision": tr.precision,
         "strategy": cfg.backend.strategy,
         "optimizer": tr.optimizer.type,
+        "torch_version": torch.__version__,
     }
     per_worker = math.ceil(len(train_rows) / world_size)
 

@@ -14,8 +14,46 @@ from typing import Any, Literal, Protocol
 
 from ludwig_hpo.errors import HpoError
 
-#: A probe runs real training steps at a batch size and returns samples/s, or None on OOM.
+#: A probe runs real training steps at a batch size and returns samples/s (a plain float, or a
+#: :class:`Throughput` that also carries the measurement's noise), or None on OOM.
 Probe = Callable[[int], "float | None"]
+
+
+class Throughput(float):
+    """Samples/s of one probed batch size (a float, so it compares and divides as one), with
+    the relative noise of its measurement.
+
+    Attributes:
+        noise: relative half-width of the measurement (0.1: the true throughput is likely
+            within +-10 %), estimated from the spread of the repeated timed steps of the probe;
+            0 for a value given without one.
+    """
+
+    noise: float
+
+    def __new__(cls, samples_per_s: float, noise: float = 0.0) -> Throughput:
+        obj = super().__new__(cls, samples_per_s)
+        obj.noise = max(0.0, float(noise))
+        return obj
+
+    def __reduce__(self):
+        return (Throughput, (float(self), self.noise))
+
+    def __repr__(self) -> str:
+        return f"Throughput({float(self)!r}, noise={self.noise!r})"
+
+
+def noise_of(speed: float) -> float:
+    """The relative noise of a probe's result (0 for a plain float)."""
+    return getattr(speed, "noise", 0.0)
+
+
+def beats(faster: float, slower: float, tolerance: float) -> bool:
+    """Whether ``faster`` samples/s is really more than ``slower``: its gain exceeds both the
+    relative ``tolerance`` and the two measurements' noise together (their intervals do not
+    overlap). Equal or overlapping measurements are a tie, never a win."""
+    margin = max(tolerance, noise_of(faster) + noise_of(slower))
+    return faster > slower * (1 + margin)
 
 
 class BatchSizeError(HpoError, RuntimeError):
@@ -63,8 +101,11 @@ def search_batch_size(
     is never probed again. After an out-of-memory stop, ``refine_steps`` bisections between
     the last size that fit and the one that did not find a larger fitting size.
 
-    The choice is the smallest probed size within ``tolerance`` of the best throughput
-    (smaller batches generalize at least as well). When a size ran out of memory, the choice
+    "Better" and "within" are decided by :func:`beats`: a gain must exceed ``tolerance`` and
+    the noise the probes measured (a :class:`Throughput`'s), so a difference that timing noise
+    alone can produce never makes a larger size win. The choice is the smallest probed size
+    that the fastest one does not beat (smaller batches generalize at least as well; a tie
+    goes to the smaller size, the same one every time for the same measurements). When a size ran out of memory, the choice
     is at most ``headroom`` x that size, so that evaluation buffers and fragmentation do not
     run out of memory in real training.
 
@@ -85,7 +126,7 @@ def search_batch_size(
         )
     size = max(1, min(start, max_size))
     tried: list[tuple[int, float | None]] = []
-    best = 0.0
+    best: float = 0.0  # the fastest measurement so far (with its noise)
     oom_at: int | None = None  # smallest size known to run out of memory
     stall = 0
     stopped_by: StopReason = "plateau"
@@ -101,11 +142,12 @@ def search_batch_size(
                 raise BatchSizeError("batch size 1 runs out of memory")
             size //= 2
             continue
-        if speed > best * (1 + tolerance):
+        if beats(speed, best, tolerance):
             stall = 0
         else:
             stall += 1
-        best = max(best, speed)
+        if speed > best:
+            best = speed
         nxt = min(max_size, size * growth)
         if oom_at is not None and nxt >= oom_at:
             stopped_by = "memory"
@@ -127,8 +169,8 @@ def search_batch_size(
             else:
                 fits = mid
     ok = [(b, s) for b, s in tried if s is not None]
-    fastest = max(s for _, s in ok)
-    chosen = min(b for b, s in ok if s * (1 + tolerance) >= fastest)
+    fastest = max((s for _, s in ok), key=float)
+    chosen = min(b for b, s in ok if not beats(fastest, s, tolerance))
     if oom_at is not None:
         chosen = max(1, min(chosen, int(oom_at * headroom)))
     return BatchSizeChoice(batch_size=chosen, tried=tuple(tried), stopped_by=stopped_by)
@@ -155,6 +197,7 @@ def cache_key(
     max_size: int,
     optimizer: str = "",
     kind: str = "train",
+    torch_version: str = "",
 ) -> str:
     """Key under which a tuned batch size is cached: everything that changes what fits and
     what is fast, nothing that does not (learning rate, dropout, seeds...).
@@ -167,6 +210,9 @@ def cache_key(
         max_size: the search's cap (it depends on the training split's size).
         optimizer: the optimizer type (its state takes memory: Adam keeps 2 buffers per parameter).
         kind: ``"train"`` or ``"eval"``.
+        torch_version: the torch release (its kernels and allocator change what is fast and
+            what fits); part of the key so a size persisted across sweeps is only reused by
+            the same torch.
     """
     payload = json.dumps(
         {
@@ -180,6 +226,7 @@ def cache_key(
             "max": max_size,
             "optimizer": optimizer,
             "kind": kind,
+            "torch": torch_version,
         },
         sort_keys=True,
     )

@@ -34,6 +34,7 @@ from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, train_shard
 from ludwig_hpo.train.evaluate import all_reduce, evaluate
 from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_CACHE_HIT,
+    BATCH_SIZE_SOURCE,
     BATCH_SIZE_TRIED,
     CHECKPOINT_EPOCH,
     CHECKPOINT_OBJECTIVE,
@@ -156,7 +157,8 @@ def train_loop(
     ``checkpoint_epoch`` and ``checkpoint_objective`` on rank 0 at epochs that write a checkpoint
     (see :data:`Reporter`), ``resumed_from_epoch`` at the
     first epoch after a resume, ``nonfinite_batches`` (cumulative, all ranks) under
-    ``nan_policy: skip_batch``; on the first epoch also ``batch_size_cache_hit`` (1/0) and
+    ``nan_policy: skip_batch``; on the first epoch also ``batch_size_cache_hit`` (1/0),
+    ``batch_size_source`` (``probe``, ``sweep cache`` or ``persisted cache``) and
     ``batch_size_tried`` (e.g. ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
 
     Args:
@@ -367,6 +369,7 @@ def train_loop(
             metrics[RESUMED_FROM_EPOCH] = first_epoch - 1
         if epoch == 1 and tr.batch_size == "auto":
             metrics[BATCH_SIZE_CACHE_HIT] = int(train_bs.cache_hit)
+            metrics[BATCH_SIZE_SOURCE] = train_bs.source
         if epoch == 1 and train_bs.tried:
             metrics[BATCH_SIZE_TRIED] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
         ckpt_dir, t_ckpt = None, time.perf_counter()

@@ -19,22 +19,32 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ludwig_hpo.train.batch_size import Probe, is_oom
+from ludwig_hpo.train.batch_size import Probe, Throughput, is_oom, noise_of
 from ludwig_hpo.train.data import DeviceData
 
 
 def agree(speed: float | None, device: torch.device) -> float | None:
-    """Across ranks: None if any rank ran out of memory, else the slowest rank's samples/s.
+    """Across ranks: None if any rank ran out of memory, else the slowest rank's samples/s
+    with the largest noise any rank measured (a :class:`Throughput`).
 
     Runs on every rank (a collective when the world size is above 1).
     """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return speed
-    t = torch.tensor([1.0 if speed is None else 0.0, -(speed or 0.0)], dtype=torch.float64)
+    t = torch.tensor([1.0 if speed is None else 0.0, -(speed or 0.0), noise_of(speed or 0.0)], dtype=torch.float64)
     if device.type == "cuda":
         t = t.to(device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return None if t[0].item() > 0 else -t[1].item()
+    return None if t[0].item() > 0 else Throughput(-t[1].item(), t[2].item())
+
+
+def measured(batch_size: int, step_seconds: list[float]) -> Throughput:
+    """Samples/s of ``batch_size`` from its repeated step timings: the median step, with noise
+    = 1.4826 x the median absolute deviation / the median (a robust relative standard
+    deviation: one step slowed down by another process does not count). Pure."""
+    mid = max(statistics.median(step_seconds), 1e-9)
+    mad = statistics.median(abs(t - mid) for t in step_seconds)
+    return Throughput(batch_size / mid, 1.4826 * mad / mid)
 
 
 class CpuMemoryGuard:
@@ -87,7 +97,7 @@ def _timed(
     batch_size: int,
     warmup: int,
     steps: int,
-) -> float:
+) -> Throughput:
     sync = torch.cuda.synchronize if dd.device.type == "cuda" else (lambda: None)
     times = []
     for i in range(warmup + steps):
@@ -98,7 +108,7 @@ def _timed(
         sync()
         if i >= warmup:
             times.append(time.perf_counter() - t)
-    return batch_size / max(statistics.median(times), 1e-9)
+    return measured(batch_size, times)
 
 
 def _probe(
@@ -149,7 +159,8 @@ def make_train_probe(
 
     Each call runs ``warmup`` untimed then ``steps`` timed steps of forward, backward and
     ``optimizer.step()`` on (batch,) rows drawn (seeded) from ``rows``, takes the median
-    step time (CUDA synchronized around each), restores ``module`` and ``optimizer``, and
+    step time and the steps' spread as its noise (:func:`measured`; CUDA synchronized around
+    each), restores ``module`` and ``optimizer``, and
     agrees on the result across ranks. Out of memory (or over the CPU ``guard``'s budget)
     gives None and frees the CUDA cache; other errors propagate.
 

@@ -12,7 +12,7 @@ scores are all-reduced); rank 0's report is what reaches Tune.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 #: The value the scheduler and the searcher optimize: the sweep's metric on its split.
 OBJECTIVE = "objective"
@@ -35,6 +35,14 @@ RESUMED_FROM_EPOCH = "resumed_from_epoch"
 BATCH_SIZE_CACHE_HIT = "batch_size_cache_hit"
 #: First epoch of a tuned trial: the sizes the search tried, ``"<size>:<samples/s or oom>;..."``.
 BATCH_SIZE_TRIED = "batch_size_tried"
+#: First epoch of a ``batch_size: auto`` trial: where its size came from (a :data:`BatchSizeSource`).
+BATCH_SIZE_SOURCE = "batch_size_source"
+#: ``probe``: searched in this trial; ``sweep cache``: tuned by an earlier trial of this sweep;
+#: ``persisted cache``: tuned by an earlier sweep on the same device (the batch-size files).
+BatchSizeSource = Literal["probe", "sweep cache", "persisted cache"]
+SOURCE_PROBE: BatchSizeSource = "probe"
+SOURCE_SWEEP_CACHE: BatchSizeSource = "sweep cache"
+SOURCE_PERSISTED_CACHE: BatchSizeSource = "persisted cache"
 #: Added by Ray's ``TuneReportCallback`` to a fresh multi-worker trial's reports that carried a
 #: checkpoint: Train's persisted checkpoint folder.
 CHECKPOINT_PATH = "checkpoint_path"
@@ -81,12 +89,13 @@ class EpochReport(_EpochCounters, total=False):
     resumed_from_epoch: int
     batch_size_cache_hit: int
     batch_size_tried: str
+    batch_size_source: BatchSizeSource
     checkpoint_epoch: int
     checkpoint_objective: float
 
 
 #: Decided once inside a trial: logged once, as tags of its MLflow run.
-ONCE_KEYS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size", "seed")
+ONCE_KEYS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size", "seed", BATCH_SIZE_SOURCE)
 #: Keys Tune adds to every result (its bookkeeping, not the trial's metrics).
 TUNE_KEYS = (
     "training_iteration",

@@ -291,6 +291,7 @@ def test_a_different_model_shape_misses_the_cache():
         {"max_size": 32},
         {"kind": "eval"},
         {"optimizer": "adam"},
+        {"torch_version": "2.0.0"},
     ):
         assert cache_key(**{**base, **change}) != cache_key(**base), change
 
