@@ -104,6 +104,11 @@ def sweep(
     ),
     num_workers: int | None = typer.Option(None, "--num-workers", min=1, help=_WORKERS_HELP),
     address: str | None = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=_ADDRESS_HELP),
+    retune_batch_size: bool = typer.Option(
+        False,
+        "--retune-batch-size",
+        help="Probe batch_size: auto again instead of reusing the sizes earlier sweeps tuned on this device.",
+    ),
 ) -> None:
     """Run a sweep: search, k-fold re-evaluation of the best configurations, report.
 
@@ -130,6 +135,7 @@ def sweep(
             resume_dir=target if state else None,
             dataset=dataset,
             address=address or None,
+            retune_batch_size=retune_batch_size,
         ),
         f"{loaded.config.name} ({sweep_file})",
     )

@@ -53,6 +53,8 @@ class Sweep:
         resume_dir: the output folder of the sweep to resume.
         dataset: the ``--dataset`` file that replaced ``dataset.source`` (kept for a resume).
         address: a running Ray cluster to use (``host:port``); None starts a private local one.
+        retune_batch_size: probe ``batch_size: auto`` again instead of reusing the sizes
+            persisted by earlier sweeps (the new sizes are persisted).
     """
 
     def __init__(
@@ -65,10 +67,12 @@ class Sweep:
         resume_dir: Path | None = None,
         dataset: Path | str | None = None,
         address: str | None = None,
+        retune_batch_size: bool = False,
     ) -> None:
         if resume is not None and resume_dir is None:
             raise ValueError("a resumed sweep needs its output folder (resume_dir)")
         self.address = address
+        self.retune_batch_size = retune_batch_size
         self.loaded = loaded
         self.cfg = loaded.config
         self.console = console
@@ -136,6 +140,7 @@ class Sweep:
         import optuna
 
         from ludwig_hpo.driver.export import export_best
+        from ludwig_hpo.execution.cache import persisted_sizes
         from ludwig_hpo.execution.cluster import local_cluster
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -149,7 +154,11 @@ class Sweep:
             )
         )
         with cluster:
-            run = SweepRun.start(output, prepared, self.loaded, journal, self.mode)
+            auto = "auto" in (cfg.trainer.batch_size, cfg.trainer.eval_batch_size)
+            persisted = persisted_sizes(paths.batch_sizes, auto=auto, retune=self.retune_batch_size)
+            for line in persisted.warnings:
+                self._say(f"warning: {line}")
+            run = SweepRun.start(output, prepared, self.loaded, journal, self.mode, persisted=persisted)
             search = self._search(run)
             output.enter("kfold")
             self._batch_cache_stats(run)
@@ -202,8 +211,11 @@ class Sweep:
         stats = ray.get(run.ctx.batch_cache.stats.remote())
         looked = stats["hits"] + stats["misses"]
         self._say(
-            f"batch-size cache: {stats['hits']} hits / {looked} lookups ({stats['entries']} distinct model shapes tuned)"
+            f"batch-size cache: {stats['hits']} hits / {looked} lookups ({stats['persisted_hits']} from earlier "
+            f"sweeps; {stats['entries']} distinct model shapes tuned)"
         )
+        for line in ray.get(run.ctx.batch_cache.problems.remote()):
+            self._say(f"warning: {line}")
         counts = {layout.BATCH_SIZE_CACHE_HITS_METRIC: stats["hits"], layout.BATCH_SIZE_CACHE_LOOKUPS_METRIC: looked}
         run.store.log_metrics(run.parent, counts, step=0)
 

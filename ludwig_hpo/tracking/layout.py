@@ -22,7 +22,14 @@ import json
 import re
 from typing import Final
 
-from ludwig_hpo.train.report_keys import BATCH_SIZE_TRIED, OBJECTIVE, ONCE_KEYS, RESUMED_FROM_EPOCH, TRIAL_ID
+from ludwig_hpo.train.report_keys import (
+    BATCH_SIZE_SOURCE,
+    BATCH_SIZE_TRIED,
+    OBJECTIVE,
+    ONCE_KEYS,
+    RESUMED_FROM_EPOCH,
+    TRIAL_ID,
+)
 
 # ------------------------------------------------------------------------------ every run
 #: MLflow's own tag nesting a run under its parent (``mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID``).
@@ -122,6 +129,9 @@ BATCH_SIZE_TRIED_TAG: Final = BATCH_SIZE_TRIED
 BATCH_SIZE_CACHE_TAG: Final = "batch_size_cache"
 BATCH_SIZE_CACHE_HIT: Final = "hit"
 BATCH_SIZE_CACHE_MISS: Final = "miss"
+#: Where a ``batch_size: auto`` trial's size came from: ``probe``, ``sweep cache`` or
+#: ``persisted cache`` (one of :data:`ONCE_TAGS`).
+BATCH_SIZE_SOURCE_TAG: Final = BATCH_SIZE_SOURCE
 #: Keys a trial run may hold as params although they are not searched parameters (the sweep logs
 #: them as tags; a store whose runs hold them as params is read without taking them for parameters).
 OLDER_RUN_PARAMS: Final = frozenset(ONCE_KEYS)
