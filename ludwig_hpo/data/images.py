@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.errors import DataError
 
 #: Threads reading image files at once (in the driver).
@@ -73,18 +74,21 @@ def _read(path: Path, key: str, where: str) -> np.ndarray:
         ) from None
 
 
-def _paths(s: pd.Series, key: str, column: str, data_dir: Path | None) -> list[Path]:
+def _paths(s: pd.Series, key: str, column: str, data_dir: Path | None, origin: DataOrigin) -> list[Path]:
     missing = [i for i, v in enumerate(s) if _is_missing(v) or (isinstance(v, str) and not v.strip())]
     if missing:
         raise DataError(
-            f"{len(missing)} rows have no image path in column {column!r} (e.g. row {missing[0]})",
+            f"{len(missing)} rows have no image path in column {column!r} ({origin.rows(missing)})",
+            source=origin.source,
             key=key,
             fix="fill or drop those rows",
         )
     other = [i for i, v in enumerate(s) if not isinstance(v, str)]
     if other:
         raise DataError(
-            f"column {column!r} mixes image paths and other values (row {other[0]}: {type(s.iloc[other[0]]).__name__})",
+            f"column {column!r} mixes image paths and other values "
+            f"({origin.rows(other[0])}: {type(s.iloc[other[0]]).__name__})",
+            source=origin.source,
             key=key,
             fix="give every row an image file path",
         )
@@ -95,6 +99,7 @@ def _paths(s: pd.Series, key: str, column: str, data_dir: Path | None) -> list[P
         if "://" in text:
             raise DataError(
                 f"image URLs are not downloaded ({text!r} in column {column!r})",
+                source=origin.source,
                 key=key,
                 fix="download the images and list their file paths",
             )
@@ -104,12 +109,19 @@ def _paths(s: pd.Series, key: str, column: str, data_dir: Path | None) -> list[P
     if absent:
         first = absent[0]
         raise DataError(
-            f"image file not found (row {first} of column {column!r}; {len(absent)} of {len(out)} files missing)",
+            f"image file not found ({_cell(origin, first, column)}; {len(absent)} of {len(out)} files missing)",
             source=str(out[first]),
             key=key,
             fix=f"check the paths in column {column!r} (relative paths start at the dataset file's folder)",
         )
     return out
+
+
+def _cell(origin: DataOrigin, row: int, column: str) -> str:
+    """``line 8 of data.csv, column 'img'``: the cell a person looks for (the message's source
+    is the image file, so the dataset file is named here)."""
+    where = f" of {Path(origin.source).name}" if origin.source and not origin.source.startswith("sklearn:") else ""
+    return f"{origin.rows(row)}{where}, column {column!r}"
 
 
 def load_images(
@@ -121,6 +133,7 @@ def load_images(
     width: int | None,
     resize_method: str,
     data_dir: Path | None,
+    origin: DataOrigin | None = None,
 ) -> np.ndarray:
     """Every cell of an image column as one (N, H, W) float32 array of raw pixel values.
 
@@ -133,25 +146,30 @@ def load_images(
         resize_method: ``interpolate`` (bilinear) or ``crop_or_pad`` (centred).
         data_dir: the folder relative paths start at (the dataset file's); None: the
             current folder.
+        origin: the dataset file, named in errors with the rows as it counts them.
 
     Raises:
         DataError: a missing path or file, an unreadable file, an image that is not 2-D,
             or an image of another size when ``height``/``width`` are not set.
     """
-    paths = _paths(s, key, column, data_dir) if any(isinstance(v, str) for v in s) else None
+    origin = origin or DataOrigin()
+    paths = _paths(s, key, column, data_dir, origin) if any(isinstance(v, str) for v in s) else None
     if paths is None:
         try:
             images = [np.asarray(v, dtype=np.float32) for v in s]
         except (ValueError, TypeError):
             raise DataError(
-                "image cells must be 2-D arrays of one shape (e.g. a Parquet list column) or image file paths",
+                f"column {column!r}: image cells must be 2-D arrays of one shape (e.g. a Parquet list column) or "
+                "image file paths",
+                source=origin.source,
                 key=key,
                 fix="store each image as an (H, W) array or a path to an image file",
             ) from None
         bad = next((i for i, im in enumerate(images) if im.ndim != 2), None)
         if bad is not None:
             raise DataError(
-                f"image cells must be 2-D (H, W) arrays, got shape {images[bad].shape} (row {bad})",
+                f"image cells must be 2-D (H, W) arrays, got shape {images[bad].shape} ({_cell(origin, bad, column)})",
+                source=origin.source,
                 key=key,
                 fix="store grayscale images as (H, W) arrays",
             )
@@ -159,13 +177,13 @@ def load_images(
         # Pillow decodes without holding the GIL: a few threads read a large folder faster.
         # map() yields in row order, so the first bad file raised is the first in the column.
         with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(paths))) as pool:
-            images = list(pool.map(lambda ip: _read(ip[1], key, f"row {ip[0]} of column {column!r}"), enumerate(paths)))
+            images = list(pool.map(lambda ip: _read(ip[1], key, _cell(origin, ip[0], column)), enumerate(paths)))
     if height is not None and width is not None:
         return np.stack([_resize(im, (height, width), resize_method) for im in images])
     first = images[0].shape
     for i, im in enumerate(images):
         if im.shape != first:
-            what = f"row {i} of column {column!r}"
+            what = _cell(origin, i, column)
             ref = f"the first image ({paths[0].name})" if paths else "the first image"
             raise DataError(
                 f"image is {im.shape[0]}x{im.shape[1]} pixels ({what}) but {ref} is "

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.images import load_images
+from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.data.split import fixed_split_indices, kfold_indices, split_indices
 from ludwig_hpo.errors import DataError
 
@@ -44,6 +45,31 @@ class FeatureMeta:
 
 
 @dataclass(frozen=True)
+class FilledValues:
+    """Missing values of one input feature that preparation filled in (nothing is silent).
+
+    Attributes:
+        feature: the feature's name; column: the dataset column it reads.
+        count: how many rows had no value (of every split).
+        how: ``"training mean"`` (a number: the mean of the training split's values, before
+            normalization) or ``"unknown category"`` (a category: the vocabulary's index 0).
+        value: the training mean filled in (numbers only).
+    """
+
+    feature: str
+    column: str
+    count: int
+    how: Literal["training mean", "unknown category"]
+    value: float | None = None
+
+    def text(self) -> str:
+        """One line for a person, e.g. ``3 missing values in x2 filled with the training mean (0.41)``."""
+        if self.how == "training mean":
+            return f"{self.count} missing values in {self.column} filled with the training mean ({self.value:.4g})"
+        return f"{self.count} missing values in {self.column} read as the unknown category"
+
+
+@dataclass(frozen=True)
 class PreparedData:
     """Every row, encoded, with the sweep's splits.
 
@@ -54,6 +80,8 @@ class PreparedData:
         splits: ``{"train", "validation", "test"}`` -> sorted row indices.
         folds: k-fold (train, held-out) row indices over train+validation (empty without k-fold).
         meta: per feature name, see :class:`FeatureMeta`.
+        filled: the missing input values preparation filled in, per feature that had any
+            (what ``hpo validate`` and ``hpo sweep`` print).
     """
 
     inputs: dict[str, np.ndarray]
@@ -61,29 +89,39 @@ class PreparedData:
     splits: dict[str, np.ndarray]
     folds: tuple[tuple[np.ndarray, np.ndarray], ...]
     meta: dict[str, FeatureMeta]
+    filled: tuple[FilledValues, ...] = ()
 
     @property
     def num_rows(self) -> int:
         return len(next(iter(self.targets.values())))
 
 
-def _column(df: pd.DataFrame, feat: Any, section: str) -> pd.Series:
+def _column(df: pd.DataFrame, feat: Any, section: str, origin: DataOrigin) -> pd.Series:
     col = feat.source_column
     if col not in df.columns:
         close = [c for c in df.columns if str(c).lower() == col.lower()]
         hint = f"did you mean {close[0]!r}?" if close else "set 'column:' to one of the dataset's columns"
         raise DataError(
             f"column {col!r} is not in the dataset (it has {len(df.columns)} columns)",
+            source=origin.source,
             key=f"{section}[{feat.name}]",
             fix=hint,
         )
     return df[col]
 
 
-def _to_binary(s: pd.Series, key: str) -> np.ndarray:
-    if s.isna().any():
+def _rows(mask: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(mask)
+
+
+def _to_binary(s: pd.Series, key: str, origin: DataOrigin) -> np.ndarray:
+    missing = s.isna().to_numpy()
+    if missing.any():
         raise DataError(
-            f"{int(s.isna().sum())} missing values in a binary column", key=key, fix="fill or drop those rows"
+            f"column {s.name!r}: {int(missing.sum())} missing values in a binary column ({origin.rows(_rows(missing))})",
+            source=origin.source,
+            key=key,
+            fix="fill or drop those rows",
         )
     values = s.astype(str).str.strip().str.lower()
     uniq = sorted(set(values))
@@ -91,32 +129,48 @@ def _to_binary(s: pd.Series, key: str) -> np.ndarray:
         return values.isin(_TRUE).to_numpy(np.float32)
     if len(uniq) == 2:  # any two labels: the sorted second one is the positive class
         return (values == uniq[1]).to_numpy(np.float32)
+    third = _rows(~values.isin(uniq[:2]).to_numpy())[0]
     raise DataError(
-        f"a binary column needs 2 distinct values, but has {len(uniq)}: {uniq[:5]}",
+        f"column {s.name!r}: a binary column needs 2 distinct values, but has {len(uniq)}: {uniq[:5]} "
+        f"({origin.rows(third)} holds {s.iloc[third]!r})",
+        source=origin.source,
         key=key,
         fix="use type: category for more than two classes",
     )
 
 
-def _number(s: pd.Series, key: str, train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+def _number(s: pd.Series, key: str, train: np.ndarray, origin: DataOrigin) -> tuple[np.ndarray, dict[str, float]]:
     x = pd.to_numeric(s, errors="coerce").to_numpy(np.float64)
     bad = np.isnan(x) & s.notna().to_numpy()
+    col = f"column {s.name!r}"
     if bad.any():
+        rows = _rows(bad)
         raise DataError(
-            f"{int(bad.sum())} values are not numbers (e.g. {s[bad].iloc[0]!r})",
+            f"{col}: {len(rows)} values are not numbers (e.g. {s.iloc[rows[0]]!r}; {origin.rows(rows)})",
+            source=origin.source,
             key=key,
             fix="clean the column or use type: category",
         )
     tr = x[train]
     if np.isnan(tr).all():
-        raise DataError("every training value is missing", key=key, fix="drop this feature")
+        raise DataError(
+            f"{col}: every training value is missing", source=origin.source, key=key, fix="drop this feature"
+        )
+    infinite = np.isinf(x)
+    if infinite.any():
+        raise DataError(
+            f"{col} holds infinite values ({origin.rows(_rows(infinite))})",
+            source=origin.source,
+            key=key,
+            fix="clean the column",
+        )
     present = x[~np.isnan(x)]
-    if not np.isfinite(present).all():
-        raise DataError("the column holds infinite values", key=key, fix="clean the column")
     peak = float(np.abs(present).max())
     if peak > FLOAT32_MAX:
+        huge = _rows(np.abs(np.nan_to_num(x)) > FLOAT32_MAX)
         raise DataError(
-            f"values up to {peak:.3g} do not fit float32 (largest {FLOAT32_MAX:.3g})",
+            f"{col}: values up to {peak:.3g} do not fit float32 (largest {FLOAT32_MAX:.3g}; {origin.rows(huge)})",
+            source=origin.source,
             key=key,
             fix="rescale the column (e.g. take its log) before the sweep",
         )
@@ -130,7 +184,7 @@ def _number(s: pd.Series, key: str, train: np.ndarray) -> tuple[np.ndarray, dict
 
 
 def _image(
-    s: pd.Series, key: str, train: np.ndarray, feat: Any, data_dir: Path | None
+    s: pd.Series, key: str, train: np.ndarray, feat: Any, data_dir: Path | None, origin: DataOrigin
 ) -> tuple[np.ndarray, dict[str, float]]:
     prep = feat.preprocessing
     arr = load_images(
@@ -141,12 +195,15 @@ def _image(
         width=prep.width,
         resize_method=prep.resize_method,
         data_dir=data_dir,
+        origin=origin,
     )
     s_val = float(arr[train].max()) if prep.scale == "auto" else float(prep.scale)
     return arr / (s_val or 1.0), {"scale": s_val}
 
 
-def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.ndarray | None) -> None:
+def _check_sizes(
+    cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.ndarray | None, origin: DataOrigin
+) -> None:
     """Refuse splits too small to train on or to score: every DDP worker needs training rows,
     and a classification split needs at least one row per class to score it."""
     workers = cfg.backend.num_workers
@@ -161,6 +218,7 @@ def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.nda
             )
             raise DataError(
                 f"the {name} split has {len(splits[name])} rows, too few for {why} (at least {minimum})",
+                source=origin.source,
                 key="dataset.split",
                 fix=f"use more rows or a larger {name} fraction",
             )
@@ -169,6 +227,7 @@ def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.nda
         raise DataError(
             f"one step of {workers} DDP worker(s) x batch_size {batch} needs {batch * workers} rows, but "
             f"the train split has {len(splits['train'])}",
+            source=origin.source,
             key="trainer.batch_size",
             fix="lower trainer.batch_size (it is per worker) or use batch_size: auto",
         )
@@ -178,12 +237,13 @@ def _check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.nda
             raise DataError(
                 f"{cfg.kfold.k} folds of {rows} train+validation rows hold about {rows // cfg.kfold.k} rows "
                 f"each, too few to score {n_classes} classes",
+                source=origin.source,
                 key="kfold.k",
                 fix="lower kfold.k",
             )
 
 
-def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None) -> dict[str, np.ndarray]:
+def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None, origin: DataOrigin) -> dict[str, np.ndarray]:
     """The sweep's train/validation/test rows: ``dataset.split``, or Ludwig's
     ``preprocessing.split`` (random / stratify on a column / fixed split column)."""
     sp = cfg.dataset.split
@@ -195,14 +255,18 @@ def _split(df: pd.DataFrame, cfg: SweepConfig, strat: np.ndarray | None) -> dict
         if lsp.column not in df.columns:
             raise DataError(
                 f"split column {lsp.column!r} is not in the dataset",
+                source=origin.source,
                 key=key,
                 fix="add the column (0 = train, 1 = validation, 2 = test) or change column",
             )
-        return fixed_split_indices(df[lsp.column].to_numpy(), key)
+        return fixed_split_indices(df[lsp.column].to_numpy(), key, origin)
     if lsp.type == "stratify":
         if lsp.column not in df.columns:
             raise DataError(
-                f"stratify column {lsp.column!r} is not in the dataset", key=key, fix="use one of the dataset's columns"
+                f"stratify column {lsp.column!r} is not in the dataset",
+                source=origin.source,
+                key=key,
+                fix="use one of the dataset's columns",
             )
         strat = pd.factorize(df[lsp.column].astype(str))[0]
     return split_indices(len(df), lsp.probabilities, sp.seed, strat)
@@ -215,40 +279,46 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
     when it is a category or binary. ``data_dir``: where relative image file paths start (the
     dataset file's folder, :func:`ludwig_hpo.data.sources.dataset_folder`); None: the current folder.
 
+    Missing input values are filled, never silently: a number with its training split's mean
+    (before normalization), a category with the unknown value; ``PreparedData.filled`` lists
+    them. Every error names the dataset file (when ``df`` came from
+    :func:`~ludwig_hpo.data.sources.load_dataframe`), the column, and the first rows concerned
+    as the file counts them (:meth:`~ludwig_hpo.data.origin.DataOrigin.rows`).
+
     Raises:
         DataError: missing columns, non-numeric numbers, a target with one class or missing
             values, too few rows for the split or the folds, missing or unreadable image
             files, images of different sizes without ``preprocessing.height``/``width``.
     """
+    origin = DataOrigin.of(df)
     first_out = cfg.output_features[0]
     strat = None
     if first_out.type in ("category", "binary"):
-        col = _column(df, first_out, "output_features")
-        if col.isna().any():
-            raise DataError(
-                f"{int(col.isna().sum())} rows have no target value",
-                key=f"output_features[{first_out.name}]",
-                fix="drop or fill those rows",
-            )
+        col = _column(df, first_out, "output_features", origin)
+        _require_targets(col, f"output_features[{first_out.name}]", origin)
         strat = pd.factorize(col.astype(str))[0]
         if len(np.unique(strat)) < 2:
             raise DataError(
-                "the target has a single class; there is nothing to learn",
+                f"column {col.name!r}: the target has a single class; there is nothing to learn",
+                source=origin.source,
                 key=f"output_features[{first_out.name}]",
                 fix="use a column with at least 2 classes",
             )
-    splits = _split(df, cfg, strat)
-    _check_sizes(cfg, splits, strat)
+    splits = _split(df, cfg, strat, origin)
+    _check_sizes(cfg, splits, strat, origin)
     train = splits["train"]
     inputs: dict[str, np.ndarray] = {}
     targets: dict[str, np.ndarray] = {}
     meta: dict[str, FeatureMeta] = {}
+    filled: list[FilledValues] = []
 
     for feat in cfg.input_features:
         key = f"input_features[{feat.name}]"
-        s = _column(df, feat, "input_features")
+        s = _column(df, feat, "input_features", origin)
         if feat.type == "number":
-            x, stats = _number(s, key, train)
+            x, stats = _number(s, key, train, origin)
+            if missing := int(s.isna().sum()):
+                filled.append(FilledValues(feat.name, str(s.name), missing, "training mean", stats["mean"]))
             norm = feat.preprocessing.normalization
             if norm == "zscore":
                 x = (x - stats["mean"]) / (stats["std"] or 1.0)
@@ -257,11 +327,18 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
             inputs[feat.name] = x.astype(np.float32)[:, None]
             meta[feat.name] = FeatureMeta(feat.name, "number", stats=stats)
         elif feat.type == "binary":
-            inputs[feat.name] = _to_binary(s, key)[:, None]
+            inputs[feat.name] = _to_binary(s, key, origin)[:, None]
             meta[feat.name] = FeatureMeta(feat.name, "binary")
         elif feat.type == "category":
             if s.iloc[train].isna().all():
-                raise DataError("every training value is missing", key=key, fix="drop this feature")
+                raise DataError(
+                    f"column {s.name!r}: every training value is missing",
+                    source=origin.source,
+                    key=key,
+                    fix="drop this feature",
+                )
+            if missing := int(s.isna().sum()):
+                filled.append(FilledValues(feat.name, str(s.name), missing, "unknown category"))
             values = s.astype(str).where(s.notna(), UNKNOWN)
             counts = values.iloc[train].value_counts()
             vocab = (UNKNOWN, *[v for v in counts.index if v != UNKNOWN])
@@ -269,29 +346,33 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
             inputs[feat.name] = values.map(lookup).fillna(0).to_numpy(np.int64)  # unseen -> 0
             meta[feat.name] = FeatureMeta(feat.name, "category", vocab=vocab)
         else:  # image
-            x, stats = _image(s, key, train, feat, data_dir)
+            x, stats = _image(s, key, train, feat, data_dir, origin)
             inputs[feat.name] = x
             meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
 
     for out in cfg.output_features:
         key = f"output_features[{out.name}]"
-        s = _column(df, out, "output_features")
-        if s.isna().any():
-            raise DataError(f"{int(s.isna().sum())} rows have no target value", key=key, fix="drop or fill those rows")
+        s = _column(df, out, "output_features", origin)
+        _require_targets(s, key, origin)
         if out.type == "category":
             classes = tuple(sorted(s.unique(), key=lambda v: (str(type(v)), v)))
             lookup = {v: i for i, v in enumerate(classes)}
             if len(classes) < 2:
-                raise DataError("the target has a single class", key=key, fix="use a column with at least 2 classes")
+                raise DataError(
+                    f"column {s.name!r}: the target has a single class",
+                    source=origin.source,
+                    key=key,
+                    fix="use a column with at least 2 classes",
+                )
             targets[out.name] = s.map(lookup).to_numpy(np.int64)
             meta[out.name] = FeatureMeta(
                 out.name, "category", vocab=tuple(c.item() if hasattr(c, "item") else c for c in classes)
             )
         elif out.type == "binary":
-            targets[out.name] = _to_binary(s, key)
+            targets[out.name] = _to_binary(s, key, origin)
             meta[out.name] = FeatureMeta(out.name, "binary")
         else:
-            x, stats = _number(s, key, train)
+            x, stats = _number(s, key, train, origin)
             targets[out.name] = x.astype(np.float32)
             meta[out.name] = FeatureMeta(out.name, "number", stats=stats)
 
@@ -299,4 +380,16 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
     if cfg.kfold is not None:
         rows = np.sort(np.concatenate([splits["train"], splits["validation"]]))
         folds = tuple(kfold_indices(rows, cfg.kfold.k, cfg.dataset.split.seed, strat))
-    return PreparedData(inputs=inputs, targets=targets, splits=splits, folds=folds, meta=meta)
+    return PreparedData(inputs=inputs, targets=targets, splits=splits, folds=folds, meta=meta, filled=tuple(filled))
+
+
+def _require_targets(s: pd.Series, key: str, origin: DataOrigin) -> None:
+    """Refuse a target column with missing values, naming the file, the column and the rows."""
+    missing = s.isna().to_numpy()
+    if missing.any():
+        raise DataError(
+            f"column {s.name!r}: {int(missing.sum())} rows have no target value ({origin.rows(_rows(missing))})",
+            source=origin.source,
+            key=key,
+            fix="drop or fill those rows",
+        )

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ludwig_hpo.data.origin import SOURCE_ATTR
 from ludwig_hpo.errors import DataError
 
 BUNDLED = ("digits", "breast_cancer", "wine")
@@ -66,13 +67,17 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
         base_dir: the sweep file's folder.
 
     Returns:
-        The rows; column names as in the file (bundled datasets: ``snake_case``).
+        The rows; column names as in the file (bundled datasets: ``snake_case``). Its
+        ``attrs[SOURCE_ATTR]`` holds the resolved path (or ``source`` for a bundled dataset),
+        which preparation names in its errors (:class:`~ludwig_hpo.data.origin.DataOrigin`).
 
     Raises:
         DataError: unknown bundled name, missing or unreadable file, unknown format, no rows.
     """
     if source.startswith("sklearn:"):
-        return _bundled(source.split(":", 1)[1])
+        bundled = _bundled(source.split(":", 1)[1])
+        bundled.attrs[SOURCE_ATTR] = source
+        return bundled
     path = dataset_path(source, base_dir)
     if not path.is_file():
         raise DataError(
@@ -113,6 +118,7 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
         )
     if suffix in (".csv", ".tsv"):
         _refuse_duplicate_header(path, "\t" if suffix == ".tsv" else ",")
+    df.attrs[SOURCE_ATTR] = str(path)
     return df
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
+from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.errors import DataError
 
 
@@ -51,12 +52,15 @@ def split_indices(
     return {"train": np.sort(train), "validation": np.sort(val), "test": np.sort(test)}
 
 
-def fixed_split_indices(values: np.ndarray, key: str = "preprocessing.split.column") -> dict[str, np.ndarray]:
+def fixed_split_indices(
+    values: np.ndarray, key: str = "preprocessing.split.column", origin: DataOrigin | None = None
+) -> dict[str, np.ndarray]:
     """Rows of a fixed split column, Ludwig's convention: 0 = train, 1 = validation, 2 = test.
 
     Args:
         values: (n_rows,) the split column (ints, or floats / strings holding 0, 1, 2).
         key: the config key named in errors.
+        origin: the dataset file, named in errors with the rows as it counts them.
 
     Returns:
         ``{"train": idx, "validation": idx, "test": idx}``, sorted int64 indices.
@@ -73,10 +77,12 @@ def fixed_split_indices(values: np.ndarray, key: str = "preprocessing.split.colu
         if f in (0.0, 1.0, 2.0):
             codes[i] = int(f)
     bad = np.flatnonzero(codes < 0)
+    origin = origin or DataOrigin()
     if len(bad):
         raise DataError(
-            f"the split column holds {values[bad[0]]!r} in row {bad[0]} ({len(bad)} such rows); "
+            f"the split column holds {values[bad[0]]!r} at {origin.rows(bad)} ({len(bad)} such rows); "
             "it may hold only 0 (train), 1 (validation), 2 (test)",
+            source=origin.source,
             key=key,
             fix="fix those rows",
         )
@@ -88,6 +94,7 @@ def fixed_split_indices(values: np.ndarray, key: str = "preprocessing.split.colu
     if empty:
         raise DataError(
             f"the split column assigns no row to {empty[0]} ({('0', '1', '2')[list(out).index(empty[0])]})",
+            source=origin.source,
             key=key,
             fix="give every split some rows",
         )

@@ -244,74 +244,77 @@ CASES = {
     # -------------------------------------------------------------- columns and values
     "feature column missing": Case(
         edit(c=DROP),
-        "error: input_features[c]: column 'c' is not in the dataset (it has "
+        "error: {dir}/data.csv: input_features[c]: column 'c' is not in the dataset (it has "
         "2 columns); fix: set 'column:' to one of the dataset's columns",
     ),
     "target column missing": Case(
         edit(y=DROP),
-        "error: output_features[y]: column 'y' is not in the dataset (it has "
+        "error: {dir}/data.csv: output_features[y]: column 'y' is not in the dataset (it has "
         "2 columns); fix: set 'column:' to one of the dataset's columns",
     ),
     "number column all NaN": Case(
-        edit(a=np.nan), "error: input_features[a]: every training value is missing; " + MISSING
+        edit(a=np.nan), "error: {dir}/data.csv: input_features[a]: column 'a': every training value is missing; " + MISSING
     ),
     "category column all NaN": Case(
-        edit(c=None), "error: input_features[c]: every training value is missing; " + MISSING
+        edit(c=None), "error: {dir}/data.csv: input_features[c]: column 'c': every training value is missing; " + MISSING
     ),
     "number column holds text": Case(
         edit(a=_set_rows(5, "abc")),
-        "error: input_features[a]: 1 values are not numbers (e.g. 'abc'); fix: clean the column or use type: category",
+        "error: {dir}/data.csv: input_features[a]: column 'a': 1 values are not numbers (e.g. 'abc'; line 7); "
+        "fix: clean the column or use type: category",
     ),
     "number column holds inf": Case(
         edit(a=_set_rows(7, np.inf)),
-        "error: input_features[a]: the column holds infinite values; fix: clean the column",
+        "error: {dir}/data.csv: input_features[a]: column 'a' holds infinite values (line 9); fix: clean the column",
     ),
     "number beyond float32": Case(
         edit(a=_set_rows(slice(None, None, 2), 1e300)),
-        "error: input_features[a]: values "
-        "up to 1e+300 do not fit float32 (largest 3.4e+38); fix: rescale the column (e.g. "
+        "error: {dir}/data.csv: input_features[a]: column 'a': values up to 1e+300 do not fit float32 "
+        "(largest 3.4e+38; lines 2, 4, 6 and 57 more); fix: rescale the column (e.g. "
         "take its log) before the sweep",
     ),
     "target single class": Case(
         edit(y="p"),
-        "error: output_features[y]: the target has a single class; there is "
+        "error: {dir}/data.csv: output_features[y]: column 'y': the target has a single class; there is "
         "nothing to learn; fix: use a column with at least 2 classes",
     ),
     "target has missing values": Case(
         edit(y=_set_rows(3, None)),
-        "error: output_features[y]: 1 rows have no target value; fix: drop or fill those rows",
+        "error: {dir}/data.csv: output_features[y]: column 'y': 1 rows have no target value (line 5); "
+        "fix: drop or fill those rows",
     ),
     "binary target with 3 values": Case(
         edit(y=lambda s: np.resize(["p", "q", "r"], len(s))),
-        "error: output_features[y]: a binary column needs 2 distinct values, but has "
-        "3: ['p', 'q', 'r']; fix: use type: category for more than two classes",
+        "error: {dir}/data.csv: output_features[y]: column 'y': a binary column needs 2 distinct values, but has "
+        "3: ['p', 'q', 'r'] (line 4 holds 'r'); fix: use type: category for more than two classes",
         target_type="binary",
     ),
     "number target holds text": Case(
         lambda df: df,
-        "error: output_features[y]: 120 values are not numbers (e.g. 'q'); fix: clean the column or use type: category",
+        "error: {dir}/data.csv: output_features[y]: column 'y': 120 values are not numbers (e.g. 'q'; lines 2, 3, 4 "
+        "and 117 more); fix: clean the column or use type: category",
         target_type="number",
     ),
     "a class per row": Case(
         edit(y=lambda s: [f"k{i}" for i in range(len(s))]),
-        "error: dataset.split: the validation split has 18 rows, too few for 120 classes (at "
+        "error: {dir}/data.csv: dataset.split: the validation split has 18 rows, too few for 120 classes (at "
         "least 120); fix: use more rows or a larger validation fraction",
     ),
     # -------------------------------------------------------------- sizes
     "too few rows to split": Case(
         lambda df: df.head(6),
-        "error: dataset.split: the validation split has 1 rows, too "
+        "error: {dir}/data.csv: dataset.split: the validation split has 1 rows, too "
         "few for 2 classes (at least 2); fix: use more rows or a larger validation fraction",
     ),
     "fewer rows than kfold.k": Case(
         lambda df: df.head(30),
-        "error: kfold.k: 40 folds of 26 train+validation rows "
+        "error: {dir}/data.csv: kfold.k: 40 folds of 26 train+validation rows "
         "hold about 0 rows each, too few to score 2 classes; fix: lower kfold.k",
         extra="kfold: {k: 40, top_k: 1}\n",
     ),
     "batch larger than the train split": Case(
         lambda df: df,
-        "error: trainer.batch_size: one step of 2 DDP worker(s) "
+        "error: {dir}/data.csv: trainer.batch_size: one step of 2 DDP worker(s) "
         "x batch_size 512 needs 1024 rows, but the train split has 84; fix: "
         "lower trainer.batch_size (it is per worker) or use batch_size: auto",
         trainer=", batch_size: 512",
@@ -320,7 +323,7 @@ CASES = {
     "image file missing": Case(
         _image_paths(7, "img/gone.png"),
         "error: {dir}/img/gone.png: input_features[img]: "
-        "image file not found (row 7 of column 'img'; 1 of 120 files missing); fix: check the "
+        "image file not found (line 9 of data.csv, column 'img'; 1 of 120 files missing); fix: check the "
         "paths in column 'img' (relative paths start at the dataset file's folder)",
         inputs=IMG,
         files=IMAGES,
@@ -328,7 +331,7 @@ CASES = {
     "image file is not an image": Case(
         _image_paths(3, "img/notes.png"),
         "error: {dir}/img/notes.png: "
-        "input_features[img]: cannot read the image (row 3 of column 'img'): cannot "
+        "input_features[img]: cannot read the image (line 5 of data.csv, column 'img'): cannot "
         "identify image file '{dir}/img/notes.png'; fix: replace the file with a PNG, "
         "JPEG, BMP or TIFF image, or drop the row",
         inputs=IMG,
@@ -337,7 +340,7 @@ CASES = {
     "images of different sizes": Case(
         _image_paths(5, "img/big.png"),
         "error: {dir}/img/big.png: input_features[img]: "
-        "image is 6x7 pixels (row 5 of column 'img') but the first image (ok.png) is 4x4 "
+        "image is 6x7 pixels (line 7 of data.csv, column 'img') but the first image (ok.png) is 4x4 "
         "(height x width); fix: set preprocessing: {{height: 4, width: 4}} on the feature "
         "to resize every image",
         inputs=IMG,
@@ -345,8 +348,8 @@ CASES = {
     ),
     "image path missing": Case(
         _image_paths(2, None),
-        "error: input_features[img]: 1 rows have no image path in column "
-        "'img' (e.g. row 2); fix: fill or drop those rows",
+        "error: {dir}/data.csv: input_features[img]: 1 rows have no image path in column "
+        "'img' (line 4); fix: fill or drop those rows",
         inputs=IMG,
         files=IMAGES,
     ),

@@ -117,7 +117,7 @@ def test_an_image_of_another_size_names_the_file_and_the_fix(tmp_path):
     with pytest.raises(DataError) as info:
         _load(["images/0.png", "images/1.png", "images/big.png"], tmp_path)
     assert info.value.one_line() == (
-        f"{tmp_path}/images/big.png: {KEY}: image is 10x12 pixels (row 2 of column 'img') but the first image "
+        f"{tmp_path}/images/big.png: {KEY}: image is 10x12 pixels (data row 3, column 'img') but the first image "
         "(0.png) is 8x8 (height x width); fix: set preprocessing: {height: 8, width: 8} on the feature to resize "
         "every image"
     )
@@ -128,7 +128,7 @@ def test_a_missing_file_names_the_file_the_column_and_counts_the_others(tmp_path
     with pytest.raises(DataError) as info:
         _load(["images/0.png", "images/9.png", "images/1.png", "images/8.png"], tmp_path)
     assert info.value.one_line() == (
-        f"{tmp_path}/images/9.png: {KEY}: image file not found (row 1 of column 'img'; 2 of 4 files missing); "
+        f"{tmp_path}/images/9.png: {KEY}: image file not found (data row 2, column 'img'; 2 of 4 files missing); "
         "fix: check the paths in column 'img' (relative paths start at the dataset file's folder)"
     )
 
@@ -138,12 +138,12 @@ def test_a_missing_file_names_the_file_the_column_and_counts_the_others(tmp_path
     [
         (
             ["images/0.png", None],
-            "1 rows have no image path in column 'img' (e.g. row 1); fix: fill or drop those rows",
+            "1 rows have no image path in column 'img' (data row 2); fix: fill or drop those rows",
         ),
-        (["images/0.png", " "], "1 rows have no image path in column 'img' (e.g. row 1); fix: fill or drop those rows"),
+        (["images/0.png", " "], "1 rows have no image path in column 'img' (data row 2); fix: fill or drop those rows"),
         (
             ["images/0.png", 3],
-            "column 'img' mixes image paths and other values (row 1: int); fix: give every row an image file path",
+            "column 'img' mixes image paths and other values (data row 2: int); fix: give every row an image file path",
         ),
         (
             ["https://example.org/0.png"],
@@ -152,7 +152,7 @@ def test_a_missing_file_names_the_file_the_column_and_counts_the_others(tmp_path
         ),
         (
             [np.zeros((2, 2, 3))],
-            "image cells must be 2-D (H, W) arrays, got shape (2, 2, 3) (row 0); fix: store "
+            "image cells must be 2-D (H, W) arrays, got shape (2, 2, 3) (data row 1, column 'img'); fix: store "
             "grayscale images as (H, W) arrays",
         ),
     ],
@@ -169,7 +169,7 @@ def test_a_file_that_is_not_an_image(tmp_path):
     with pytest.raises(DataError) as info:
         _load(["notes.png"], tmp_path)
     assert info.value.one_line() == (
-        f"{tmp_path}/notes.png: {KEY}: cannot read the image (row 0 of column 'img'): cannot identify image file "
+        f"{tmp_path}/notes.png: {KEY}: cannot read the image (data row 1, column 'img'): cannot identify image file "
         f"'{tmp_path}/notes.png'; fix: replace the file with a PNG, JPEG, BMP or TIFF image, or drop the row"
     )
 

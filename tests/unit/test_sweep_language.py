@@ -120,9 +120,9 @@ def test_fixed_split_column(values, want):
     [
         (
             [0, 1, 3],
-            "the split column holds 3 in row 2 (1 such rows); it may hold only 0 (train), 1 (validation), 2 (test)",
+            "the split column holds 3 at data row 3 (1 such rows); it may hold only 0 (train), 1 (validation), 2 (test)",
         ),
-        ([0, None, 2, 1], "the split column holds None in row 1"),
+        ([0, None, 2, 1], "the split column holds None at data row 2"),
         ([0, 0, 2], "the split column assigns no row to validation (1)"),
     ],
 )
