@@ -265,6 +265,8 @@ def validate(
         f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
         f"features read and preprocessed without error"
     )
+    for filled in data.filled:
+        out.print(f"data: {filled.text()}")
     plan = local_plan(cfg)
     out.print(f"resources: {plan.describe()}")
     choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt")

@@ -94,6 +94,8 @@ class Sweep:
         data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
+        for filled in data.filled:
+            self._say(f"data: {filled.text()}")
         plan = local_plan(cfg) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         self._say(f"resources: {plan.describe()}")
         executor = choose_executor(
