@@ -8,6 +8,7 @@ that it survives pickling between Ray actors.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 
 class HpoError(Exception):
@@ -65,8 +66,54 @@ class TrackingError(UserError, RuntimeError):
     """The MLflow tracking store cannot be reached or written."""
 
 
+@dataclass(frozen=True)
+class WorkerLoss:
+    """One rank of a trial whose process died (a lost worker), as the executor found it.
+
+    The one home of a lost worker's text: :meth:`describe` is the message of the trial's
+    :class:`WorkerLostError`, which becomes the run's ``error`` tag and the console's line.
+
+    Attributes:
+        rank: the dead rank (0-based) and ``world_size`` the trial's ranks.
+        pid: its process id (0: unknown).
+        node: the node it ran on (its IP address, else Ray's node id; "" unknown).
+        how: how it ended, as a verb phrase: ``"was killed by signal 9 (SIGKILL)"``,
+            ``"exited with code 3"``, ``"was killed by the kernel's OOM killer (SIGKILL)"``.
+        during: what the group was doing: ``"training"`` or ``"start-up"``.
+    """
+
+    rank: int
+    world_size: int
+    pid: int = 0
+    node: str = ""
+    how: str = "died"
+    during: str = "training"
+
+    def describe(self) -> str:
+        """``rank 1 of 2 (pid 4242) on node 10.0.0.5 was killed by signal 9 (SIGKILL) during training``."""
+        pid = f" (pid {self.pid})" if self.pid else ""
+        node = f" on node {self.node}" if self.node else ""
+        return f"rank {self.rank} of {self.world_size}{pid}{node} {self.how} during {self.during}"
+
+
 class TrialError(HpoError, RuntimeError):
     """A trial failed inside its workers (not a user input error; shown with the trial id)."""
+
+
+class WorkerLostError(TrialError):
+    """A process of the trial's worker group died (killed, out of memory, or exited); the
+    message is its :class:`WorkerLoss`'s :meth:`~WorkerLoss.describe`.
+
+    Args:
+        loss: the dead rank, its node and how it ended.
+    """
+
+    def __init__(self, loss: WorkerLoss) -> None:
+        self.loss = loss
+        super().__init__(loss.describe())
+
+    def __reduce__(self):
+        return (type(self), (self.loss,))
 
 
 class CheckpointError(HpoError, RuntimeError):
@@ -85,5 +132,6 @@ def one_line_error(text: str) -> str:
         if not ln.startswith(("ray.", "TrainingFailedError", "WorkerGroupError", "RayTaskError")):
             for wrapper in ("ludwig_hpo.errors.TrialError: ", "TrialError: "):
                 ln = ln.removeprefix(wrapper)  # our own wrapper of a worker's error adds nothing
+            ln = ln.removeprefix("ludwig_hpo.errors.")  # e.g. WorkerLostError: rank 1 of 2 ...
             return ln[:500]
     return (found[-1] if found else (lines[-1] if lines else "unknown error"))[:500]

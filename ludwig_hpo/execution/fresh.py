@@ -10,9 +10,10 @@ its run kept under ``<storage_path>/<trial_id>/``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
-from ludwig_hpo.errors import TrialError, one_line_error
+from ludwig_hpo.errors import TrialError, WorkerLostError, one_line_error
 from ludwig_hpo.execution.spec import TrialSpec
 
 
@@ -30,6 +31,9 @@ def train_worker(spec: TrialSpec, data: list[Any]) -> None:
     import ray.train.torch
 
     from ludwig_hpo.execution.worker import run_worker
+    from ludwig_hpo.execution.worker_loss import remember_rank
+
+    remember_rank()  # what a diagnosis of this process's death compares against
 
     def report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
@@ -52,6 +56,7 @@ def fit_fresh(
     use_gpu: bool,
     cpus_per_worker: float,
     gpus_per_worker: float,
+    loop: Callable[[TrialSpec, list[Any]], None] = train_worker,
 ) -> None:
     """Build and fit one ``TorchTrainer`` of ``num_workers`` ranks for ``spec``; runs in the
     Tune trial actor and returns when the job ended.
@@ -63,8 +68,11 @@ def fit_fresh(
         data: a one-element list holding the prepared data's ``ObjectRef``.
         cpus_per_worker: logical CPUs each rank reserves.
         gpus_per_worker: GPUs each rank reserves when ``use_gpu`` (1, or a fraction to share one).
+        loop: what every rank runs (``train_worker``; a test's stand-in, which shares the job's
+            set-up and failure handling).
 
     Raises:
+        WorkerLostError: a worker process died (which rank, where, how).
         TrialError: the workers failed; its message is the root cause's one-line form.
     """
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -75,7 +83,7 @@ def fit_fresh(
 
     resources = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if use_gpu else {})}
     trainer = TorchTrainer(
-        functools.partial(train_worker, spec, data),
+        functools.partial(loop, spec, data),
         scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu, resources_per_worker=resources),
         run_config=RunConfig(
             name=spec.trial_id,  # stable per trial: a restored trial resumes from its checkpoint
@@ -91,4 +99,17 @@ def fit_fresh(
     try:
         trainer.fit()
     except Exception as e:  # TrainingFailedError wraps the workers' errors
-        raise TrialError(one_line_error(f"{type(e).__name__}: {e}")) from e
+        raise _trial_error(e, num_workers) from e
+
+
+def _trial_error(error: Exception, num_workers: int) -> TrialError:
+    """The trial's error for a failed ``fit``: a dead rank's :class:`WorkerLostError` (Ray
+    Train's ``WorkerGroupError`` keeps the ranks' errors by rank), else the most specific
+    line of the ranks' errors."""
+    from ludwig_hpo.execution.worker_loss import describe_dead_rank, is_dead_actor
+
+    failures: dict[int, BaseException] = dict(sorted(getattr(error, "worker_failures", {}).items()))
+    dead = next((r for r, e in failures.items() if is_dead_actor(e)), None)
+    if dead is not None:
+        return WorkerLostError(describe_dead_rank(failures[dead], dead, num_workers))
+    return TrialError(one_line_error(f"{type(error).__name__}: {error}"))

@@ -24,6 +24,7 @@ Processes and what runs where:
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 import threading
 import time
@@ -83,17 +84,24 @@ class _Group:
     builds: int = 0
 
 
-def _failure(errors: list[BaseException], restarted: bool) -> RunResult:
-    """The failed result of a run whose ranks raised ``errors`` (Ray's wrappers)."""
-    from ray.exceptions import RayActorError, RayTaskError
+def _failure(errors: dict[int, BaseException], world_size: int, restarted: bool) -> RunResult:
+    """The failed result of a run whose ranks raised ``errors`` (Ray's wrappers, by rank).
+    Runs in the pools actor (it may read the dead rank's node, see :mod:`.worker_loss`)."""
+    from ray.exceptions import RayTaskError
 
+    from ludwig_hpo.execution.worker_loss import describe_dead_rank, is_dead_actor
+
+    # A dead rank explains the failure: its peers then fail in a collective (gloo's
+    # "Connection reset by peer"), which says nothing about why.
+    dead = next((r for r, e in sorted(errors.items()) if is_dead_actor(e)), None)
+    if dead is not None:
+        loss = describe_dead_rank(errors[dead], dead, world_size)
+        text = "\n\n".join(f"rank {r}: {e}" for r, e in sorted(errors.items()))
+        return RunResult("failed", error=loss.describe(), traceback=text, group_restarted=restarted, loss=loss)
     # A raising rank's own error explains more than a peer's lost connection.
-    first = next((e for e in errors if isinstance(e, RayTaskError)), errors[0])
+    first = next((e for e in errors.values() if isinstance(e, RayTaskError)), next(iter(errors.values())))
     cause = getattr(first, "cause", None) if isinstance(first, RayTaskError) else None
-    if isinstance(first, RayActorError):
-        head = "WorkerDiedError: a worker of the trial's DDP group died (its process exited)"
-    else:
-        head = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(first).__name__}: {first}"
+    head = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(first).__name__}: {first}"
     return RunResult("failed", error=head, traceback=str(first), group_restarted=restarted)
 
 
@@ -132,20 +140,39 @@ class WorkerPools:
         # Ray's stubs type actor methods as plain callables; the handles are used untyped.
         workers: list[Any] = [cls.remote(self.data[0], self.use_gpu) for _ in range(self.num_workers)]
         try:
-            addrs = await asyncio.gather(*[w.address.remote() for w in workers])
+            addrs = await self._all([w.address.remote() for w in workers])
             _, master_ip, port, _ = addrs[0]
             nodes = [a[0] for a in addrs]  # local world size: the ranks sharing a node
-            await asyncio.gather(
-                *[
-                    w.setup.remote(r, len(workers), master_ip, port, nodes.count(nodes[r]))
-                    for r, w in enumerate(workers)
-                ]
+            await self._all(
+                [w.setup.remote(r, len(workers), master_ip, port, nodes.count(nodes[r])) for r, w in enumerate(workers)]
             )
         except BaseException:
             for w in workers:
                 ray.kill(w)
             raise
         g.workers, g.pids, g.builds = workers, [a[3] for a in addrs], g.builds + 1
+
+    async def _all(self, refs: list[Any]) -> list[Any]:
+        """Every rank's answer to one start-up call, in rank order.
+
+        Raises:
+            WorkerLostError: a rank's process died during start-up (which rank, where, how).
+            Exception: the first rank's error otherwise.
+        """
+        from ludwig_hpo.errors import WorkerLostError
+        from ludwig_hpo.execution.worker_loss import describe_dead_rank, is_dead_actor
+
+        answers = await asyncio.gather(*refs, return_exceptions=True)
+        errors = {r: a for r, a in enumerate(answers) if isinstance(a, BaseException)}
+        dead = next((r for r, e in errors.items() if is_dead_actor(e)), None)
+        if dead is not None:
+            loop = asyncio.get_running_loop()
+            describe = functools.partial(describe_dead_rank, during="start-up")
+            loss = await loop.run_in_executor(None, describe, errors[dead], dead, len(refs))
+            raise WorkerLostError(loss) from errors[dead]
+        if errors:
+            raise next(iter(errors.values()))
+        return answers
 
     async def _ensure_built(self, g: _Group) -> None:
         if g.workers is not None:
@@ -214,14 +241,16 @@ class WorkerPools:
         if pending:  # a rank raised: the others get a moment to end too
             more, pending = await asyncio.wait(pending, timeout=RAISE_GRACE_S)
             done |= more
-        errors = [e for t in tasks if t in done and (e := t.exception()) is not None]
-        broken = bool(pending) or any(isinstance(e, RayActorError) for e in errors)
+        errors = {r: e for r, t in enumerate(tasks) if t in done and (e := t.exception()) is not None}
+        broken = bool(pending) or any(isinstance(e, RayActorError) for e in errors.values())
         if broken:
             self._discard(g)  # the next trial gets a new group
             for t in pending:
                 t.cancel()
         if errors:
-            run.result = _failure(errors, broken)
+            # off the event loop: describing a dead rank may read its node (a Ray task)
+            loop = asyncio.get_running_loop()
+            run.result = await loop.run_in_executor(None, _failure, errors, len(refs), broken)
         else:
             outcomes = {t.result() for t in tasks}
             run.result = RunResult("stopped" if "stopped" in outcomes else "finished")
@@ -352,12 +381,13 @@ def run_pooled(pools: Any, spec: TrialSpec) -> None:
     (and if the actor is killed instead, the missing heartbeats do).
 
     Raises:
-        TrialError: a rank raised or a worker died (one line; the traceback follows as cause).
+        WorkerLostError: a worker of the group died (which rank, where, how).
+        TrialError: a rank raised (one line; the traceback follows as cause).
     """
     import ray
     from ray import tune
 
-    from ludwig_hpo.errors import TrialError, one_line_error
+    from ludwig_hpo.errors import TrialError, WorkerLostError, one_line_error
 
     for stale in (Path(spec.storage_path) / spec.trial_id).glob(f"{PENDING_PREFIX}*"):  # left by an interrupted run
         shutil.rmtree(stale, ignore_errors=True)
@@ -389,4 +419,6 @@ def run_pooled(pools: Any, spec: TrialSpec) -> None:
         if result is None:  # stopped by Tune, interrupted, or lost contact: free the group
             pools.stop.remote(token)
     if result.status == "failed":
+        if result.loss is not None:
+            raise WorkerLostError(result.loss) from RuntimeError(result.traceback)
         raise TrialError(one_line_error(result.error)) from RuntimeError(result.traceback)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
+from ludwig_hpo.errors import WorkerLoss
+
 #: How a run on a group ended.
 RunStatus = Literal["finished", "stopped", "failed"]
 
@@ -24,12 +26,15 @@ class RunResult:
         traceback: for a failed run, the remote traceback text.
         group_restarted: the group was discarded (a worker died, or a rank did not end in
             time after another raised); the next trial on the slot gets a new one.
+        loss: for a run failed by a dead worker, which rank died, where and how (``error``
+            is then its description).
     """
 
     status: RunStatus
     error: str = ""
     traceback: str = ""
     group_restarted: bool = False
+    loss: WorkerLoss | None = None
 
 
 class RunRecord(TypedDict):

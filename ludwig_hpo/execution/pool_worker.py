@@ -57,6 +57,9 @@ class PoolWorker:
     def __init__(self, data: PreparedData, use_gpu: bool) -> None:
         import torch
 
+        from ludwig_hpo.execution.worker_loss import remember_rank
+
+        remember_rank()  # what a diagnosis of this process's death compares against
         self.data = data
         self.device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
         if use_gpu:

@@ -4,6 +4,7 @@ per trial). One Ray cluster for the module; every test stops the groups it start
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -11,6 +12,8 @@ import pytest
 
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.data import load_dataframe, prepare
+from ludwig_hpo.errors import one_line_error
+from ludwig_hpo.execution.pool import WorkerPools
 from ludwig_hpo.execution.resources import plan_resources
 
 from ..conftest import SWEEPS
@@ -67,6 +70,7 @@ class _Recorder:
                 self.results: dict[str, list[dict]] = {}
                 self.status: dict[str, str] = {}
                 self.config: dict[str, dict] = {}
+                self.errors: dict[str, str] = {}
 
             def on_trial_result(self, iteration, trials, trial, result, **info):
                 self.results.setdefault(trial.trial_id, []).append(dict(result))
@@ -80,8 +84,60 @@ class _Recorder:
             def on_trial_error(self, iteration, trials, trial, **info):
                 self.status[trial.trial_id] = "ERROR"
                 self.config[trial.trial_id] = dict(trial.config)
+                path = getattr(trial, "error_file", None)
+                text = open(path).read() if path and os.path.isfile(path) else str(trial.get_error())
+                self.errors[trial.trial_id] = one_line_error(text)
 
         return Recorder()
+
+
+#: How long a gated trial's rank 0 waits at the boundary before the test's assertions say so.
+GATE_TIMEOUT_S = 300.0
+
+
+class GatedPools(WorkerPools):
+    """The sweep's pools actor, except that rank 0 of a trial whose learning rate is in
+    ``gated`` waits at its first epoch boundary (its metrics already handed to the trial)
+    until the trial is stopped (:meth:`stop`) or the test opens the gate (:meth:`open_gate`).
+    The group is thus at a known point whatever the machine's speed."""
+
+    def __init__(self, *args, gated: tuple[float, ...] = ()) -> None:
+        super().__init__(*args)
+        self.gated = set(gated)
+        self.gates: dict[str, asyncio.Event] = {}  # token -> its gate, until rank 0 reaches it
+        self.held: dict[str, asyncio.Event] = {}  # token -> the gate rank 0 waits at
+
+    async def start(self, spec):
+        token = await super().start(spec)  # no report can arrive before this returns
+        if spec.params.get("trainer.learning_rate") in self.gated:
+            self.gates[token] = asyncio.Event()
+        return token
+
+    async def report(self, token, metrics):
+        stop = await super().report(token, metrics)
+        gate = self.gates.pop(token, None)
+        if gate is None or stop:
+            return stop
+        self.held[token] = gate
+        try:
+            await asyncio.wait_for(gate.wait(), GATE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            pass
+        run = self.runs.get(token)
+        return run is None or run.stop
+
+    async def stop(self, token):
+        await super().stop(token)
+        if token in self.held:
+            self.held[token].set()
+
+    async def holding(self) -> list[str]:
+        """The trial ids whose rank 0 waits at the gate now."""
+        return [self.runs[t].trial_id for t, g in self.held.items() if not g.is_set() and t in self.runs]
+
+    async def open_gate(self) -> None:
+        for gate in self.held.values():
+            gate.set()
 
 
 def _sweep(
@@ -94,14 +150,15 @@ def _sweep(
     scheduler=None,
     on_result=None,
     name: str = "t",
+    gated: tuple[float, ...] = (),
     **trainer,
 ):
     """Run one trial per learning rate (in this order) with ``executor``; returns
-    (recorder, pools info or None)."""
+    (recorder, pools info or None). The trials of the ``gated`` learning rates wait at their
+    first epoch boundary (:class:`GatedPools`)."""
     import ray
     from ray import tune
 
-    from ludwig_hpo.execution.pool import start_pools
     from ludwig_hpo.execution.trainable import TrialContext, search_trial, trial_resources
 
     raw, cfg, data = _loaded(**trainer)
@@ -117,9 +174,12 @@ def _sweep(
     data_ref = [ray.put(data)]
     pools = None
     if executor == "pooled":
-        pools = start_pools(
-            groups=concurrent, num_workers=num_workers, cpus_per_worker=1.0, use_gpu=False, data=data_ref
+        pools = (
+            ray.remote(GatedPools)
+            .options(num_cpus=0, max_concurrency=1000)
+            .remote(concurrent, num_workers, 1.0, False, data_ref, gated=gated)
         )
+        pools.warm.remote()
     ctx = TrialContext(
         raw=raw,
         data=data_ref,
@@ -206,40 +266,134 @@ def test_a_trial_stopped_by_asha_frees_the_group_at_the_next_epoch_boundary(clus
     asha = AsyncHyperBandScheduler(
         time_attr="epoch", metric="objective", mode="max", max_t=8, grace_period=1, reduction_factor=2
     )
-    # the good trial finishes; the hopeless one (lr 1e-7) is below the rung's cutoff at epoch 1
-    rec, info = _sweep(tmp_path, "pooled", [3e-2, 1e-7, 1e-2], scheduler=asha, epochs=8)
+    # the good trial finishes; the hopeless one (lr 1e-7) is below the rung's cutoff at epoch 1,
+    # and its group waits at that epoch's boundary until the stop reaches it
+    rec, info = _sweep(tmp_path, "pooled", [3e-2, 1e-7, 1e-2], scheduler=asha, epochs=8, gated=(1e-7,))
     by_lr = _by_lr(rec)
     assert [r["epoch"] for r in by_lr[3e-2]] == list(range(1, 9))
     assert len(by_lr[1e-7]) == 1  # Tune saw one epoch and stopped it
     hist = {h["trial_id"]: h for h in info["history"]}
     stopped = next(t for t in rec.results if rec.config[t]["trainer.learning_rate"] == 1e-7)
     assert hist[stopped]["status"] == "stopped"
-    # the group left the loop at the first epoch boundary after the stop reached it
-    assert hist[stopped]["epochs_at_stop"] is not None
-    assert hist[stopped]["epochs"] - hist[stopped]["epochs_at_stop"] <= 1
+    # the stop reached the group at the boundary of epoch 1, and every rank left there
+    assert (hist[stopped]["epochs_at_stop"], hist[stopped]["epochs"]) == (1, 1)
     assert {h["build"] for h in info["history"]} == {1} and len(info["history"]) == 3
 
 
-def test_a_killed_worker_fails_its_trial_and_the_next_trial_runs_on_a_restarted_group(cluster, tmp_path):
+def _wait_gone(pid: int, timeout_s: float = 120.0) -> None:
+    """Until process ``pid`` is gone (reaped by its parent, the raylet)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}"), f"process {pid} outlived SIGKILL"
+
+
+def _node_ip() -> str:
+    import ray
+
+    return ray.util.get_node_ip_address()
+
+
+def test_a_killed_worker_fails_its_trial_with_its_rank_signal_and_node_and_the_next_trial_gets_a_new_group(
+    cluster, tmp_path
+):
     import ray
 
     killed = []
 
     def kill_rank1(rec, trial, result):
+        # the first trial's rank 0 waits at its first epoch boundary: rank 1 dies mid-trial
         if not killed:
+            assert ray.get(rec.pools.holding.remote()) == [trial.trial_id]
             pid = ray.get(rec.pools.info.remote())["groups"][0]["pids"][1]
             os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid)
             killed.append((trial.trial_id, pid))
+            ray.get(rec.pools.open_gate.remote())
 
-    # 30 epochs: the first trial is still training when rank 1 is killed after its first epoch
-    rec, info = _sweep(tmp_path, "pooled", [1e-2, 3e-2], on_result=kill_rank1, epochs=30)
+    rec, info = _sweep(tmp_path, "pooled", [1e-2, 3e-2], on_result=kill_rank1, epochs=4, gated=(1e-2,))
     assert len(killed) == 1
     victim, pid = killed[0]
     assert rec.status[victim] == "ERROR"
+    assert rec.errors[victim].startswith(f"WorkerLostError: rank 1 of 2 (pid {pid}) on node {_node_ip()} "), rec.errors
+    assert "SIGKILL" in rec.errors[victim] and rec.errors[victim].endswith("during training")
     assert [s for t, s in rec.status.items() if t != victim] == ["TERMINATED"]
     assert [h["status"] for h in info["history"]] == ["failed", "finished"]
     assert [h["build"] for h in info["history"]] == [1, 2]  # the next trial ran on a new group
     assert pid not in info["groups"][0]["pids"]
+
+
+def _pid_then_wait(spec, data) -> None:
+    """A fresh job's stand-in loop: each rank writes its pid beside the trial's checkpoints,
+    then waits (rank 1 until it is killed; rank 0 until Ray Train ends the job)."""
+    import time
+    from pathlib import Path
+
+    import ray.train
+
+    rank = ray.train.get_context().get_world_rank()
+    folder = Path(spec.storage_path) / spec.trial_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"rank{rank}.pid.tmp").write_text(str(os.getpid()))
+    (folder / f"rank{rank}.pid.tmp").rename(folder / f"rank{rank}.pid")
+    while True:
+        time.sleep(0.1)
+
+
+def _fresh_trial_with_a_stand_in_loop(config: dict) -> None:
+    from ray import tune
+
+    from ludwig_hpo.execution.fresh import fit_fresh
+    from ludwig_hpo.execution.spec import TrialSpec
+
+    spec = TrialSpec(raw={}, trial_id=tune.get_context().get_trial_id(), storage_path=config["storage"])
+    fit_fresh(spec, [None], num_workers=2, use_gpu=False, cpus_per_worker=1.0, gpus_per_worker=1.0, loop=_pid_then_wait)
+
+
+def test_a_killed_train_worker_fails_its_fresh_trial_with_its_rank_signal_and_node(cluster, tmp_path):
+    import threading
+    import time
+
+    from ray import tune
+
+    storage = tmp_path / "train"
+    killed: list[int] = []
+    done = threading.Event()
+
+    def kill_rank1() -> None:  # once rank 1 wrote its pid: it is in the trial's loop
+        while not done.is_set():
+            found = list(storage.glob("*/rank1.pid"))
+            if found:
+                pid = int(found[0].read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_rank1, daemon=True)
+    killer.start()
+    rec = _Recorder()
+    try:
+        tune.Tuner(
+            tune.with_resources(_fresh_trial_with_a_stand_in_loop, {"cpu": 0, "trial_slot": 1}),
+            param_space={"storage": str(storage)},
+            run_config=tune.RunConfig(
+                name="fresh-kill",
+                storage_path=str(tmp_path / "ray"),
+                verbose=0,
+                callbacks=[rec],
+                failure_config=tune.FailureConfig(max_failures=0),
+            ),
+        ).fit()
+    finally:
+        done.set()
+        killer.join()
+    assert len(killed) == 1 and list(rec.status.values()) == ["ERROR"]
+    (error,) = rec.errors.values()
+    assert error.startswith(f"WorkerLostError: rank 1 of 2 (pid {killed[0]}) on node {_node_ip()} "), error
+    assert "SIGKILL" in error and error.endswith("during training")
 
 
 def test_two_trials_at_once_never_share_a_group(cluster, tmp_path):

@@ -74,3 +74,50 @@ def test_a_trial_context_refuses_an_unknown_mode():
 
     with pytest.raises(ValueError, match="'min' or 'max'"):
         TrialContext(raw={}, data=[], storage_path="", num_workers=1, use_gpu=False, cpus_per_worker=1.0, mode="low")
+
+
+# ---------------------------------------------------------------- a lost worker's description
+
+_EOF_DEATH = (
+    "The actor died unexpectedly before finishing this task.\n\tclass_name: PoolWorker\n\tpid: 4242\n"
+    "\tip: 10.0.0.5\nThe actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+    "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file."
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "view", "how"),
+    [
+        (_EOF_DEATH, {}, "was killed by signal 9 (SIGKILL)"),
+        (_EOF_DEATH, {"oom_kills_at_start": 3, "oom_kills": 4}, "was killed by the kernel's OOM killer (SIGKILL)"),
+        (_EOF_DEATH, {"oom_kills_at_start": 3, "oom_kills": 3}, "was killed by signal 9 (SIGKILL)"),
+        (_EOF_DEATH, {"fatal": "Segmentation fault"}, "crashed (Fatal Python error: Segmentation fault)"),
+        (
+            "Worker exit type: USER_ERROR Worker exit detail: Worker exits with an exit code 3.",
+            {},
+            "exited with code 3",
+        ),
+        ("Task was killed due to the node running low on memory.", {}, "was killed by Ray's memory monitor"),
+        (_EOF_DEATH, {"node_gone": True}, "was lost with its node"),
+    ],
+    ids=["sigkill", "kernel-oom", "no-new-oom", "crash", "exit-code", "ray-oom", "node-lost"],
+)
+def test_a_lost_workers_end_is_told_from_rays_message_and_its_nodes_view(message, view, how):
+    from ludwig_hpo.execution.worker_loss import how_it_ended
+
+    assert how_it_ended(message, view).startswith(how)
+
+
+def test_a_lost_worker_is_one_line_naming_rank_pid_node_and_how_through_pickling_and_tracebacks():
+    import pickle
+
+    from ludwig_hpo.errors import WorkerLoss, WorkerLostError, one_line_error
+
+    loss = WorkerLoss(1, 2, pid=4242, node="10.0.0.5", how="was killed by signal 9 (SIGKILL)")
+    err = pickle.loads(pickle.dumps(WorkerLostError(loss)))
+    assert err.loss == loss
+    line = "rank 1 of 2 (pid 4242) on node 10.0.0.5 was killed by signal 9 (SIGKILL) during training"
+    assert str(err) == line
+    # as Tune's error file holds it: a peer's collective error, then ours
+    text = f"RuntimeError: rank 0: Connection reset by peer\n\nludwig_hpo.errors.WorkerLostError: {line}\n"
+    assert one_line_error(text) == f"WorkerLostError: {line}"
