@@ -1,15 +1,11 @@
 """The report in a real browser: headless Chromium loads report.html (and hiplot.html) from
 disk, offline; no console errors, every figure's div rendered by plotly, injected markup never
-runs; a PNG screenshot is kept as a test artifact (``$HPO_TEST_ARTIFACTS``, default
-``.test-artifacts/`` in the repository)."""
+runs; a PNG screenshot is written under the test's folder (and copied to ``$HPO_SHOTS_DIR``
+when set)."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -23,13 +19,9 @@ from dashboards.report import (
     PARETO_DIV_ID,
 )
 from ludwig_hpo.results import ParamInfo
+from tests.chromium import CHROMIUM, MISSING, chromium, screenshot
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-pytestmark = [
-    pytest.mark.timeout(240),
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)"),
-]
+pytestmark = [pytest.mark.timeout(240), pytest.mark.skipif(CHROMIUM is None, reason=MISSING)]
 FIGURES = (PARALLEL_DIV_ID, IMPORTANCE_DIV_ID, HISTORY_DIV_ID, CURVES_DIV_ID, PARETO_DIV_ID, KFOLD_DIV_ID)
 # Markup in user strings; if any of it ran, the console would say so.
 INJECTED = (
@@ -37,34 +29,6 @@ INJECTED = (
     "<script>console.error('xss-script-ran')</script>",
     "<img src=x onerror=\"console.error('xss-img-ran')\">",
 )
-# Chromium's software GL reports its own performance notes on the console; not the page's.
-_BROWSER_NOISE = re.compile(r'"\[\.WebGL-[^\]]*\]GL Driver Message')
-_CONSOLE = re.compile(r":INFO:CONSOLE[^\]]*\] (.*)$", re.MULTILINE)
-
-
-def _chromium(*args: str, cwd: Path) -> tuple[str, list[str]]:
-    """Run headless Chromium; returns (stdout, the page's console messages)."""
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--enable-unsafe-swiftshader",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=15000",
-        f"--user-data-dir={cwd / 'chromium-profile'}",
-        *args,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=cwd)
-    messages = [m for m in _CONSOLE.findall(proc.stderr) if not _BROWSER_NOISE.match(m)]
-    return proc.stdout, messages
-
-
-def _artifacts() -> Path:
-    folder = Path(os.environ.get("HPO_TEST_ARTIFACTS", ROOT / ".test-artifacts"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +51,7 @@ def report_dir(tmp_path_factory):
 
 def test_report_renders_every_figure_without_console_errors(report_dir):
     page = report_dir / "report" / "report.html"
-    dom, console = _chromium("--dump-dom", page.as_uri(), cwd=report_dir)
+    dom, console = chromium("--dump-dom", page.as_uri(), cwd=report_dir)
     assert console == [], f"console messages: {console}"
     for div_id in FIGURES:
         match = re.search(rf'<div id="{div_id}" class="([^"]*)"', dom)
@@ -101,17 +65,14 @@ def test_report_renders_every_figure_without_console_errors(report_dir):
 
 def test_hiplot_page_renders_without_console_errors(report_dir):
     page = report_dir / "report" / "hiplot.html"
-    dom, console = _chromium("--dump-dom", page.as_uri(), cwd=report_dir)
+    dom, console = chromium("--dump-dom", page.as_uri(), cwd=report_dir)
     assert console == [], f"console messages: {console}"
     assert "<svg" in dom and "model.activation" in dom
 
 
-def test_screenshot_is_saved_as_an_artifact(report_dir):
-    shot = _artifacts() / "report.png"
-    shot.unlink(missing_ok=True)
+def test_screenshot_is_saved(report_dir, tmp_path):
     page = report_dir / "report" / "report.html"
-    _chromium("--window-size=1300,5200", "--hide-scrollbars", f"--screenshot={shot}", page.as_uri(), cwd=report_dir)
-    assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shot = screenshot(page.as_uri(), tmp_path / "report-fixture.png", size=(1300, 5200))
     assert shot.stat().st_size > 50_000  # a blank page is a few kB
 
 
@@ -121,7 +82,7 @@ def test_hiplot_draws_a_two_hundred_category_column(tmp_path, make_trial, make_s
 
     trials = [make_trial(f"t{i}", {"model.vocab": f"w{i}", "lr": i / 1000}, 0.1 + i / 1000) for i in range(200)]
     page = write_hiplot_page(trials_table(make_sweep(trials, parameters=())), tmp_path / "hiplot.html")
-    dom, console = _chromium("--dump-dom", page.as_uri(), cwd=tmp_path)
+    dom, console = chromium("--dump-dom", page.as_uri(), cwd=tmp_path)
     assert console == [], f"console messages: {console}"
     axes = re.findall(r'class="label-name[^>]*>([^<]*)', dom)
     assert "model.vocab" in axes and "lr" in axes  # HiPlot alone hides a column with > 80 categories
