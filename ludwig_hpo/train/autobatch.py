@@ -131,13 +131,34 @@ def tune_batch_sizes(
 
     A fixed size in the config is used as is (capped by the rows per worker). ``auto`` is
     looked up in ``cache`` by (model structure, input shapes, device and its memory, world
-    size, precision, strategy, optimizer type, cap, torch version); on a miss it is searched with real probes on the
-    unwrapped ``module`` and stored. Caps: training batches give at least
+    size, precision, strategy, optimizer type, cap, torch version); on a miss it is searched
+    with real probes on the unwrapped ``module`` and stored. Caps: training batches give at least
     :data:`MIN_STEPS_PER_EPOCH` steps per epoch and at most ``trainer.max_batch_size``; on
     CPU a memory guard keeps each worker within its share of half the available RAM.
 
+    The probes leave torch's random state as they found it, so a trial trains the same
+    whether its size was probed or came from a cache.
+
     Runs on every rank; the result is identical on all ranks.
     """
+    with torch.random.fork_rng(devices=[dd.device] if dd.device.type == "cuda" else []):
+        return _tune_both(
+            cfg, module, optimizer, loss_of, dd, train_rows, eval_rows, world_size, local_world_size, cache
+        )
+
+
+def _tune_both(
+    cfg: SweepConfig,
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_of: Callable[[dict, dict], torch.Tensor],
+    dd: DeviceData,
+    train_rows: np.ndarray,
+    eval_rows: np.ndarray,
+    world_size: int,
+    local_world_size: int,
+    cache: BatchSizeCache | None,
+) -> tuple[TunedSize, TunedSize]:
     tr = cfg.trainer
     dev, mem = _device_identity(dd.device)
     key_parts = {
