@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from ludwig_hpo.results import SweepResult, TrialRecord
+from ludwig_hpo.results.records import STATUS_LABELS, StatusLabel
 
 MISSING = "—"
 
@@ -107,6 +108,30 @@ def metric_title(result: SweepResult) -> str:
     return f"{result.metric} ({better_phrase(result.goal)})"
 
 
+#: The range each metric the sweep reports can take: losses and errors are >= 0, accuracy and
+#: ROC AUC lie in [0, 1]. An interval drawn past its metric's range is clipped to it.
+METRIC_DOMAINS: dict[str, tuple[float, float]] = {
+    "loss": (0.0, math.inf),
+    "mae": (0.0, math.inf),
+    "accuracy": (0.0, 1.0),
+    "roc_auc": (0.0, 1.0),
+}
+
+
+def metric_domain(metric: str) -> tuple[float, float]:
+    """``(low, high)`` a metric can take, from its last name part (``"label/loss"`` ->
+    ``(0, inf)``); ``(-inf, inf)`` for a metric not in :data:`METRIC_DOMAINS`."""
+    return METRIC_DOMAINS.get(metric.rsplit("/", 1)[-1], (-math.inf, math.inf))
+
+
+def domain_text(domain: tuple[float, float]) -> str:
+    """``[0, 1]``, ``[0, ∞)`` or ``(−∞, ∞)``."""
+    low, high = domain
+    left = "(−∞" if math.isinf(low) else f"[{low:g}"
+    right = "∞)" if math.isinf(high) else f"{high:g}]"
+    return f"{left}, {right}"
+
+
 def add_empty_note(fig: Any, text: str) -> None:
     """Write ``text`` across the middle of an empty plotly figure (nothing to draw)."""
     fig.add_annotation(
@@ -114,5 +139,26 @@ def add_empty_note(fig: Any, text: str) -> None:
     )
 
 
-#: How each trial status is worded on the page (the console uses the same words).
-STATUS_LABELS = {"FINISHED": "finished", "KILLED": "stopped early", "FAILED": "failed", "RUNNING": "running"}
+#: The order states are listed in (legends, counts, the status axis): the words of
+#: :func:`ludwig_hpo.results.records.status_label`, the one vocabulary of console and report.
+LABEL_ORDER: tuple[StatusLabel, ...] = STATUS_LABELS
+
+#: One colour per state. "stopped early" is a lighter shade of "completed" (the scheduler
+#: stopping a trial is the search working, not a fault); only "failed" is red.
+LABEL_COLOURS: dict[str, str] = {
+    "completed": "#1f5fa8",
+    "stopped early": "#7fa7d6",
+    "failed": "#c0392b",
+    "interrupted": "#8c8c8c",
+    "running": "#e0a030",
+}
+
+
+def label_of(trial: TrialRecord) -> StatusLabel:
+    """The word users see for ``trial``'s state (``TrialRecord.label``)."""
+    return trial.label
+
+
+def label_css(label: str) -> str:
+    """A CSS class for a state label: ``"stopped early"`` -> ``"stopped-early"``."""
+    return label.replace(" ", "-")

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import plotly.graph_objects as go
 
 from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric
+from dashboards.scale import add_scale_toggle
 from ludwig_hpo.results import SweepResult
 
 TOP_N = 5
@@ -19,7 +20,7 @@ class Curve(NamedTuple):
 
     Attributes:
         trial_id: the trial.
-        status: FINISHED, KILLED, FAILED or RUNNING.
+        status: the trial's state label (``TrialRecord.label``).
         epochs: 1-based epochs with a finite value.
         values: the sweep's metric at those epochs (its own units).
         rank: 1 for the best trial, 2 for the next...; None for a trial outside the top.
@@ -59,7 +60,7 @@ def curves_info(result: SweepResult, top_n: int = TOP_N) -> CurvesInfo:
         if not points:
             continue
         curve = Curve(
-            trial.trial_id, trial.status, [e for e, _ in points], [v for _, v in points], top_ids.get(trial.trial_id)
+            trial.trial_id, trial.label, [e for e, _ in points], [v for _, v in points], top_ids.get(trial.trial_id)
         )
         (top if curve.rank is not None else others).append(curve)
     top.sort(key=lambda c: c.rank or 0)
@@ -70,7 +71,8 @@ _PALETTE = ("#1f5fa8", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#
 
 
 def curves_figure(info: CurvesInfo) -> go.Figure:
-    """Top trials as coloured lines with markers (legend ``#rank trial``), the others grey."""
+    """Top trials as coloured lines with markers (legend ``#rank trial``), the others grey; a
+    log metric axis when the values span a decade, with buttons to switch."""
     fig = go.Figure()
     fig.update_layout(
         title={"text": "Learning curves"},
@@ -104,7 +106,7 @@ def curves_figure(info: CurvesInfo) -> go.Figure:
         )
     for c in info.top:
         rank = c.rank or 1  # every top curve has its rank
-        stopped = " (stopped early)" if c.status == "KILLED" else ""
+        stopped = "" if c.status == "completed" else f" ({c.status})"
         fig.add_trace(
             go.Scatter(
                 x=c.epochs,
@@ -116,6 +118,7 @@ def curves_figure(info: CurvesInfo) -> go.Figure:
                 hovertemplate=plotly_text(f"#{c.rank} {c.trial_id}") + "<br>epoch %{x}: %{y:.4g}<extra></extra>",
             )
         )
+    add_scale_toggle(fig, [v for c in info.top + info.others for v in c.values])
     max_epoch = max(e for c in info.top + info.others for e in c.epochs)
     fig.update_xaxes(dtick=max(1, math.ceil(max_epoch / 12)))
     return fig

@@ -1,9 +1,19 @@
-"""The trials table as an interactive HiPlot page (offline, one self-contained file)."""
+"""The trials table as an interactive HiPlot page (offline, one self-contained file).
+
+HiPlot infers each column's scale from its values; the page sets the ones it gets wrong:
+whole-number columns with few values (``epochs``, a ``choice`` of integers, ``batch_size``)
+become categorical, so their ticks are the values and never 1.5; a log-scaled parameter gets
+a log axis; the ids (``trial_id``, HiPlot's own ``uid``/``from_uid``) are not drawn as axes
+(they are noise, sorted as strings), and the table hides HiPlot's ids. Floats are rounded to
+:data:`SIGNIFICANT_DIGITS` significant digits, as in the report. The parallel plot gets a
+wider left margin so the first axis' labels are not cut off.
+"""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +21,20 @@ import pandas as pd
 
 from dashboards._format import value_label
 from dashboards._write import write_text_atomic
+from ludwig_hpo.results import ParamInfo
+
+#: Floats on the HiPlot page keep this many significant digits (the report shows 4).
+SIGNIFICANT_DIGITS = 4
+#: A column of whole numbers with at most this many distinct values is drawn as categories.
+MAX_INTEGER_CATEGORIES = 12
+#: Columns that identify a row: never an axis of the parallel plot.
+ID_COLUMNS = ("uid", "from_uid", "trial_id")
+#: HiPlot's own row ids: hidden in its table too.
+HIPLOT_ID_COLUMNS = ("uid", "from_uid")
+# HiPlot's parallel plot keeps a 10 px left margin ([top, right, bottom, left]); the first
+# axis' tick labels are drawn left of it and were cut off.
+_PPLOT_MARGIN = "n.m=[80,40,10,10]"
+_PPLOT_MARGIN_WIDE = "n.m=[80,40,10,70]"
 
 # HiPlot puts the experiment into a <script> as a JS string literal without escaping
 # "<", so a value holding "</script>" would end the script early. We escape "<" inside
@@ -69,11 +93,36 @@ def hiplot_notes(table: pd.DataFrame) -> list[str]:
     return notes
 
 
-def write_hiplot_page(table: pd.DataFrame, path: Path) -> Path:
+def column_types(table: pd.DataFrame, parameters: Sequence[ParamInfo] = ()) -> dict[str, str]:
+    """The HiPlot value type (``"categorical"``, ``"numericlog"``) of each column whose
+    inferred type would be wrong (see the module's docstring). Pure."""
+    declared = {p.path: p for p in parameters}
+    out: dict[str, str] = {}
+    for column in table.columns:
+        name = str(column)
+        if name in ID_COLUMNS:
+            continue
+        values = [v for v in (_hiplot_value(v) for v in table[column]) if v is not None]
+        info = declared.get(name)
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if info is not None and info.log and numbers and min(numbers) > 0:
+            out[name] = "numericlog"
+        elif (info is not None and info.categories is not None) or (
+            values
+            and len(numbers) == len(values)
+            and all(float(v).is_integer() for v in numbers)
+            and len(set(numbers)) <= MAX_INTEGER_CATEGORIES
+        ):
+            out[name] = "categorical"
+    return out
+
+
+def write_hiplot_page(table: pd.DataFrame, path: Path, parameters: Sequence[ParamInfo] = ()) -> Path:
     """Write ``table`` (see :func:`dashboards.table.trials_table`) as a HiPlot page at
     ``path``, atomically, and return ``path``. The page needs no network. Categorical
     columns with more than :data:`HIPLOT_CATEGORICAL_LIMIT` values are forced visible
-    (HiPlot would hide them); :func:`hiplot_notes` says so for the report.
+    (HiPlot would hide them); :func:`hiplot_notes` says so for the report. ``parameters``
+    (the search space) gives log axes to log-scaled parameters and categories to choices.
 
     Raises:
         ImportError: hiplot is not installed.
@@ -83,16 +132,23 @@ def write_hiplot_page(table: pd.DataFrame, path: Path) -> Path:
         import hiplot
     except ImportError as err:  # pragma: no cover - hiplot is a dependency
         raise ImportError("the HiPlot page needs hiplot: pip install hiplot") from err
+    if table.empty:  # HiPlot refuses an experiment without a row
+        write_text_atomic(Path(path), _EMPTY_PAGE)
+        return Path(path)
     rows = hiplot_rows(table)
     crowded = crowded_columns(table)
+    types = column_types(table, parameters)
 
     def page_of(rows: list[dict[str, Any]]) -> str:
         exp = hiplot.Experiment.from_iterable(rows)
-        if crowded:  # force high-cardinality categorical columns visible, but not the ids
-            display = exp.display_data(hiplot.Displays.PARALLEL_PLOT)
+        for column, kind in types.items():
+            exp.parameters_definition[column].type = hiplot.ValueType(kind)
+        display = exp.display_data(hiplot.Displays.PARALLEL_PLOT)
+        display["hide"] = list(ID_COLUMNS)
+        if crowded:  # force high-cardinality categorical columns visible
             display["categoricalMaximumValues"] = max(crowded.values())
-            display["hide"] = ["uid", "trial_id"]
-        return exp.to_html()
+        exp.display_data(hiplot.Displays.TABLE)["hide"] = list(HIPLOT_ID_COLUMNS)
+        return exp.to_html().replace(_PPLOT_MARGIN, _PPLOT_MARGIN_WIDE, 1)
 
     page = _escape_payload(page_of(rows))
     if page is None:
@@ -102,15 +158,21 @@ def write_hiplot_page(table: pd.DataFrame, path: Path) -> Path:
     return Path(path)
 
 
+_EMPTY_PAGE = (
+    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>HiPlot</title></head>'
+    '<body style="font: 14px system-ui, sans-serif; color: #5b6673">No trial yet.</body></html>\n'
+)
+
+
 def _hiplot_value(value: Any) -> Any:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    if isinstance(value, (bool, str)):
+    if hasattr(value, "item") and type(value).__module__ == "numpy":  # numpy scalars
+        value = value.item()
+    if isinstance(value, (bool, str, int)):
         return value
-    if isinstance(value, (int, float)):
-        return value
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT_DIGITS}g}") if math.isfinite(value) else None
     return value_label(value)
 
 

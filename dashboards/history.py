@@ -7,7 +7,8 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from dashboards._format import STATUS_LABELS, add_empty_note, metric_title, plotly_text, trial_metric
+from dashboards._format import LABEL_COLOURS, LABEL_ORDER, add_empty_note, metric_title, plotly_text, trial_metric
+from dashboards.scale import add_scale_toggle
 from ludwig_hpo.results import SweepResult
 
 
@@ -19,7 +20,8 @@ class HistoryInfo(NamedTuple):
         trial_numbers: 1-based position of the trial in the sweep's start order (trials
             without a metric leave gaps).
         trial_ids: the trials' ids.
-        statuses: the trials' statuses (FINISHED, KILLED, RUNNING).
+        statuses: the trials' states as users read them (``TrialRecord.label``: completed,
+            stopped early, interrupted, running).
         values: ``objective_best`` (else ``objective_last``) of each trial.
         best_so_far: the best value among this and the earlier trials, by the goal.
         metric_title: the metric with its direction.
@@ -51,17 +53,16 @@ def history_info(result: SweepResult) -> HistoryInfo:
             continue
         numbers.append(number)
         ids.append(trial.trial_id)
-        statuses.append(trial.status)
+        statuses.append(trial.label)
         values.append(value)
         best.append(better(best[-1], value) if best else value)
     return HistoryInfo(numbers, ids, statuses, values, best, metric_title(result), missing)
 
 
-_STATUS_COLORS = {"FINISHED": "#1f5fa8", "KILLED": "#9bb7d9", "RUNNING": "#e0a030"}
-
-
 def history_figure(info: HistoryInfo) -> go.Figure:
-    """Draw ``info``: one marker per trial (coloured by status) and a best-so-far step line.
+    """Draw ``info``: one marker per trial (coloured by state) and a best-so-far step line.
+    The metric axis is logarithmic when the values span a decade, with buttons to switch
+    (:func:`dashboards.scale.add_scale_toggle`).
 
     With no trial to draw the figure holds only an annotation saying why.
     """
@@ -86,6 +87,7 @@ def history_figure(info: HistoryInfo) -> go.Figure:
     if not info.values:
         add_empty_note(fig, "No trial reported a metric, so there is no history to draw.")
         return fig
+    add_scale_toggle(fig, info.values)
     # The best-so-far line goes first, under the markers it steps through.
     fig.add_trace(
         go.Scatter(
@@ -97,15 +99,15 @@ def history_figure(info: HistoryInfo) -> go.Figure:
             hovertemplate="best so far after #%{x}: %{y:.4g}<extra></extra>",
         )
     )
-    for status in sorted(set(info.statuses)):
+    for status in [s for s in LABEL_ORDER if s in info.statuses]:
         idx = [i for i, s in enumerate(info.statuses) if s == status]
         fig.add_trace(
             go.Scatter(
                 x=[info.trial_numbers[i] for i in idx],
                 y=[info.values[i] for i in idx],
                 mode="markers",
-                name=STATUS_LABELS.get(status, status.lower()),
-                marker={"size": 8, "color": _STATUS_COLORS.get(status, "#888")},
+                name=status,
+                marker={"size": 8, "color": LABEL_COLOURS[status]},
                 customdata=[plotly_text(info.trial_ids[i]) for i in idx],
                 hovertemplate="trial %{customdata}<br>#%{x}: %{y:.4g}<extra></extra>",
             )

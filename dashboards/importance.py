@@ -40,12 +40,45 @@ class ImportanceInfo(NamedTuple):
             :data:`MAX_TRIALS` when the study has more).
         note: why importances are missing (e.g. ``"no variance: every trial scored 0.5"``),
             else None.
+        correlations: per parameter, Spearman's rank correlation of its value with the
+            metric over the scored trials (None for a categorical parameter or when it
+            cannot be computed): the direction of the effect.
+        effects: per parameter, that direction in words for the sweep's goal, e.g.
+            ``"higher is better (ρ = -0.62)"``; ``""`` when unknown.
     """
 
     params: list[str]
     importances: list[float]
     n_trials: int
     note: str | None
+    correlations: list[float | None] = []
+    effects: list[str] = []
+
+
+def spearman_direction(result: SweepResult, path: str) -> float | None:
+    """Spearman's ρ of a numeric parameter's value with the metric over the scored trials
+    that have it; None for a non-numeric parameter, fewer than 3 trials or no variation."""
+    pairs = [(t.params.get(path), v) for t in result.trials if (v := trial_metric(t)) is not None]
+    pairs = [(x, v) for x, v in pairs if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    if len(pairs) < 3 or len({x for x, _ in pairs}) < 2 or len({v for _, v in pairs}) < 2:
+        return None
+    from scipy import stats
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rho = float(stats.spearmanr([x for x, _ in pairs], [v for _, v in pairs]).statistic)
+    return rho if math.isfinite(rho) else None
+
+
+def effect_text(rho: float | None, goal: str) -> str:
+    """``"higher is better (ρ = 0.62)"`` / ``"lower is better (...)"``; ``""`` for None.
+
+    For a minimized metric a negative ρ (the metric falls as the value rises) means higher
+    values are better."""
+    if rho is None:
+        return ""
+    better_high = (rho < 0) == (goal == "minimize")
+    return f"{'higher' if better_high else 'lower'} is better (ρ = {rho:+.2f})"
 
 
 def rebuild_study(result: SweepResult) -> tuple[Any, list[str]]:
@@ -115,11 +148,21 @@ def importance_info(result: SweepResult) -> ImportanceInfo:
             return ImportanceInfo([], [], n, f"not computed: {e}")
     pairs = [(p, float(v)) for p, v in scores.items() if math.isfinite(v)]
     pairs.sort(key=lambda pv: -pv[1])
-    return ImportanceInfo([p for p, _ in pairs], [v for _, v in pairs], n, None)
+    rhos = [spearman_direction(result, p) for p, _ in pairs]
+    return ImportanceInfo(
+        [p for p, _ in pairs],
+        [v for _, v in pairs],
+        n,
+        None,
+        rhos,
+        [effect_text(r, result.goal) for r in rhos],
+    )
 
 
 def importance_figure(info: ImportanceInfo) -> go.Figure:
-    """Horizontal bars, most important on top; an annotated empty figure with ``note``."""
+    """Horizontal bars, most important on top, coloured by the direction of the effect
+    (green: higher values are better, orange: lower values are better, grey: unknown or
+    categorical), the direction in words beside each bar; an annotated empty figure with ``note``."""
     fig = go.Figure()
     height = max(220, 60 + 28 * len(info.params))
     fig.update_layout(
@@ -140,18 +183,27 @@ def importance_figure(info: ImportanceInfo) -> go.Figure:
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
         return fig
+    effects = info.effects or [""] * len(info.params)
+    colours = [_EFFECT_COLOURS[e.split(" ", 1)[0]] if e else _EFFECT_COLOURS[""] for e in effects]
     fig.add_trace(
         go.Bar(
             x=info.importances[::-1],
             y=[plotly_text(p) for p in info.params[::-1]],
             orientation="h",
-            marker={"color": "#1f5fa8"},
-            text=[f"{v:.0%}" for v in info.importances[::-1]],
+            marker={"color": colours[::-1]},
+            text=[
+                f"{v:.0%}" + (f"  {plotly_text(e)}" if e else "")
+                for v, e in zip(info.importances, effects, strict=True)
+            ][::-1],
             textposition="auto",
-            hovertemplate="%{y}: %{x:.1%}<extra></extra>",
+            customdata=[plotly_text(e or "direction unknown (categorical or too few trials)") for e in effects[::-1]],
+            hovertemplate="%{y}: %{x:.1%}<br>%{customdata}<extra></extra>",
         )
     )
     return fig
+
+
+_EFFECT_COLOURS = {"higher": "#2e8b57", "lower": "#d9822b", "": "#8c9aa8"}
 
 
 def _distribution(info: ParamInfo, values: list[Any]) -> tuple[Any, Callable[[Any], Any]]:

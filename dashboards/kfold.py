@@ -1,7 +1,8 @@
 """K-fold vs test: how the top configurations of the search hold up on held-out data.
 
 For each re-evaluated configuration: its fold scores, their mean with a 95 % confidence
-interval (Student's t, sample standard deviation), its test score and the search's own
+interval (Student's t, sample standard deviation, clipped to the range the metric can take:
+with k = 3 folds the t interval of a loss can reach below 0), its test score and the search's own
 (validation) score; across configurations: CV mean against test score with the y = x line
 and the selection optimism as numbers; and pairwise paired tests over the folds.
 """
@@ -18,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from scipy import stats
 
-from dashboards._format import better_phrase, format_number, plotly_text
+from dashboards._format import better_phrase, domain_text, format_number, metric_domain, plotly_text
 from ludwig_hpo.results import SweepResult
 
 CONFIDENCE = 0.95
@@ -61,7 +62,8 @@ class KFoldInfo(NamedTuple):
         means: mean of the fold scores (None when there are no fold scores).
         stds: sample standard deviation of the fold scores (ddof=1); None when k < 2.
         ci_lows, ci_highs: the 95 % t confidence interval of the mean,
-            ``mean ± t(0.975, k−1)·std/√k``; None when k < 2.
+            ``mean ± t(0.975, k−1)·std/√k``, clipped to ``domain``; None when k < 2.
+        ci_clipped: per configuration, True when its interval was clipped to ``domain``.
         test_scores: the metric on the test split, None if that run failed.
         search_scores: the search trial's best value on the sweep's split (the score it
             was selected by), None if unknown.
@@ -74,6 +76,8 @@ class KFoldInfo(NamedTuple):
         metric: the metric's name, ``"<feature>/<metric>"``.
         y_title: the metric with its direction, e.g. ``"label/loss (lower is better)"``.
         goal: ``"minimize"`` or ``"maximize"``.
+        domain: the range the metric can take (:func:`dashboards._format.metric_domain`).
+        ci_note: how the intervals are computed, in words (says when one was clipped).
     """
 
     labels: list[str]
@@ -93,6 +97,9 @@ class KFoldInfo(NamedTuple):
     metric: str
     y_title: str
     goal: str
+    domain: tuple[float, float] = (-math.inf, math.inf)
+    ci_clipped: list[bool] = []
+    ci_note: str = ""
 
 
 def t_interval(scores: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
@@ -145,17 +152,22 @@ def kfold_info(result: SweepResult) -> KFoldInfo | None:
     records = sorted(result.kfold, key=lambda r: r.config_rank)
     sign = 1.0 if result.goal == "minimize" else -1.0
     search = {t.trial_id: t.objective_best for t in result.trials}
+    metric = records[0].metric
+    domain = metric_domain(metric)
     means: list[float | None] = []
     stds: list[float | None] = []
     lows: list[float | None] = []
     highs: list[float | None] = []
+    clipped: list[bool] = []
     for record in records:
         scores = [float(s) for s in record.fold_scores]
         means.append(float(np.mean(scores)) if scores else None)
         stds.append(float(np.std(scores, ddof=1)) if len(scores) >= 2 else None)
         ci = t_interval(scores)
-        lows.append(ci[0] if ci else None)
-        highs.append(ci[1] if ci else None)
+        low, high = (None, None) if ci is None else (max(ci[0], domain[0]), min(ci[1], domain[1]))
+        clipped.append(ci is not None and (low, high) != ci)
+        lows.append(low)
+        highs.append(high)
     tests_ = [None if r.test_score is None else float(r.test_score) for r in records]
     searched = [search.get(r.trial_id) for r in records]
     cv_gaps = [sign * (t - m) for t, m in zip(tests_, means, strict=True) if t is not None and m is not None]
@@ -178,7 +190,6 @@ def kfold_info(result: SweepResult) -> KFoldInfo | None:
             pairs.append(
                 paired_test(ra.config_rank, rb.config_rank, list(ra.fold_scores), list(rb.fold_scores), result.goal)
             )
-    metric = records[0].metric
     return KFoldInfo(
         labels=[f"config #{r.config_rank} (trial {r.trial_id})" for r in records],
         ranks=[r.config_rank for r in records],
@@ -197,7 +208,21 @@ def kfold_info(result: SweepResult) -> KFoldInfo | None:
         metric=metric,
         y_title=f"{metric} ({better_phrase(result.goal)})",
         goal=result.goal,
+        domain=domain,
+        ci_clipped=clipped,
+        ci_note=ci_note(domain, clipped),
     )
+
+
+def ci_note(domain: tuple[float, float], clipped: list[bool]) -> str:
+    """How the intervals were computed, e.g. "95 % CI: Student's t with k − 1 degrees of
+    freedom, clipped to the metric's range [0, ∞) (2 of 3 intervals reached past it)"."""
+    text = "95 % CI: Student's t with k − 1 degrees of freedom"
+    if math.isinf(domain[0]) and math.isinf(domain[1]):
+        return text + "."
+    n = sum(clipped)
+    reached = f" ({n} of {len(clipped)} reached past it)" if n else ""
+    return f"{text}, clipped to the metric's range {domain_text(domain)}{reached}."
 
 
 def optimism_sentence(info: KFoldInfo) -> str:
@@ -228,7 +253,7 @@ def kfold_figure(info: KFoldInfo) -> go.Figure:
         cols=2,
         column_widths=[0.6, 0.4],
         horizontal_spacing=0.1,
-        subplot_titles=("Folds, mean with 95 % CI, test", "CV mean vs test (y = x: no optimism)"),
+        subplot_titles=(plotly_text(_ci_title(info)), "CV mean vs test (y = x: no optimism)"),
     )
     fold_x = [labels[i] for i, scores in enumerate(info.fold_scores) for _ in scores]
     fold_y = [s for scores in info.fold_scores for s in scores]
@@ -264,7 +289,8 @@ def kfold_figure(info: KFoldInfo) -> go.Figure:
                 "array": [_up(info.ci_highs[i], info.means[i]) for i in with_mean],
                 "arrayminus": [_down(info.ci_lows[i], info.means[i]) for i in with_mean],
             },
-            hovertemplate="mean %{y:.4g}<extra></extra>",
+            customdata=[_ci_hover(info, i) for i in with_mean],
+            hovertemplate="mean %{y:.4g}<br>%{customdata}<extra></extra>",
         ),
         row=1,
         col=1,
@@ -359,6 +385,20 @@ def kfold_figure(info: KFoldInfo) -> go.Figure:
     fig.update_xaxes(gridcolor="#eee", zeroline=False)
     fig.update_yaxes(gridcolor="#eee", zeroline=False)
     return fig
+
+
+def _ci_title(info: KFoldInfo) -> str:
+    if math.isinf(info.domain[0]) and math.isinf(info.domain[1]):
+        return "Folds, mean with 95 % CI, test"
+    return f"Folds, mean with 95 % CI (within {domain_text(info.domain)}), test"
+
+
+def _ci_hover(info: KFoldInfo, i: int) -> str:
+    low, high = info.ci_lows[i], info.ci_highs[i]
+    if low is None or high is None:
+        return "95 % CI: fewer than 2 folds"
+    clipped = f" (clipped to {domain_text(info.domain)})" if info.ci_clipped and info.ci_clipped[i] else ""
+    return f"95 % CI [{format_number(low)}, {format_number(high)}]{clipped}"
 
 
 def _up(high: float | None, mean: float | None) -> float:

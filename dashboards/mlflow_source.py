@@ -16,10 +16,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dashboards.runs import RunSnapshot, sweep_from_runs
+from dashboards.links import RunIds
+from dashboards.runs import RunSnapshot, sweep_from_runs, trial_run_ids
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.results import SweepResult
 from ludwig_hpo.tracking import layout
+from ludwig_hpo.tracking.names import name_of_key
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -83,6 +85,19 @@ def load_sweep_result(
     """
     parent, children, space = fetch_sweep_runs(uri, experiment=experiment, run_id=run_id, output_dir=output_dir)
     return sweep_from_runs(parent, children, space, tracking_uri=uri)
+
+
+def load_sweep_report(
+    uri: str,
+    *,
+    experiment: str | None = None,
+    run_id: str | None = None,
+    output_dir: Path | None = None,
+) -> tuple[SweepResult, RunIds]:
+    """:func:`load_sweep_result` and the MLflow run of each trial (the report's links to the
+    MLflow UI). Arguments and errors as for :func:`fetch_sweep_runs`."""
+    parent, children, space = fetch_sweep_runs(uri, experiment=experiment, run_id=run_id, output_dir=output_dir)
+    return sweep_from_runs(parent, children, space, tracking_uri=uri), trial_run_ids(parent, children)
 
 
 def _client(uri: str) -> MlflowClient:
@@ -182,16 +197,18 @@ def _snapshot(client: MlflowClient, run: Run, with_history: bool) -> RunSnapshot
                 # the latest value logged at a step wins (a resumed trial re-logs its epochs)
                 if m.step not in points or m.timestamp >= points[m.step][0]:
                     points[m.step] = (m.timestamp, m.value)
-            history[key] = [(step, points[step][1]) for step in sorted(points)]
+            history[name_of_key(key)] = [(step, points[step][1]) for step in sorted(points)]
     return RunSnapshot(
         run_id=info.run_id,
         name=info.run_name or info.run_id,
         status=info.status,
         start_s=info.start_time / 1000 if info.start_time else None,
         end_s=info.end_time / 1000 if info.end_time else None,
-        tags=dict(data.tags),
-        params=dict(data.params),
+        tags={name_of_key(k): v for k, v in data.tags.items()},
+        params={name_of_key(k): v for k, v in data.params.items()},
         history=history,
+        metrics={k: float(v) for k, v in data.metrics.items()},
+        experiment_id=str(info.experiment_id),
     )
 
 
@@ -216,4 +233,4 @@ def _search_space(client: MlflowClient, run_id: str) -> dict[str, Any] | None:
     return space if isinstance(space, dict) else None
 
 
-__all__ = ["fetch_sweep_runs", "load_sweep_result"]
+__all__ = ["fetch_sweep_runs", "load_sweep_report", "load_sweep_result"]

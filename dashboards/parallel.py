@@ -5,7 +5,8 @@ log-scaled parameters to log10 values with tick labels in original units, and ca
 integers with their full text as tick labels. Parameter axes are ordered by importance, the
 most important next to the metric axis on the right; trials without a metric (failed, or
 running with nothing reported yet) are drawn grey on a "no metric" tick of the metric axis,
-and a status axis (finished / stopped early / failed / running) lets them be filtered.
+and a status axis (completed / stopped early / failed / interrupted / running, the words of
+``TrialRecord.label``) lets them be filtered.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
-from dashboards._format import STATUS_LABELS, add_empty_note, metric_title, plotly_text, trial_metric, value_label
+from dashboards._format import LABEL_ORDER, add_empty_note, metric_title, plotly_text, trial_metric, value_label
 from dashboards.table import param_paths
 from ludwig_hpo.results import ParamInfo, SweepResult, TrialRecord
 
@@ -71,11 +72,11 @@ class ParallelCoordinatesInfo(NamedTuple):
             end of the colour scale is always the dark one.
         fixed_params: parameters with a single value among the drawn trials, dotted path to
             the value's text; listed, not drawn.
-        excluded: trials without a finite metric, counted by status (drawn at
+        excluded: trials without a finite metric, counted by state label (drawn at
             ``no_metric_value`` in grey).
         no_metric_value: where trials without a metric sit on the metric axis (beyond
             its worse end), or None when every drawn trial has a metric.
-        statuses: the status of each drawn trial.
+        statuses: the state label of each drawn trial (``TrialRecord.label``).
         notes: extra remarks (e.g. which categories are labelled on a crowded axis).
     """
 
@@ -115,7 +116,7 @@ def parallel_coordinates_info(result: SweepResult, importance: list[str] | None 
     for trial in result.trials:
         metric = trial_metric(trial)
         if metric is None:
-            excluded[trial.status] += 1
+            excluded[trial.label] += 1
             unscored.append(trial)
         else:
             scored.append((trial, metric))
@@ -132,7 +133,7 @@ def parallel_coordinates_info(result: SweepResult, importance: list[str] | None 
     fixed: dict[str, str] = {}
     notes: list[str] = []
     if trials:
-        statuses = [t.status for t in trials]
+        statuses = [t.label for t in trials]
         if len(set(statuses)) > 1:
             axes.append(_status_axis(statuses))
         declared = {p.path: p for p in result.parameters}
@@ -162,9 +163,13 @@ def parallel_coordinates_info(result: SweepResult, importance: list[str] | None 
         fixed_params=fixed,
         excluded=dict(excluded),
         no_metric_value=no_metric,
-        statuses=[t.status for t in trials],
+        statuses=[t.label for t in trials],
         notes=notes,
     )
+
+
+def _by_label_order(counts: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda sc: LABEL_ORDER.index(sc[0]) if sc[0] in LABEL_ORDER else len(LABEL_ORDER))
 
 
 def _no_metric_value(metrics: list[float], goal: str) -> float:
@@ -175,13 +180,13 @@ def _no_metric_value(metrics: list[float], goal: str) -> float:
 
 
 def _status_axis(statuses: Sequence[str]) -> ParallelAxis:
-    order = [s for s in STATUS_LABELS if s in statuses] + sorted(set(statuses) - set(STATUS_LABELS))
+    order: list[str] = [s for s in LABEL_ORDER if s in statuses]
     index = {s: i for i, s in enumerate(order)}
     return ParallelAxis(
         STATUS_AXIS,
         [float(index[s]) for s in statuses],
         [float(i) for i in range(len(order))],
-        [STATUS_LABELS.get(s, s.lower()) for s in order],
+        list(order),
         (0.0, float(max(len(order) - 1, 1))),
     )
 
@@ -228,10 +233,10 @@ def parallel_coordinates_figure(info: ParallelCoordinatesInfo) -> go.Figure:
         fixed = ", ".join(f"{k} = {v}" for k, v in info.fixed_params.items())
         notes.append(f"Fixed: {fixed}")
     if info.excluded and info.no_metric_value is not None:
-        counts = ", ".join(f"{c} {STATUS_LABELS.get(s, s.lower())}" for s, c in sorted(info.excluded.items()))
+        counts = ", ".join(f"{c} {s}" for s, c in _by_label_order(info.excluded))
         notes.append(f"Grey, at '{NO_METRIC_LABEL}': {counts} without a metric")
     elif info.excluded:
-        counts = ", ".join(f"{c} {s.lower()}" for s, c in sorted(info.excluded.items()))
+        counts = ", ".join(f"{c} {s}" for s, c in _by_label_order(info.excluded))
         notes.append(f"Not drawn (no metric): {counts}")
     notes.extend(info.notes)
 

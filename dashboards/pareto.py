@@ -1,7 +1,7 @@
 """Pareto front of two objectives over the trials.
 
 A sweep optimizes one metric, but every trial also has a cost (its wall time): the front of
-trials that no other trial beats on both shows what each extra minute bought. The front
+trials that no other trial beats on both shows what each extra second bought. The front
 itself is computed for any two objectives (:func:`pareto_front`), so a sweep with two
 metrics uses the same code.
 """
@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric
+from dashboards._format import LABEL_COLOURS, LABEL_ORDER, add_empty_note, metric_title, plotly_text, trial_metric
+from dashboards.scale import add_scale_toggle
 from ludwig_hpo.results import SweepResult
 
 
@@ -49,8 +50,9 @@ class ParetoInfo(NamedTuple):
 
     Attributes:
         trial_ids, costs, values, statuses: aligned, one item per trial; ``costs`` in
-            minutes of wall time, ``values`` the sweep's metric (for a multi-objective sweep:
-            its first and second objective at the trial's last epoch).
+            seconds of wall time, ``values`` the sweep's metric (for a multi-objective sweep:
+            its first and second objective at the trial's last epoch), ``statuses`` the
+            trials' state labels (``TrialRecord.label``).
         front: indices (into the lists above) of the non-dominated trials, by cost.
         metric_title: the metric with its direction (the y axis).
         x_title, title: the x axis and the figure's title.
@@ -62,12 +64,12 @@ class ParetoInfo(NamedTuple):
     statuses: list[str]
     front: list[int]
     metric_title: str
-    x_title: str = "trial wall time (min)"
+    x_title: str = "trial wall time (s)"
     title: str = "Metric vs cost (Pareto front)"
 
 
 def pareto_info(result: SweepResult) -> ParetoInfo:
-    """The trials' metric against their wall time (minutes) and the front of both minimized
+    """The trials' metric against their wall time (seconds) and the front of both minimized
     cost and the sweep's goal; for a multi-objective sweep, its first two objectives and the
     Pareto set the sweep computed (``result.pareto_trial_ids``, with each objective's goal)."""
     if len(result.objectives) >= 2:
@@ -81,9 +83,9 @@ def pareto_info(result: SweepResult) -> ParetoInfo:
         if value is None or trial.wall_time_s is None or not math.isfinite(trial.wall_time_s):
             continue
         ids.append(trial.trial_id)
-        costs.append(trial.wall_time_s / 60)
+        costs.append(trial.wall_time_s)
         values.append(value)
-        statuses.append(trial.status)
+        statuses.append(trial.label)
     front = pareto_front(costs, values, "minimize", result.goal)
     return ParetoInfo(ids, costs, values, statuses, front, metric_title(result))
 
@@ -102,14 +104,18 @@ def _objectives_info(result: SweepResult) -> ParetoInfo:
         ids.append(trial.trial_id)
         xs.append(float(x))
         ys.append(float(y))
-        statuses.append(trial.status)
+        statuses.append(trial.label)
     on_front = set(result.pareto_trial_ids)
     front = sorted((i for i, tid in enumerate(ids) if tid in on_front), key=lambda i: xs[i])
     return ParetoInfo(ids, xs, ys, statuses, front, ky, x_title=kx, title="Objectives (Pareto front)")
 
 
+_SYMBOLS = {"stopped early": "circle-open", "interrupted": "x-thin-open", "running": "square-open"}
+
+
 def pareto_figure(info: ParetoInfo) -> go.Figure:
-    """Trials as points (stopped-early ones hollow), the front as a red step line."""
+    """Trials as points (stopped-early ones hollow), the front as a red step line; a log
+    metric axis when the values span a decade, with buttons to switch."""
     fig = go.Figure()
     fig.update_layout(
         title={"text": plotly_text(info.title)},
@@ -124,11 +130,8 @@ def pareto_figure(info: ParetoInfo) -> go.Figure:
     if not info.trial_ids:
         add_empty_note(fig, "No trial has both a metric and a wall time.")
         return fig
-    for status, symbol, name in (
-        ("FINISHED", "circle", "finished"),
-        ("KILLED", "circle-open", "stopped early"),
-        ("RUNNING", "square-open", "running"),
-    ):
+    add_scale_toggle(fig, info.values)
+    for status in LABEL_ORDER:
         idx = [i for i, s in enumerate(info.statuses) if s == status]
         if idx:
             fig.add_trace(
@@ -136,8 +139,8 @@ def pareto_figure(info: ParetoInfo) -> go.Figure:
                     x=[info.costs[i] for i in idx],
                     y=[info.values[i] for i in idx],
                     mode="markers",
-                    name=name,
-                    marker={"size": 7, "symbol": symbol, "color": "#1f5fa8"},
+                    name=status,
+                    marker={"size": 7, "symbol": _SYMBOLS.get(status, "circle"), "color": LABEL_COLOURS[status]},
                     customdata=[plotly_text(info.trial_ids[i]) for i in idx],
                     hovertemplate="trial %{customdata}<br>%{x:.4g}: %{y:.4g}<extra></extra>",
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,31 +13,33 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from dashboards._format import (
+    LABEL_ORDER,
     MISSING,
-    STATUS_LABELS,
-    format_cell,
     format_duration,
     format_number,
+    label_css,
     metric_title,
-    plain,
 )
 from dashboards._write import write_text_atomic
+from dashboards.best_config import best_config
+from dashboards.contour import contour_figure, contour_info
 from dashboards.curves import curves_figure, curves_info
 from dashboards.hiplot_page import hiplot_notes, write_hiplot_page
 from dashboards.history import history_figure, history_info
 from dashboards.importance import importance_figure, importance_info
 from dashboards.kfold import KFoldInfo, kfold_figure, kfold_info, optimism_sentence
+from dashboards.links import RunIds, run_url
 from dashboards.parallel import parallel_coordinates_figure, parallel_coordinates_info
 from dashboards.pareto import pareto_figure, pareto_info
+from dashboards.slices import rank_figure, rank_info, slice_figure, slice_info
 from dashboards.table import trials_table
-from ludwig_hpo.config.paths import ROOT, SECTIONS, deep_merge
+from dashboards.trials_html import table_view
 from ludwig_hpo.results import SweepResult
-from ludwig_hpo.tracking.layout import HIPLOT_ARTIFACT, REPORT_ARTIFACT
+from ludwig_hpo.tracking.layout import HIPLOT_ARTIFACT, REPORT_ARTIFACT, SWEEP_FILE_ARTIFACT
 
 #: The report's two files, logged to the sweep's parent run under the same names.
 REPORT_FILE = REPORT_ARTIFACT
 HIPLOT_FILE = HIPLOT_ARTIFACT
-STATUS_ORDER = ("FINISHED", "KILLED", "FAILED", "RUNNING")
 
 # div ids of the figures in report.html
 PARALLEL_DIV_ID = "parallel-coordinates"
@@ -45,26 +48,59 @@ KFOLD_DIV_ID = "kfold-vs-test"
 IMPORTANCE_DIV_ID = "parameter-importance"
 CURVES_DIV_ID = "learning-curves"
 PARETO_DIV_ID = "pareto-front"
+SLICE_DIV_ID = "slice-plots"
+CONTOUR_DIV_ID = "contour-plot"
+RANK_DIV_ID = "rank-plot"
+#: ids of the page's other parts a browser test can find
+TRIALS_TABLE_ID = "trials-table"
+TRIALS_FILTER_ID = "trials-filter"
+TRIALS_STATUS_FILTER_ID = "trials-status-filter"
+BEST_CONFIG_ID = "best-config"
+LIVE_BANNER_ID = "live-banner"
+#: while the sweep runs, the live page reloads itself this often (seconds)
+LIVE_REFRESH_S = 30
 
 _PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def build_report(result: SweepResult, report_path: Path, hiplot_path: Path) -> Path:
+def build_report(
+    result: SweepResult,
+    report_path: Path,
+    hiplot_path: Path,
+    *,
+    mlflow_ui_url: str | None = None,
+    run_ids: RunIds | None = None,
+    live: bool = False,
+) -> Path:
     """Write the sweep's report to ``report_path`` and return it.
 
     Writes ``hiplot_path`` (HiPlot view of the trials table) and then ``report_path``
     (the caller names both, e.g. a sweep folder's ``report.html`` and ``hiplot.html``): a
-    header (sweep name, metric and goal, trial counts by status, wall time, best trial with
-    its configuration as YAML and its metrics), parallel coordinates (axes by fANOVA
-    importance), parameter importance, the optimization history, learning curves, metric vs
-    wall time with its Pareto front,
-    k-fold vs test (figure, confidence intervals, selection optimism and paired tests, or a
-    note that it was not run), failed trials' errors and the trials table. Runs in the
-    sweep driver or ``hpo report`` (``bench/report_build.py`` times it on large sweeps).
-    The page embeds plotly.js once
-    (several MB) and works offline; it links and frames the HiPlot page by its path relative
-    to the report's folder, so the two files travel together. Each file is written
-    atomically. Their folders are created if missing.
+    header (sweep name, metric and goal, trial counts by state, wall time, best trial with
+    the ``hpo train`` command lines that train its configuration again and its metrics),
+    parallel coordinates (axes by fANOVA importance), parameter importance with the
+    direction of each effect, slice plots (the metric against each parameter), a contour
+    of the two most important parameters, a rank plot, the optimization history, learning
+    curves, metric vs wall time with its Pareto front, k-fold vs test (figure, confidence
+    intervals, selection optimism and paired tests, or a note that it was not run), failed
+    trials' errors and the trials table (sortable and filterable by a small inline script).
+    Runs in the sweep driver or ``hpo report`` (``bench/report_build.py`` times it on large
+    sweeps).
+
+    Args:
+        result: the sweep (finished, or as it stands while it runs).
+        report_path, hiplot_path: where the two pages go.
+        mlflow_ui_url: the MLflow UI's address (e.g. what ``hpo ui`` prints); with
+            ``run_ids``, each trial links to its run at
+            ``<ui>/#/experiments/<experiment id>/runs/<run id>``. Defaults to the tracking
+            URI when that is an ``http(s)`` server.
+        run_ids: the MLflow run of each trial (and their experiment); None: no links.
+        live: the sweep is still running: the page says so and reloads itself every
+            :data:`LIVE_REFRESH_S` seconds. The final report (False) has no reload.
+
+    The page embeds plotly.js once (several MB) and works offline; it links and frames the
+    HiPlot page by its path relative to the report's folder, so the two files travel
+    together. Each file is written atomically. Their folders are created if missing.
 
     Raises:
         ValueError: a log-scaled parameter has a value <= 0.
@@ -74,13 +110,16 @@ def build_report(result: SweepResult, report_path: Path, hiplot_path: Path) -> P
     for folder in {report_path.parent, hiplot_path.parent}:
         folder.mkdir(parents=True, exist_ok=True)
     table = trials_table(result)
-    write_hiplot_page(table, hiplot_path)
+    write_hiplot_page(table, hiplot_path, result.parameters)
 
     kfold = kfold_info(result)
     importance = importance_info(result)
     figures = [
         (parallel_coordinates_figure(parallel_coordinates_info(result, importance.params)), PARALLEL_DIV_ID),
         (importance_figure(importance), IMPORTANCE_DIV_ID),
+        (slice_figure(slice_info(result, importance.params)), SLICE_DIV_ID),
+        (contour_figure(contour_info(result, importance.params)), CONTOUR_DIV_ID),
+        (rank_figure(rank_info(result, importance.params)), RANK_DIV_ID),
         (history_figure(history_info(result)), HISTORY_DIV_ID),
         (curves_figure(curves_info(result)), CURVES_DIV_ID),
         (pareto_figure(pareto_info(result)), PARETO_DIV_ID),
@@ -89,33 +128,71 @@ def build_report(result: SweepResult, report_path: Path, hiplot_path: Path) -> P
         figures.append((kfold_figure(kfold), KFOLD_DIV_ID))
     html = {div_id: _figure_html(fig, div_id, first=i == 0) for i, (fig, div_id) in enumerate(figures)}
 
+    ui = mlflow_ui_url or (result.tracking_uri if result.tracking_uri.startswith(("http://", "https://")) else None)
+    links = {}
+    if ui and run_ids is not None:
+        links = {tid: run_url(ui, run_ids.experiment_id, rid) for tid, rid in run_ids.by_trial.items()}
     page = (
         _environment()
         .get_template("report.html.j2")
         .render(
             sweep=_header(result),
-            parallel_html=html[PARALLEL_DIV_ID],
-            history_html=html[HISTORY_DIV_ID],
-            importance_html=html[IMPORTANCE_DIV_ID],
+            live=live,
+            live_refresh_s=LIVE_REFRESH_S,
+            ids={
+                "table": TRIALS_TABLE_ID,
+                "filter": TRIALS_FILTER_ID,
+                "status_filter": TRIALS_STATUS_FILTER_ID,
+                "best": BEST_CONFIG_ID,
+                "live": LIVE_BANNER_ID,
+            },
+            figures=html,
+            div={
+                "parallel": PARALLEL_DIV_ID,
+                "history": HISTORY_DIV_ID,
+                "importance": IMPORTANCE_DIV_ID,
+                "slice": SLICE_DIV_ID,
+                "contour": CONTOUR_DIV_ID,
+                "rank": RANK_DIV_ID,
+                "curves": CURVES_DIV_ID,
+                "pareto": PARETO_DIV_ID,
+                "kfold": KFOLD_DIV_ID,
+            },
             importance_note=_importance_note(importance),
-            curves_html=html[CURVES_DIV_ID],
-            pareto_html=html[PARETO_DIV_ID],
-            kfold_html=html.get(KFOLD_DIV_ID),
             kfold_rows=_kfold_rows(kfold) if kfold is not None else [],
             kfold_metric=kfold.y_title if kfold is not None else "",
+            kfold_ci_note=kfold.ci_note if kfold is not None else "",
             kfold_optimism=optimism_sentence(kfold) if kfold is not None else "",
             kfold_tests=[t.verdict for t in kfold.tests] if kfold is not None else [],
             kfold_test_rows=_test_rows(kfold) if kfold is not None else [],
             hiplot_file=Path(os.path.relpath(hiplot_path.resolve(), report_path.parent.resolve())).as_posix(),
             hiplot_notes=hiplot_notes(table),
-            failed=[(t.trial_id, t.error or MISSING) for t in result.trials if t.status == "FAILED"],
-            table_columns=list(table.columns),
-            table_align=[_alignment(table[c]) for c in table.columns],
-            table_rows=[[format_cell(v) for v in row] for row in table.itertuples(index=False)],
+            failed=[(t.trial_id, t.error or MISSING) for t in result.trials if t.label == "failed"],
+            table=table_view(table, result.best_trial_id, links),
+            status_labels=[s for s in LABEL_ORDER if s in set(table["status"])],
         )
     )
     write_text_atomic(report_path, page)
     return report_path
+
+
+_LIVE_PARTS = re.compile(r"<!--live-->.*?<!--/live-->", re.DOTALL)
+
+
+def freeze_live_page(report_path: Path) -> bool:
+    """Remove a live page's self-reload and its "live" banner (the parts :func:`build_report`
+    writes with ``live=True`` only), atomically; returns False when the page has none. Cheap:
+    the page is not built again. For a sweep that stopped before its final report.
+
+    Raises:
+        OSError: the page cannot be read or written.
+    """
+    page = Path(report_path).read_text(encoding="utf-8")
+    frozen = _LIVE_PARTS.sub("", page)
+    if frozen == page:
+        return False
+    write_text_atomic(Path(report_path), frozen)
+    return True
 
 
 def _environment() -> jinja2.Environment:
@@ -145,17 +222,11 @@ def _figure_html(fig: go.Figure, div_id: str, first: bool) -> Markup:
     )
 
 
-def _alignment(column: Any) -> str:
-    """``"num"`` for a column of numbers (right-aligned), else ``"text"``."""
-    values = [v for v in column if v is not None]
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    return "num" if values and numeric else "text"
-
-
 def _header(result: SweepResult) -> dict[str, Any]:
-    counts: Counter[str] = Counter(t.status for t in result.trials)
-    statuses = [s for s in STATUS_ORDER if counts[s]] + sorted(set(counts) - set(STATUS_ORDER))
+    counts: Counter[str] = Counter(t.label for t in result.trials)
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
+    sweep_file = (Path(result.output_dir) / SWEEP_FILE_ARTIFACT).as_posix() if result.output_dir else "SWEEP.yaml"
+    again = best_config(best, sweep_file, result.output_dir) if best else None
     return {
         "name": result.name,
         "metric": result.metric,
@@ -163,60 +234,20 @@ def _header(result: SweepResult) -> dict[str, Any]:
         "metric_title": metric_title(result),
         "objectives": list(result.objectives),
         "n_trials": len(result.trials),
-        "status_counts": [(s.lower(), STATUS_LABELS.get(s, s.lower()), counts[s]) for s in statuses],
+        "status_counts": [(label_css(s), s, counts[s]) for s in LABEL_ORDER if counts[s]],
         "wall_time": format_duration(result.wall_time_s),
+        "stop_reason": result.stop_reason,
+        "wall_time_s": "" if result.wall_time_s is None else f"{result.wall_time_s:.1f}",
         "output_dir": result.output_dir,
         "tracking_uri": result.tracking_uri,
         "best_trial_id": result.best_trial_id,
         "best_value": format_number(best.objective_best) if best else None,
-        "best_params": best_config_yaml(best.params) if best else "",
+        "best_sets": again.set_args if again else [],
+        "best_command": again.command if again else "",
+        "best_from_sweep": again.from_sweep_command if again else None,
+        "best_batch_size": best.batch_size if best else None,
         "best_metrics": _best_metrics(best) if best else [],
     }
-
-
-def best_config_yaml(params: dict[str, Any]) -> str:
-    """The parameters as a YAML block to paste into a sweep file: dotted paths nested
-    (``trainer.learning_rate`` → ``trainer: {learning_rate: ...}``), values as YAML (lists
-    and config blocks included). A block named after a feature is marked by a comment:
-    its keys go into that feature's entry of ``input_features`` / ``output_features``."""
-    import yaml
-
-    tree: dict[str, Any] = {}
-    for path, value in sorted(params.items(), key=lambda kv: kv[0] != ROOT):  # as apply_params: blocks first
-        if path == ROOT and isinstance(value, dict):  # a partial config block, merged at the root
-            tree = deep_merge(tree, _yaml_value(value))
-            continue
-        node = tree
-        *heads, last = path.split(".")
-        for head in heads:
-            child = node.setdefault(head, {})
-            if not isinstance(child, dict):  # "a" and "a.b" both set: keep the dotted key
-                node, last = tree, path
-                break
-            node = child
-        node[last] = _yaml_value(value)
-    lines = []
-    for key, value in tree.items():
-        if key not in _CONFIG_SECTIONS:
-            lines.append(f"# {key}: the feature named {key!r} (input_features / output_features)")
-        lines.append(
-            yaml.safe_dump(
-                {key: value}, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
-            ).rstrip()
-        )
-    return "\n".join(lines)
-
-
-_CONFIG_SECTIONS = {*SECTIONS, "backend", "dataset", "hyperopt", "preprocessing"}
-
-
-def _yaml_value(value: Any) -> Any:
-    value = plain(value)
-    if isinstance(value, (list, tuple)):
-        return [_yaml_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _yaml_value(v) for k, v in value.items()}
-    return value
 
 
 def _best_metrics(best: Any) -> list[tuple[str, str]]:

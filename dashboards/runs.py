@@ -4,7 +4,7 @@ is built from. Pure: no store, no I/O (:mod:`dashboards.mlflow_source` reads the
 The names read here (params, tags, metrics of the parent run and its child runs) are those
 the sweep writes, from :mod:`ludwig_hpo.tracking.layout`: the parent's params ``metric``,
 ``goal``, ``kfold.k`` and tags ``best_trial_id``, ``output_dir``, ``objectives``; each child's
-tags ``trial_id``, ``status``, ``error``, ``batch_size`` (read from the params when no tag holds it), k-fold runs'
+tags ``trial_id``, ``status``, ``stopped_by``, ``stopped_at_epoch``, ``error``, ``batch_size`` (read from the params when no tag holds it), k-fold runs'
 ``kfold``, ``config_rank``, ``source_trial_id``; params are dotted parameter paths; metrics
 ``objective`` and ``<split>/<feature>/<metric>`` with ``step`` = epoch. Runs in the process
 that builds the report (the sweep driver or ``hpo report``).
@@ -18,6 +18,7 @@ import time
 from typing import Any, NamedTuple
 
 from dashboards._format import value_label
+from dashboards.links import RunIds
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
 from ludwig_hpo.results.kfold import aggregate_kfold
@@ -42,6 +43,9 @@ class RunSnapshot(NamedTuple):
         params: every param, values as strings (as logged).
         history: metric key → ``[(step, value), ...]`` in step order (the last value
             logged at a step wins).
+        metrics: each metric's latest value (read for the parent run, whose histories are
+            not fetched).
+        experiment_id: the MLflow experiment holding the run.
     """
 
     run_id: str
@@ -52,6 +56,8 @@ class RunSnapshot(NamedTuple):
     tags: dict[str, str]
     params: dict[str, str]
     history: dict[str, list[tuple[int, float]]]
+    metrics: dict[str, float] = {}
+    experiment_id: str = ""
 
 
 def param_infos_from_space(space: dict[str, Any]) -> tuple[ParamInfo, ...]:
@@ -128,7 +134,12 @@ def sweep_from_runs(
     parameters = param_infos_from_space(space) if space else ()
     declared = {p.path: p for p in parameters}
 
-    search = [c for c in children if layout.KFOLD_TAG not in c.tags]
+    # a child run of kind ``sweep`` is no trial: ``hpo train --from-sweep`` nests its runs under the sweep
+    search = [
+        c
+        for c in children
+        if layout.KFOLD_TAG not in c.tags and c.tags.get(layout.RUN_KIND_TAG) != layout.RUN_KIND_SWEEP
+    ]
     search.sort(key=lambda c: (c.start_s or 0.0, c.tags.get(layout.TRIAL_ID_TAG, c.run_id)))
     trials = tuple(_trial(c, metric, sign, declared, now_s, known=set(declared) if declared else None) for c in search)
     if not parameters:
@@ -154,7 +165,6 @@ def sweep_from_runs(
         from ludwig_hpo.search.pareto import pareto_trial_ids  # the sweep's own rule (search/ imports optuna)
 
         pareto = pareto_trial_ids(trials, objectives)
-    end = parent.end_s if parent.end_s is not None else now_s
     return SweepResult(
         name=layout.sweep_name_of(parent.name),
         metric=metric,
@@ -163,12 +173,31 @@ def sweep_from_runs(
         trials=trials,
         kfold=kfold,
         best_trial_id=best,
-        wall_time_s=end - parent.start_s if parent.start_s is not None else None,
+        wall_time_s=sweep_wall_time(parent, now_s),
         output_dir=parent.tags.get(layout.OUTPUT_DIR_TAG, ""),
         tracking_uri=tracking_uri,
         objectives=tuple(k for k, _ in objectives),
         pareto_trial_ids=pareto,
     )
+
+
+def sweep_wall_time(parent: RunSnapshot, now_s: float) -> float | None:
+    """The sweep's wall time (seconds): the one the sweep measured and logged
+    (:data:`~ludwig_hpo.tracking.layout.SWEEP_WALL_TIME_METRIC`, the same as ``results.json``
+    and the console); for a sweep still running (or one that logged none), its parent run's
+    time so far."""
+    logged = parent.metrics.get(layout.SWEEP_WALL_TIME_METRIC)
+    if logged is not None and math.isfinite(logged):
+        return float(logged)
+    if parent.start_s is None:
+        return None
+    return (parent.end_s if parent.end_s is not None else now_s) - parent.start_s
+
+
+def trial_run_ids(parent: RunSnapshot, children: list[RunSnapshot]) -> RunIds:
+    """The MLflow run of each search trial of the sweep (for the report's links). Pure."""
+    search = [c for c in children if layout.KFOLD_TAG not in c.tags]
+    return RunIds(parent.experiment_id, {c.tags.get(layout.TRIAL_ID_TAG, c.run_id): c.run_id for c in search})
 
 
 def _goal(text: str | None) -> Goal | None:
@@ -224,6 +253,8 @@ def _trial(
         wall_time_s=end - run.start_s if run.start_s is not None else None,
         train_time_s=train_time[-1][1] if train_time else None,
         error=run.tags.get(layout.ERROR_TAG),
+        stopped_by=run.tags.get(layout.STOPPED_BY_TAG) or None,
+        stopped_at_epoch=_maybe_int(run.tags.get(layout.STOPPED_AT_EPOCH_TAG)),
     )
 
 
@@ -247,4 +278,11 @@ def _maybe_int(value: Any) -> int | None:
         return None
 
 
-__all__ = ["RunSnapshot", "param_infos_from_space", "parse_param", "sweep_from_runs"]
+__all__ = [
+    "RunSnapshot",
+    "param_infos_from_space",
+    "parse_param",
+    "sweep_from_runs",
+    "sweep_wall_time",
+    "trial_run_ids",
+]

@@ -34,7 +34,8 @@ def param_column(path: str) -> str:
 def trials_table(result: SweepResult) -> pd.DataFrame:
     """One row per trial of the sweep, in start order. Pure: reads ``result`` only.
 
-    Columns: ``trial_id`` (str), ``status`` (str), ``objective_last`` and ``objective_best``
+    Columns: ``trial_id`` (str), ``status`` (str, the state as users read it:
+    ``TrialRecord.label``), ``objective_last`` and ``objective_best``
     (float, the sweep's metric in its own units; NaN when nothing was reported), ``epochs``
     (int, number of reported epochs), ``batch_size`` (per-worker, None if unknown),
     ``wall_time_s`` (float seconds, NaN if unknown), then one column per parameter named by
@@ -47,7 +48,7 @@ def trials_table(result: SweepResult) -> pd.DataFrame:
     trials = result.trials
     columns: dict[str, pd.Series] = {
         "trial_id": pd.Series([t.trial_id for t in trials], dtype=object),
-        "status": pd.Series([t.status for t in trials], dtype=object),
+        "status": pd.Series([t.label for t in trials], dtype=object),
         "objective_last": pd.Series([_float(t.objective_last) for t in trials], dtype=float),
         "objective_best": pd.Series([_float(t.objective_best) for t in trials], dtype=float),
         "epochs": pd.Series([len(t.history) for t in trials], dtype=int),
@@ -67,7 +68,7 @@ def _float(value: float | None) -> float:
 def epochs_table(result: SweepResult) -> pd.DataFrame:
     """Per-epoch curves in long form: one row per (trial, epoch). Pure.
 
-    Columns: ``trial_id``, ``status``, ``epoch`` (int, 1-based), ``objective`` (the sweep's
+    Columns: ``trial_id``, ``status`` (``TrialRecord.label``), ``epoch`` (int, 1-based), ``objective`` (the sweep's
     metric at that epoch), then one float column per reported metric key
     (``"<split>/<feature>/<metric>"``, NaN where a trial did not report it), sorted.
     """
@@ -75,7 +76,7 @@ def epochs_table(result: SweepResult) -> pd.DataFrame:
     rows = [
         {
             "trial_id": t.trial_id,
-            "status": t.status,
+            "status": t.label,
             "epoch": h.epoch,
             "objective": h.objective,
             **{k: h.metrics.get(k, float("nan")) for k in keys},

@@ -307,10 +307,13 @@ def report(
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Folder for report.html (default: DIR, else hpo_reports/<sweep name>)."
     ),
+    mlflow_ui: str | None = typer.Option(
+        None, "--mlflow-ui", metavar="URL", help="The MLflow UI's address (as 'hpo ui' prints it): trials link to their runs."
+    ),
 ) -> None:
     """Rebuild a sweep's report.html from MLflow alone (finished or still running)."""
     from dashboards import build_report
-    from dashboards.mlflow_source import load_sweep_result
+    from dashboards.mlflow_source import load_sweep_report
     from ludwig_hpo.driver.paths import SweepPaths
     from ludwig_hpo.errors import DataError
     from ludwig_hpo.tracking.resolve import TRACKING_URI_ENV, existing_store_uri
@@ -328,6 +331,7 @@ def report(
     if uri is None and given is not None and given.mlflow_db.is_file():
         uri = existing_store_uri(given.root)
     uri = uri or os.environ.get(TRACKING_URI_ENV)
+    run_ids = None
     if uri is None and given is not None and given.results.is_file():
         result = _read_results_json(given.results)  # a sweep tracked on a server
     elif uri is None:
@@ -337,14 +341,14 @@ def report(
             fix="pass --tracking-uri (or set MLFLOW_TRACKING_URI), or a sweep output folder",
         )
     else:
-        result = load_sweep_result(uri, experiment=experiment, run_id=run_id, output_dir=results_dir)
+        result, run_ids = load_sweep_report(uri, experiment=experiment, run_id=run_id, output_dir=results_dir)
     target = SweepPaths(output or results_dir or Path("hpo_reports") / result.name)
     n = len(result.trials)
     out.print(
         f"{result.name}: {n} trial{'s' if n != 1 else ''}, {len(result.kfold)} k-fold configuration(s)"
         f" from {uri or results_dir}"
     )
-    out.print(f"report: {build_report(result, target.report, target.hiplot)}")
+    out.print(f"report: {build_report(result, target.report, target.hiplot, mlflow_ui_url=mlflow_ui, run_ids=run_ids)}")
 
 
 def _read_results_json(path: Path):

@@ -130,6 +130,12 @@ class SweepPaths:
         return (self.root / "ray").resolve()
 
     @property
+    def ray_log(self) -> Path:
+        """``ray.log``: what Ray told the driver about the local cluster (a worker's death, ...),
+        one line each, without colour codes (the console shows the sweep's own lines)."""
+        return self.root / "ray.log"
+
+    @property
     def train_storage(self) -> Path:
         """``ray/train/``: Ray Train's storage of fresh multi-worker trials (one folder per trial id)."""
         return self.ray / "train"

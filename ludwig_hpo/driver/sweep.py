@@ -264,6 +264,7 @@ class Sweep:
     # ------------------------------------------------------------------ the search
     def _search(self, run: SweepRun) -> SearchOutcome:
         from ludwig_hpo.driver.console import ConsoleSink
+        from ludwig_hpo.driver.live_report import live_report_sinks
         from ludwig_hpo.execution.trainable import search_trial
         from ludwig_hpo.results.live import TrialDescription
         from ludwig_hpo.search.algorithms import make_searcher
@@ -298,6 +299,7 @@ class Sweep:
                     resume=run.resumed,
                 ),
                 ConsoleSink(self.console, self.metric, self.sign, n),
+                *live_report_sinks(cfg, run.paths, run.store.uri),
             ],
         )
         exp = TuneExperiment(
@@ -385,6 +387,8 @@ class Sweep:
         paths, store, parent = output.paths, output.store, output.parent
         write_result(result, paths.results)
         store.log_artifact(parent, paths.results)
+        if result.wall_time_s is not None:
+            store.log_metrics(parent, {layout.SWEEP_WALL_TIME_METRIC: result.wall_time_s}, step=0)
         if best is not None:
             log_best_trial(best, self.metric, self.cfg.hyperopt.goal, store, parent)
         if self.cfg.report.enabled:

@@ -3,7 +3,15 @@ an existing one the driver connects to (``--address`` / ``RAY_ADDRESS``).
 
 Its own temp folder and dashboard port keep it apart from other Ray instances on the
 machine; the dashboard is needed because Ray Train releases a stopped trial's placement
-group through Ray's state API (``RAY_API_SERVER_ADDRESS`` points it at this cluster).
+group through Ray's state API (``RAY_API_SERVER_ADDRESS`` points it at this cluster). A
+sweep starting a local cluster first removes the temp folders its user's dead sweeps left
+(:mod:`.ray_temp`).
+
+Ray's own lines never reach the console: the workers' output stays in Ray's session logs
+(``log_to_driver=False``), and what Ray tells the driver about the cluster (``(raylet) A
+worker died ...``, in colour) goes, without colour codes, to the sweep's ``ray.log`` and the
+``ludwig_hpo.ray`` logger (:func:`rays_messages_to`). The console says what matters in the
+product's own lines (a lost worker's rank, node and signal: :mod:`.worker_loss`).
 """
 
 from __future__ import annotations
@@ -11,17 +19,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.errors import ResourceError
+from ludwig_hpo.execution.ray_temp import make_temp_dir, remove_dead_temp_dirs
 from ludwig_hpo.execution.resources import NodeShape, ResourcePlan, nodes_from_ray, plan_resources
 
 #: Environment of the cluster's processes. The short health-check interval makes Ray Train
@@ -129,6 +140,48 @@ def _quiet_tune_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: The logger that receives what Ray tells the driver (one record per line, colour removed).
+RAY_LOGGER = "ludwig_hpo.ray"
+
+
+@contextlib.contextmanager
+def rays_messages_to(log_file: Path | None) -> Iterator[None]:
+    """While in this context, the messages Ray's driver would print about the cluster (a
+    raylet's ``A worker died ...``, autoscaler notes; worker output is off already) go,
+    without colour codes and one per line as ``<time> (<source>) <text>``, to ``log_file``
+    (appended; None: none) and to the :data:`RAY_LOGGER` logger at INFO, instead of the
+    console. Driver only; changes nothing on the cluster."""
+    from ray._private import worker
+
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None:  # another Ray layout: its lines print as Ray prints them
+        yield
+        return
+    logger = logging.getLogger(RAY_LOGGER)
+    lock = threading.Lock()
+
+    def to_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        source = str(data.get("actor_name") or data.get("task_name") or data.get("pid") or "ray")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        lines = [" ".join(_ANSI.sub("", str(ln)).split()) for ln in data.get("lines") or []]
+        lines = [ln for ln in lines if ln]
+        for ln in lines:
+            logger.info("(%s) %s", source, ln)
+        if log_file is not None and lines:
+            try:
+                with lock, open(log_file, "a", encoding="utf-8") as f:
+                    f.writelines(f"{stamp} ({source}) {ln}\n" for ln in lines)
+            except OSError:  # the output folder went away: the logger still has them
+                pass
+
+    setattr(worker, "print_to_stdstream", to_log)  # noqa: B010 (Ray's own name, replaced for a while)
+    try:
+        yield
+    finally:
+        setattr(worker, "print_to_stdstream", original)  # noqa: B010
+
+
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     """Fail fast when nothing listens at a ``host:port`` address (``ray.init`` would retry
     for a minute); other forms (``auto``, ``ray://``) are left to Ray."""
@@ -162,7 +215,7 @@ def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
     _check_reachable(address)
     env = {k: v for k, v in RAY_ENV.items() if k not in os.environ}
     _quiet_tune_logs()
-    with scoped_env(env):
+    with scoped_env(env), rays_messages_to(None):
         on_term = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(
@@ -226,13 +279,18 @@ def _daemons_in_their_own_session() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterator[None]:
+def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int, log_file: Path | None = None) -> Iterator[None]:
     """Start a local Ray cluster with ``trial_slots`` units of the ``trial_slot`` resource;
     stop it and remove its temp folder on exit. Driver only.
+
+    The temp folders of this user's earlier sweeps that died without removing theirs go
+    first (:func:`~ludwig_hpo.execution.ray_temp.remove_dead_temp_dirs`).
 
     Args:
         num_cpus, num_gpus: logical resources of the cluster (whole numbers).
         trial_slots: how many trials may run at once (each reserves one slot).
+        log_file: where what Ray tells the driver goes (:func:`rays_messages_to`), e.g. the
+            sweep's ``ray.log``; None: the :data:`RAY_LOGGER` logger only.
 
     Raises:
         ValueError: ``num_cpus`` is not a whole number.
@@ -243,12 +301,13 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int) -> Iterat
         raise ValueError(f"a local cluster has whole CPUs, but got num_cpus={num_cpus}")
     cpus = int(num_cpus)
     port = free_port()
-    temp_dir = tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp")  # short: Ray's socket paths are length-limited
+    remove_dead_temp_dirs()
+    temp_dir = make_temp_dir()
     env: dict[str, str | None] = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
     env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
     env["RAY_ADDRESS"] = None  # this cluster is private; an inherited address would redirect ray.init
     _quiet_tune_logs()
-    with scoped_env(env):
+    with scoped_env(env), rays_messages_to(log_file):
         try:
             on_term = signal.getsignal(signal.SIGTERM)
             with _daemons_in_their_own_session():

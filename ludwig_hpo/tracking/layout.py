@@ -87,6 +87,9 @@ REGISTERED_MODEL_TAG: Final = "registered_model"  # <registered name>/<version>
 BEST_METRIC_PREFIX: Final = "best/"
 BATCH_SIZE_CACHE_HITS_METRIC: Final = "batch_size_cache_hits"
 BATCH_SIZE_CACHE_LOOKUPS_METRIC: Final = "batch_size_cache_lookups"
+#: The sweep's wall time in seconds as the sweep measured it (``results.json``'s ``wall_time_s``,
+#: step 0): what ``hpo report`` shows, so the console, results.json and every report agree.
+SWEEP_WALL_TIME_METRIC: Final = "sweep_wall_time_s"
 
 # artifacts (a file logged with its own name keeps it: these are also the output folder's names)
 SWEEP_FILE_ARTIFACT: Final = "sweep.yaml"  # the sweep file as written

@@ -36,8 +36,10 @@ def make_trial(
     objective: float | None,
     status: str = "FINISHED",
     epochs: int = 3,
+    stopped_by: str | None = None,
 ) -> TrialRecord:
-    """A trial whose metric falls to ``objective`` over ``epochs`` epochs."""
+    """A trial whose metric falls to ``objective`` over ``epochs`` epochs (``stopped_by``:
+    who stopped it early, e.g. ``"scheduler"``)."""
     if objective is None:
         return TrialRecord(trial_id, status, params, None, None, error="RuntimeError: boom")
     history = tuple(
@@ -54,6 +56,8 @@ def make_trial(
         batch_size=64,
         wall_time_s=12.5,
         train_time_s=10.0,
+        stopped_by=stopped_by,
+        stopped_at_epoch=epochs if stopped_by else None,
     )
 
 
@@ -77,7 +81,7 @@ def make_sweep(trials, parameters=(LR, LAYERS, OPTIMIZER), kfold=(), goal="minim
 
 def realistic_sweep(n_trials: int = 20, seed: int = 0) -> SweepResult:
     """``n_trials`` trials over lr (log), layers (int) and optimizer (choice incl. a dict),
-    two failed and three killed, and k-fold of the top 3 configurations with 3 folds."""
+    two failed and three stopped early by the scheduler, and k-fold of the top 3 configurations with 3 folds."""
     rng = random.Random(seed)
     trials = []
     for i in range(n_trials):
@@ -91,8 +95,8 @@ def realistic_sweep(n_trials: int = 20, seed: int = 0) -> SweepResult:
             trials.append(make_trial(tid, params, None, status="FAILED"))
             continue
         loss = 0.2 + abs(params[LR.path] - 3e-3) * 8 + 0.05 * params[LAYERS.path] + rng.uniform(0, 0.1)
-        status = "KILLED" if i in (2, 7, 15) else "FINISHED"
-        trials.append(make_trial(tid, params, loss, status=status, epochs=2 if status == "KILLED" else 10))
+        stopped = "scheduler" if i in (2, 7, 15) else None
+        trials.append(make_trial(tid, params, loss, epochs=2 if stopped else 10, stopped_by=stopped))
     ranked = sorted((t for t in trials if t.objective_best is not None), key=lambda t: t.objective_best)
     kfold = [
         KFoldRecord(

@@ -62,6 +62,8 @@ TRIALS = {
 # config rank -> (source trial, fold scores (None: failed), test score)
 KFOLD = {1: ("t_00003", [0.31, 0.29, 0.36], 0.33), 2: ("t_00000", [0.41, None, 0.44], 0.47)}
 K = 3
+#: the sweep's own wall time, as the sweep logs it on the parent run
+WALL_TIME_S = 151.25
 
 
 def write_store(root: Path) -> tuple[str, str]:
@@ -129,5 +131,6 @@ def write_store(root: Path) -> tuple[str, str]:
             store.set_tags(run, {L.STATUS_TAG: status})
             store.end_run(run, status)
     store.set_tags(parent, {L.BEST_TRIAL_ID_TAG: "t_00003"})
+    store.log_metrics(parent, {L.SWEEP_WALL_TIME_METRIC: WALL_TIME_S}, step=0)
     store.end_run(parent, "FINISHED")
     return uri, parent

@@ -16,7 +16,7 @@ def test_top_trials_best_first_and_others_behind(sweep):
 
 
 def test_stopped_early_is_named_and_no_curve_gives_a_note(make_trial, make_sweep):
-    info = curves_info(make_sweep([make_trial("k", {}, 0.3, status="KILLED", epochs=2)]))
+    info = curves_info(make_sweep([make_trial("k", {}, 0.3, epochs=2, stopped_by="scheduler")]))
     assert "(stopped early)" in curves_figure(info).data[0].name
     info = curves_info(make_sweep([make_trial("f", {}, None, status="FAILED")]))
     fig = curves_figure(info)

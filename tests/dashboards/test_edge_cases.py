@@ -18,7 +18,7 @@ def test_one_trial(tmp_path, make_trial, make_sweep, params):
     page = _page(make_sweep([make_trial("only", {params[0].path: 1e-3}, 0.4)]), tmp_path)
     assert page.count(MARKER) == 1
     assert "Not computed: no parameter varies among the scored trials." in page
-    assert "trainer:\n  learning_rate: 0.001" in page
+    assert "--set trainer.learning_rate=0.001" in page
 
 
 def test_constant_metric(tmp_path, make_trial, make_sweep, params):
@@ -50,7 +50,7 @@ def test_dict_valued_choices_everywhere(tmp_path, make_trial, make_sweep, params
     kfold = [KFoldRecord(1, "t0", trials[0].params, (0.1, 0.12), 0.11, "label/loss")]
     page = _page(make_sweep(trials, kfold=kfold), tmp_path)
     assert "{&#34;momentum&#34;: 0.9, &#34;type&#34;: &#34;sgd&#34;}" in page  # trials table, full text
-    assert "trainer:\n  optimizer: adam" in page  # best configuration as YAML
+    assert "--set trainer.optimizer=adam" in page  # best configuration as --set overrides
 
 
 @pytest.mark.parametrize("goal", ["minimize", "maximize"])

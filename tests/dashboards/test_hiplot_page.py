@@ -35,3 +35,26 @@ def test_two_hundred_categories_are_forced_visible_with_a_note(tmp_path, make_tr
     assert "model.vocab (200 values)" in notes and "model.fixed" in notes
     page = write_hiplot_page(table, tmp_path / "hiplot.html").read_text(encoding="utf-8")
     assert '"categoricalMaximumValues": 200' in page.replace("\\", "")
+
+
+def test_whole_numbers_are_categories_log_parameters_log_and_ids_no_axes(tmp_path, sweep, params):
+    from dashboards.hiplot_page import column_types
+
+    lr, layers, optimizer = params
+    table = trials_table(sweep)
+    types = column_types(table, sweep.parameters)
+    # epochs (2 or 10), layers (1-3) and batch size (64): their ticks are their values, never 1.5
+    assert types["epochs"] == types[layers.path] == types["batch_size"] == "categorical"
+    assert types[lr.path] == "numericlog" and types[optimizer.path] == "categorical"
+    assert "objective_best" not in types and "trial_id" not in types
+    page = write_hiplot_page(table, tmp_path / "hiplot.html", sweep.parameters).read_text(encoding="utf-8")
+    flat = page.replace("\\", "")
+    assert '"hide": ["uid", "from_uid", "trial_id"]' in flat  # the ids are not drawn as axes
+    assert '"type": "numericlog"' in flat and '"type": "categorical"' in flat
+    assert "n.m=[80,40,10,70]" in page and "n.m=[80,40,10,10]" not in page  # room for the first axis' labels
+
+
+def test_floats_are_rounded_as_in_the_report(make_trial, make_sweep):
+    trials = [make_trial("t0", {"trainer.learning_rate": 0.0123456789}, 0.98113207547)]
+    rows = hiplot_rows(trials_table(make_sweep(trials, parameters=())))
+    assert rows[0]["trainer.learning_rate"] == 0.01235 and rows[0]["objective_best"] == 0.9811

@@ -14,7 +14,7 @@ def test_best_so_far_follows_the_goal(make_trial, make_sweep):
     info = history_info(make_sweep(trials, parameters=(), goal="maximize"))
     assert info.best_so_far == [0.5, 0.7, 0.7, 0.7]
     fig = history_figure(info)
-    assert [tr.name for tr in fig.data] == ["best so far", "finished"]
+    assert [tr.name for tr in fig.data] == ["best so far", "completed"]
 
 
 def test_no_metric_gives_annotated_figure(make_trial, make_sweep):

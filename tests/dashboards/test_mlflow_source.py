@@ -13,7 +13,7 @@ from dashboards.runs import RunSnapshot, parse_param, sweep_from_runs
 from ludwig_hpo.cli import app
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.results import ParamInfo
-from tests.dashboards.mlflow_fixture import EVIL, EXPERIMENT, METRIC, write_store
+from tests.dashboards.mlflow_fixture import EVIL, EXPERIMENT, METRIC, WALL_TIME_S, write_store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,7 +38,8 @@ def test_parent_run_gives_the_sweep(result, store):
     assert result.best_trial_id == "t_00003"
     assert result.output_dir == str(root.resolve())
     assert result.tracking_uri == uri
-    assert result.wall_time_s is not None and result.wall_time_s >= 0
+    # the sweep's own measurement (also in results.json and on the console), not the parent run's span
+    assert result.wall_time_s == WALL_TIME_S
     assert [p.path for p in result.parameters] == [
         "trainer.learning_rate",
         "image.encoder.num_layers",
@@ -224,6 +225,12 @@ def test_hpo_report_from_dir_experiment_and_run_id(store, tmp_path):
     assert res.exit_code == 0, res.output
     page = (out / "report.html").read_text()
     assert "t_00003" in page and EVIL not in page
+    out = tmp_path / "linked"
+    res = runner.invoke(app, ["report", str(root), "-o", str(out), "--mlflow-ui", "http://127.0.0.1:5000"])
+    assert res.exit_code == 0, res.output
+    page = (out / "report.html").read_text()
+    assert page.count('class="run-link" href="http://127.0.0.1:5000/#/experiments/') == 5  # every search trial
+    assert "151.2 s" in page  # the wall time the sweep logged
 
 
 @pytest.mark.parametrize(
@@ -269,7 +276,8 @@ def test_tidy_tables_from_the_store(result):
 
     trials = trials_table(result)
     assert list(trials["trial_id"]) == [f"t_0000{i}" for i in range(5)]
-    assert list(trials["status"]) == ["FINISHED", "KILLED", "FAILED", "FINISHED", "RUNNING"]
+    # the words users read (status_label): the scheduler's stop is "stopped early", not a failure
+    assert list(trials["status"]) == ["completed", "stopped early", "failed", "completed", "running"]
     assert list(trials["epochs"]) == [3, 1, 0, 3, 1]
     assert trials["objective_best"].tolist()[:2] == [0.4, 1.2] and math.isnan(trials["objective_best"][2])
     assert trials["trainer.optimizer"][1] == {"type": "sgd", "momentum": 0.9}
@@ -295,3 +303,23 @@ def test_tidy_tables_from_the_store(result):
         "fold": ["0", "1", "2", "test", "0", "1", "test"],
         "score": pytest.approx([0.31, 0.29, 0.36, 0.33, 0.41, 0.44, 0.47]),
     }
+
+
+def test_wall_time_is_the_sweeps_own_else_the_parent_runs_span():
+    from dashboards.runs import RunSnapshot, sweep_wall_time
+    from ludwig_hpo.tracking import layout
+
+    parent = RunSnapshot("p", "sweep", "FINISHED", 1000.0, 1141.0, {}, {}, {})
+    assert sweep_wall_time(parent, now_s=5000.0) == 141.0  # a store without the metric
+    logged = parent._replace(metrics={layout.SWEEP_WALL_TIME_METRIC: 151.0})
+    assert sweep_wall_time(logged, now_s=5000.0) == 151.0
+    running = parent._replace(end_s=None)
+    assert sweep_wall_time(running, now_s=1030.0) == 30.0
+
+
+def test_report_source_gives_each_trials_run(store):
+    from dashboards.mlflow_source import load_sweep_report
+
+    _, uri, parent = store
+    result, ids = load_sweep_report(uri, run_id=parent)
+    assert set(ids.by_trial) == {t.trial_id for t in result.trials} and ids.experiment_id

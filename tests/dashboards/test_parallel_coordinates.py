@@ -98,7 +98,7 @@ def test_failed_trials_drawn_grey_on_a_no_metric_tick_and_status_axis(sweep):
     info = parallel_coordinates_info(sweep)
     failed = [t.trial_id for t in sweep.trials if t.status == "FAILED"]
     assert failed and info.trial_ids[: len(failed)] == failed  # drawn first, under the others
-    assert info.excluded == {"FAILED": len(failed)}
+    assert info.excluded == {"failed": len(failed)}
     assert len(info.trial_ids) == len(sweep.trials)
     assert all(len(a.values) == len(info.trial_ids) for a in info.axes)
     metric = axis(info, "validation/label/loss")
@@ -109,10 +109,10 @@ def test_failed_trials_drawn_grey_on_a_no_metric_tick_and_status_axis(sweep):
     assert metric.ticktext[-1] == "no metric" and metric.tickvals[-1] == info.no_metric_value
     assert all(min(scored) <= t <= max(scored) for t in metric.tickvals[:-1])
     status = axis(info, "status")
-    assert info.axes[0] is status and status.ticktext == ["finished", "stopped early", "failed"]
+    assert info.axes[0] is status and status.ticktext == ["completed", "stopped early", "failed"]
     by_id = dict(zip(info.trial_ids, status.values, strict=True))
     assert {by_id[t] for t in failed} == {2.0}
-    killed = [t.trial_id for t in sweep.trials if t.status == "KILLED"]
+    killed = [t.trial_id for t in sweep.trials if t.stopped_by]
     assert {by_id[t] for t in killed} == {1.0}
     fig = parallel_coordinates_figure(info)
     line = fig.data[0].line
@@ -179,7 +179,7 @@ def test_all_failed_gives_annotated_empty_figure(make_trial, make_sweep, params)
     lr = params[0]
     trials = [make_trial(f"t{i}", {lr.path: 1e-3}, None, status="FAILED") for i in range(3)]
     info = parallel_coordinates_info(make_sweep(trials))
-    assert info.axes == [] and info.trial_ids == [] and info.excluded == {"FAILED": 3}
+    assert info.axes == [] and info.trial_ids == [] and info.excluded == {"failed": 3}
     fig = parallel_coordinates_figure(info)
     assert len(fig.data) == 0
     assert any("No trial reported a metric" in a.text for a in fig.layout.annotations)

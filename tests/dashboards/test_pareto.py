@@ -40,10 +40,11 @@ def test_sweep_front_trades_metric_for_time(make_trial, make_sweep):
     times = [60.0, 120.0, 180.0, 600.0]
     trials = [t.__class__(**{**t.__dict__, "wall_time_s": s}) for t, s in zip(trials, times, strict=True)]
     info = pareto_info(make_sweep(trials))
-    assert info.costs == [1.0, 2.0, 3.0, 10.0]
+    assert info.costs == [60.0, 120.0, 180.0, 600.0]  # seconds, as everywhere in the report
+    assert info.x_title == "trial wall time (s)"
     assert [info.trial_ids[i] for i in info.front] == ["t0", "t1", "t3"]  # t2 is slower and worse than t1
     front = pareto_figure(info).data[-1]
-    assert front.name == "Pareto front" and list(front.x) == [1.0, 2.0, 10.0]
+    assert front.name == "Pareto front" and list(front.x) == [60.0, 120.0, 600.0]
 
 
 def test_a_multi_objective_sweep_draws_its_objectives_and_the_sweeps_pareto_set(make_trial, make_sweep):

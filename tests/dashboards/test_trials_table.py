@@ -11,7 +11,7 @@ def test_one_row_per_trial_with_param_columns(sweep, params):
     assert list(table["trial_id"]) == [t.trial_id for t in sweep.trials]
     first = sweep.trials[0]
     row = table.iloc[0]
-    assert row["status"] == first.status
+    assert row["status"] == first.label
     assert row["epochs"] == len(first.history)
     assert row["batch_size"] == 64 and isinstance(row["batch_size"], int)
     assert row[lr.path] == first.params[lr.path]

@@ -42,3 +42,74 @@ def test_rays_process_class_is_restored_when_ray_init_fails():
     with pytest.raises(RuntimeError), _daemons_in_their_own_session():
         raise RuntimeError("ray.init failed")
     assert services.ConsolePopen is ray_popen
+
+
+# ---------------------------------------------------------------- temp folders of dead sweeps
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=60)
+    return proc.pid
+
+
+def _fake_folder(root, name: str, owner):
+    import dataclasses
+    import json
+
+    from ludwig_hpo.execution.ray_temp import OWNER_FILE
+
+    folder = root / f"hpo-ray-{name}"
+    (folder / "session_latest" / "logs").mkdir(parents=True)
+    (folder / "session_latest" / "logs" / "raylet.out").write_text("x" * 1000)
+    if owner is not None:
+        (folder / OWNER_FILE).write_text(json.dumps(dataclasses.asdict(owner)))
+    return folder
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times of Linux")
+def test_only_this_users_folders_whose_owner_process_is_gone_are_removed(tmp_path):
+    import dataclasses
+
+    from ludwig_hpo.execution.ray_temp import make_temp_dir, remove_dead_temp_dirs, this_process
+
+    me = this_process()
+    dead = _fake_folder(tmp_path, "dead", dataclasses.replace(me, pid=_dead_pid()))
+    reused = _fake_folder(tmp_path, "reused", dataclasses.replace(me, started=(me.started or 0) - 1))  # pid reused
+    rebooted = _fake_folder(tmp_path, "rebooted", dataclasses.replace(me, boot="another-boot"))
+    live = _fake_folder(tmp_path, "live", me)
+    others = _fake_folder(tmp_path, "others", dataclasses.replace(me, pid=_dead_pid(), uid=me.uid + 1))
+    unmarked = _fake_folder(tmp_path, "unmarked", None)  # being created, or not a sweep's
+    own = make_temp_dir(tmp_path)
+    unrelated = tmp_path / "ray-something-else"
+    unrelated.mkdir()
+
+    removed = remove_dead_temp_dirs(tmp_path)
+    assert sorted(removed) == sorted([dead, reused, rebooted])
+    assert not any(p.exists() for p in removed)
+    assert all(p.is_dir() for p in (live, others, unmarked, own, unrelated))
+    assert remove_dead_temp_dirs(tmp_path) == []
+
+
+# ---------------------------------------------------------------- what Ray tells the driver
+
+
+def test_rays_messages_reach_the_log_file_without_colour_codes_and_never_the_console(tmp_path, capsys):
+    from ray._private import worker
+
+    from ludwig_hpo.execution.cluster import rays_messages_to
+
+    printer = worker.print_to_stdstream
+    log = tmp_path / "ray.log"
+    with rays_messages_to(log):
+        # what Ray's error listener hands its printer when a worker dies
+        worker.print_to_stdstream(
+            {"lines": ["\x1b[33m(raylet)\x1b[0m A worker died or was killed\n  Worker PID: 42"], "pid": "raylet"},
+            ignore_prefix=False,
+        )
+    assert worker.print_to_stdstream is printer
+    out = capsys.readouterr()
+    assert out.out == out.err == ""
+    (line,) = log.read_text().splitlines()
+    assert line.endswith("(raylet) (raylet) A worker died or was killed Worker PID: 42")
+    assert "\x1b" not in line
