@@ -327,16 +327,16 @@ class Sweep:
         """PBT runs only with Tune's own random variant generator (it explores by itself)."""
         from ray.tune.search import BasicVariantGenerator
 
-        from ludwig_hpo.search.space import encode_value, to_tune
+        from ludwig_hpo.search.space import encode_value, to_tune, tune_keyed
 
         hp = self.cfg.hyperopt
         points = [
-            {p: encode_value(hp.parameters[p], v) for p, v in point.items()}
+            tune_keyed({p: encode_value(hp.parameters[p], v) for p, v in point.items()})
             for point in hp.search_alg.points_to_evaluate
         ]
         return dataclasses.replace(
             exp,
-            param_space={p: to_tune(s) for p, s in hp.parameters.items()},
+            param_space=tune_keyed({p: to_tune(s) for p, s in hp.parameters.items()}),
             search_alg=BasicVariantGenerator(points_to_evaluate=points or None, random_state=hp.search_alg.seed),
             num_samples=hp.executor.num_samples,  # Tune multiplies by the grid itself
         )

@@ -20,7 +20,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.config.spaces import GridSearchSpace
-from ludwig_hpo.search.space import encode_value, to_optuna
+from ludwig_hpo.search.space import encode_value, to_optuna, tune_keyed
 from ludwig_hpo.train.report_keys import OBJECTIVE
 
 
@@ -55,14 +55,18 @@ def enqueued_points(hp: HyperoptConfig) -> list[dict[str, Any]]:
     every grid point ``num_samples`` times (once for ``type: grid``), in Ray Tune's order
     (the grid repeated per sample, the last parameter varying fastest)."""
     spaces = hp.parameters
-    points = [{p: encode_value(spaces[p], v) for p, v in point.items()} for point in hp.search_alg.points_to_evaluate]
+    points = [
+        tune_keyed({p: encode_value(spaces[p], v) for p, v in pt.items()}) for pt in hp.search_alg.points_to_evaluate
+    ]
     grid = {p: s for p, s in spaces.items() if isinstance(s, GridSearchSpace)}
     if grid:
         combos = [
             dict(zip(grid, values, strict=True)) for values in itertools.product(*(s.values for s in grid.values()))
         ]
         repeats = 1 if hp.search_alg.type == "grid" else hp.executor.num_samples
-        points += [{p: encode_value(spaces[p], v) for p, v in c.items()} for _ in range(repeats) for c in combos]
+        points += [
+            tune_keyed({p: encode_value(spaces[p], v) for p, v in c.items()}) for _ in range(repeats) for c in combos
+        ]
     return points
 
 
@@ -178,7 +182,7 @@ def make_searcher(hp: HyperoptConfig, objectives: list[tuple[str, str]] | None =
     """``OptunaSearch`` over the declared parameters, optimizing :data:`~ludwig_hpo.train.report_keys.OBJECTIVE` toward
     ``goal``, or, with several ``objectives`` (``[(reported key, goal)]``, from
     :attr:`SweepConfig.objectives`), every one of them (a Pareto front)."""
-    space = {path: to_optuna(s) for path, s in hp.parameters.items()}
+    space = tune_keyed({path: to_optuna(s) for path, s in hp.parameters.items()})
     if objectives and len(objectives) > 1:
         metric: str | list[str] = [k for k, _ in objectives]
         mode: str | list[str] = ["min" if g == "minimize" else "max" for _, g in objectives]

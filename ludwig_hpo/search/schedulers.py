@@ -40,7 +40,7 @@ from ludwig_hpo.config.schedulers import (
     PbtScheduler,
 )
 from ludwig_hpo.config.spaces import parse_space
-from ludwig_hpo.search.space import clip_encoded, encode_value, to_optuna, tune_domain
+from ludwig_hpo.search.space import clip_encoded, encode_value, to_optuna, tune_domain, tune_keyed
 from ludwig_hpo.train.report_keys import OBJECTIVE
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class PbtExplore:
     (a factor of 1.2 can push a dropout rate past its upper bound). Picklable.
 
     Args:
-        dists: ``{parameter path: Optuna distribution of its encoded values}``.
+        dists: ``{Tune config key: Optuna distribution of its encoded values}``.
     """
 
     def __init__(self, dists: dict[str, optuna.distributions.BaseDistribution]) -> None:
@@ -248,11 +248,11 @@ def make_scheduler(hp: HyperoptConfig, epochs: int) -> TrialScheduler:
             max_t=epochs if sch.in_epochs else None,
             perturbation_interval=sch.perturbation_interval,
             burn_in_period=sch.burn_in_period,
-            hyperparam_mutations=pbt_mutations(hp),
+            hyperparam_mutations=tune_keyed(pbt_mutations(hp)),
             quantile_fraction=sch.quantile_fraction,
             resample_probability=sch.resample_probability,
             perturbation_factors=tuple(sch.perturbation_factors),
-            custom_explore_fn=PbtExplore({p: to_optuna(s) for p, s in hp.parameters.items()}),
+            custom_explore_fn=PbtExplore(tune_keyed({p: to_optuna(s) for p, s in hp.parameters.items()})),
             log_config=sch.log_config,
             require_attrs=sch.require_attrs,
             synch=sch.synch,

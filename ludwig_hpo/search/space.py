@@ -12,6 +12,10 @@ so a few spaces are sampled in a helper space and *decoded* into the sweep file'
   ``mean + sd * Phi^-1(u)`` (then rounded to multiples of ``q``).
 - ``choice`` / ``grid_search`` whose values are not all scalars -> categorical over indices
   ``0..n-1``, decoded to the value, so lists and config blocks reach the trial intact.
+
+Tune's config keys are the parameter paths spelled by :func:`~ludwig_hpo.tracking.names.tune_key`
+(Tune reads a ``/`` as nesting): every Tune space and point is keyed by :func:`tune_keyed`, and
+:func:`decode_with` / :func:`decode` key what Tune hands back by the paths as written.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ludwig_hpo.config.spaces import (
     UniformSpace,
 )
 from ludwig_hpo.results import ParamInfo
+from ludwig_hpo.tracking.names import path_of_tune_key, tune_key
 
 #: The uniform helper of the normal spaces stays this far from 0 and 1 (±4.75 sd).
 NORMAL_EPS = 1e-6
@@ -135,14 +140,42 @@ def index_encoded_choices(spaces: Mapping[str, ParamSpace]) -> dict[str, ParamSp
     }
 
 
+def tune_keyed(by_path: Mapping[str, Any]) -> dict[str, Any]:
+    """``{parameter path: x}`` keyed by Tune config keys (:func:`~ludwig_hpo.tracking.names.tune_key`):
+    a Tune space, a point to evaluate, PBT's mutations. Pure."""
+    return {tune_key(path): x for path, x in by_path.items()}
+
+
+def paths_of_tune_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`tune_keyed` on a trial's Tune config: ``{parameter path: sampled
+    value}``. A nested mapping (a config that Tune unflattened at a ``/``: an experiment saved
+    before its keys were spelled by :func:`tune_key`) is flattened back at ``/``; sampled
+    values are never mappings (config blocks are sampled by index). Pure."""
+    out: dict[str, Any] = {}
+
+    def walk(node: Mapping[str, Any], prefix: str) -> None:
+        for k, v in node.items():
+            key = f"{prefix}/{k}" if prefix else str(k)
+            if isinstance(v, Mapping):
+                walk(v, key)
+            else:
+                out[path_of_tune_key(key)] = v
+
+    walk(config, "")
+    return out
+
+
 def decode_with(decoders: Mapping[str, ParamSpace], sampled: Mapping[str, Any]) -> dict[str, Any]:
-    """Map sampled values back to config values, given :func:`index_encoded_choices`."""
-    return {path: decode_value(decoders[path], v) if path in decoders else v for path, v in sampled.items()}
+    """Map a trial's Tune config (:func:`paths_of_tune_config`) back to ``{parameter path:
+    config value}``, given :func:`index_encoded_choices`."""
+    by_path = paths_of_tune_config(sampled)
+    return {path: decode_value(decoders[path], v) if path in decoders else v for path, v in by_path.items()}
 
 
 def decode(spaces: Mapping[str, ParamSpace], sampled: Mapping[str, Any]) -> dict[str, Any]:
-    """Map Optuna's sampled values back to config values (category indices -> categories,
-    normal quantiles -> values, quantized spaces -> multiples of ``q``)."""
+    """Map Optuna's sampled values (a trial's Tune config) back to ``{parameter path: config
+    value}`` (category indices -> categories, normal quantiles -> values, quantized spaces ->
+    multiples of ``q``)."""
     return decode_with(index_encoded_choices(spaces), sampled)
 
 

@@ -1,6 +1,7 @@
 """MLflow tracking from the sweep driver only: one parent run per sweep, child runs nested
 under it via the ``mlflow.parentRunId`` tag. MLflow's limits (parameter length, parameters
-per batch, metric names, non-finite values) are handled here and nowhere else.
+per batch, non-finite values) are handled here and nowhere else; keys are spelled by
+:mod:`ludwig_hpo.tracking.names`.
 
 Only the driver talks to the store, so a new SQLite store is created (and its schema
 migrated) by exactly one process.
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,11 +19,10 @@ from typing import Any
 
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.tracking.layout import PARENT_RUN_ID_TAG
+from ludwig_hpo.tracking.names import ROOT_PARAM_KEY, mlflow_key
 from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.tracking.resolve import EMBEDDED_ARTIFACTS_FOLDER
 from ludwig_hpo.train.report_keys import OBJECTIVE
-
-_METRIC_NAME_OK = re.compile(r"[^\w\-. :/]")
 
 
 def _chunks(items: list, n: int) -> Iterable[list]:
@@ -40,19 +39,18 @@ def param_value(value: Any) -> str:
     return text if len(text) <= MAX_PARAM_VAL_LENGTH else text[: MAX_PARAM_VAL_LENGTH - 3] + "..."
 
 
-#: MLflow's name for the ``"."`` parameter (partial config blocks merged at the root):
-#: MLflow refuses names that resolve to a path such as ``.``.
-ROOT_PARAM_NAME = "root_block"
+#: MLflow's name for the ``"."`` parameter (partial config blocks merged at the root).
+ROOT_PARAM_NAME = ROOT_PARAM_KEY
 
 
 def param_name(name: str) -> str:
-    """A parameter path as an MLflow parameter name (``"."`` -> :data:`ROOT_PARAM_NAME`)."""
-    return ROOT_PARAM_NAME if name == "." else name
+    """A parameter path as an MLflow parameter key (:func:`~ludwig_hpo.tracking.names.mlflow_key`)."""
+    return mlflow_key(name)
 
 
 def metric_name(name: str) -> str:
-    """``name`` with characters MLflow refuses replaced by ``_``."""
-    return _METRIC_NAME_OK.sub("_", name)
+    """A metric name as an MLflow metric key (:func:`~ludwig_hpo.tracking.names.mlflow_key`)."""
+    return mlflow_key(name)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -196,7 +194,7 @@ class MlflowStore(Tracker):
         params: dict[str, Any] | None = None,
     ) -> str:
         """Create a RUNNING run (a child of ``parent_id`` when given); returns its run id."""
-        all_tags = {k: str(v) for k, v in (tags or {}).items()}
+        all_tags = {mlflow_key(k): str(v) for k, v in (tags or {}).items()}
         if parent_id:
             all_tags[PARENT_RUN_ID_TAG] = parent_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
@@ -281,8 +279,8 @@ class MlflowStore(Tracker):
         )
 
         now = int(time.time() * 1000)
-        p = [Param(k, param_value(v)) for k, v in params.items()]
-        t = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        p = [Param(param_name(k), param_value(v)) for k, v in params.items()]
+        t = [RunTag(mlflow_key(k), str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
         m = [
             Metric(metric_name(k), float(v), now, step)
             for k, v in metrics.items()
@@ -312,7 +310,7 @@ class MlflowStore(Tracker):
         from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
         p = [Param(param_name(k), param_value(v)) for k, v in params.items()]
-        t = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        t = [RunTag(mlflow_key(k), str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
         m = [
             Metric(metric_name(k), float(v), ms, step)
             for k, v, step, ms in metrics
@@ -326,7 +324,7 @@ class MlflowStore(Tracker):
         from mlflow.entities import RunTag
         from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VAL_LENGTH
 
-        items = [RunTag(k, str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        items = [RunTag(mlflow_key(k), str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
         for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, tags=chunk)
 

@@ -16,7 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: Lowest first. A module belongs to the most specific entry that prefixes its dotted name.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("ludwig_hpo", "ludwig_hpo.errors", "ludwig_hpo.train.report_keys", "ludwig_hpo.tracking.layout"),
+    (
+        "ludwig_hpo",
+        "ludwig_hpo.errors",
+        "ludwig_hpo.train.report_keys",
+        "ludwig_hpo.tracking.layout",
+        "ludwig_hpo.tracking.names",
+    ),
     ("ludwig_hpo.config",),
     ("ludwig_hpo.results",),
     ("ludwig_hpo.search", "ludwig_hpo.data", "ludwig_hpo.tracking"),
@@ -29,7 +35,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 #: Packages whose modules must stay importable without the heavy runtimes.
-LIGHT = ("ludwig_hpo.config", "ludwig_hpo.results", "ludwig_hpo.train.report_keys", "ludwig_hpo.tracking.layout")
+LIGHT = (
+    "ludwig_hpo.config",
+    "ludwig_hpo.results",
+    "ludwig_hpo.train.report_keys",
+    "ludwig_hpo.tracking.layout",
+    "ludwig_hpo.tracking.names",
+)
 HEAVY = ("ray", "torch", "mlflow", "optuna")
 
 

@@ -229,3 +229,32 @@ def test_describe_shows_inclusive_integer_ranges():
         == "qrandint [8, 64] = integers 8..64 step 8, linear scale"
     )
     assert space(space="loguniform", lower=1e-4, upper=0.1).describe() == "loguniform float in [0.0001, 0.1), log scale"
+
+
+# ---------------------------------------------------------------------------- Tune config keys
+AWKWARD_SPACES = {
+    "a/b.encoder.embedding_size": {"space": "choice", "categories": [4, 8]},
+    "size (cm).encoder": {"space": "choice", "categories": [{"type": "dense"}, {"type": "passthrough"}]},
+    "x.y.encoder.dropout": {"space": "uniform", "lower": 0.0, "upper": 0.5},
+    "100%/w.encoder.output_size": {"space": "randint", "lower": 2, "upper": 9},
+}
+
+
+def test_tune_keys_hold_no_slash_and_decode_to_the_paths_as_written():
+    from ludwig_hpo.search.space import tune_keyed
+
+    spaces = {k: space(**v) for k, v in AWKWARD_SPACES.items()}
+    keyed = tune_keyed({p: to_optuna(s) for p, s in spaces.items()})
+    assert not any("/" in k for k in keyed)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    trial = study.ask(keyed)
+    decoded = decode(spaces, trial.params)
+    assert set(decoded) == set(AWKWARD_SPACES)
+    assert decoded["size (cm).encoder"] in ({"type": "dense"}, {"type": "passthrough"})
+
+
+def test_a_config_tune_unflattened_at_a_slash_decodes_to_the_path():
+    # an experiment saved before its keys were spelled without '/': Tune nested them
+    spaces = {k: space(**v) for k, v in AWKWARD_SPACES.items()}
+    nested = {"a": {"b.encoder.embedding_size": 8}, "size (cm).encoder": 1}
+    assert decode(spaces, nested) == {"a/b.encoder.embedding_size": 8, "size (cm).encoder": {"type": "passthrough"}}
