@@ -5,12 +5,14 @@ decoder, and Ludwig's ``defaults`` (per feature type) merged into them. Typed an
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
 from ludwig_hpo.config.base import RuleError, _Base, default_type
 from ludwig_hpo.config.paths import RawMapping, deep_merge
+from ludwig_hpo.tracking.names import MAX_KEY_LENGTH, mlflow_key
 
 #: Names a feature may not take: top-level keys (a parameter path starts with a section or a
 #: feature name) and ``combined``, the objective's name for all outputs together.
@@ -107,6 +109,16 @@ class ImagePreprocessing(_Base):
         return self
 
 
+#: The longest MLflow key of a feature's name: room is left for the split, the metric and the
+#: parameter fields around it (``best.<name>.encoder.embedding_size``, ``validation/<name>/roc_auc``).
+MAX_FEATURE_KEY_LENGTH = MAX_KEY_LENGTH - 50
+
+
+def _renamed(name: str) -> str:
+    """A name suggestion for a feature whose name cannot stay: letters, digits and ``_``."""
+    return re.sub(r"\W+", "_", name).strip("_") or "feature"
+
+
 class _Feature(_Base):
     name: str = Field(min_length=1)
     column: str | None = None
@@ -116,8 +128,19 @@ class _Feature(_Base):
     def _name_ok(cls, v: str) -> str:
         if v in RESERVED_NAMES:
             raise ValueError(f"feature name {v!r} is reserved (it names a config section); rename the feature")
-        if "." in v:
-            raise ValueError(f"feature name {v!r} contains '.', which parameter paths use as separator")
+        head = v.split(".", 1)[0]
+        if "." in v and head in RESERVED_NAMES:
+            raise RuleError(
+                f"feature name {v!r} starts with {head + '.'!r}, which parameter paths read as the {head} section",
+                fix=f"rename the feature and keep its column, e.g. {{name: {_renamed(v)}, column: {v!r}}}",
+            )
+        if len(mlflow_key(v)) > MAX_FEATURE_KEY_LENGTH:
+            raise RuleError(
+                f"feature name {v[:40]!r}... is {len(mlflow_key(v))} characters as an MLflow key; its metric and "
+                f"parameter keys (at most {MAX_KEY_LENGTH} characters) need it at most {MAX_FEATURE_KEY_LENGTH}",
+                fix=f"give the feature a shorter name and keep its column, e.g. {{name: {_renamed(v[:20])}, "
+                "column: <the column's name>}",
+            )
         return v
 
     @property

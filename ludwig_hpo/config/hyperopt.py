@@ -19,6 +19,8 @@ from ludwig_hpo.config.base import KeyedValueError, KeyPath, RuleError, _Base, d
 from ludwig_hpo.config.paths import ROOT, SECTIONS
 from ludwig_hpo.config.schedulers import FifoScheduler, PbtScheduler, Scheduler, check_pbt, pbt_mutable
 from ludwig_hpo.config.spaces import LISTED_SPACES, GridSearchSpace, ParamSpace, grid_size
+from ludwig_hpo.tracking.layout import best_param
+from ludwig_hpo.tracking.names import MAX_KEY_LENGTH, mlflow_key
 
 Sampler = Literal["tpe", "random", "cmaes", "gp", "qmc", "nsga2"]
 #: Sampler options and the samplers that take them.
@@ -229,6 +231,15 @@ class HyperoptConfig(_Base):
     @model_validator(mode="after")
     def _search_fits_space(self) -> HyperoptConfig:
         params = self.parameters
+        for path in params:
+            key = mlflow_key(best_param(path))  # the longest key a parameter's path takes in MLflow
+            if len(key) > MAX_KEY_LENGTH:
+                raise KeyedValueError(
+                    f"parameter path {path[:40]!r}... is {len(key)} characters as the MLflow key {key[:12]!r}..., "
+                    f"over MLflow's {MAX_KEY_LENGTH}",
+                    ("hyperopt", "parameters", path),
+                    fix="give the feature it names a shorter name and keep its column: {name: <short>, column: <column>}",
+                )
         root = params.get(ROOT)
         if root is not None:
             _check_root_blocks(root)

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ludwig_hpo.config.explain import to_config_error
-from ludwig_hpo.config.paths import ROOT, PathError, RawMapping, apply_params
+from ludwig_hpo.config.paths import ROOT, PathError, RawMapping, apply_params, feature_names, split_path
 from ludwig_hpo.config.reader import Marks, mark_for, read_sweep_file
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.config.spaces import INT_SPACES, LISTED_SPACES, ParamSpace
@@ -60,8 +60,8 @@ _FIXED = {
 }
 
 
-def _fixed_reason(path: str) -> str | None:
-    parts = path.split(".")
+def _fixed_reason(path: str, features: list[str]) -> str | None:
+    parts = split_path(path, features)
     if parts[0] == "trainer":
         return _FIXED["epochs"] if parts[1:] == ["epochs"] else None
     if parts[0] == "defaults":
@@ -108,6 +108,7 @@ class _Param:
     space: ParamSpace
     source: str  # ``file:line:column`` of its key
     key: str  # its key path as shown
+    features: list[str]  # the sweep's feature names (a parameter path may start with one)
 
     def error(self, message: str, fix: str | None) -> ConfigError:
         return ConfigError(message, source=self.source, key=self.key, fix=fix)
@@ -116,7 +117,7 @@ class _Param:
 def _check_searchable(p: _Param) -> None:
     leaves = [leaf for block in p.space.probe_values() for leaf in _leaf_paths(block)] if p.path == ROOT else [p.path]
     for leaf in leaves:
-        reason = _fixed_reason(leaf)
+        reason = _fixed_reason(leaf, p.features)
         if reason:
             raise p.error(
                 f"{leaf!r} cannot be searched: {reason}", fix="set it in the config instead of hyperopt.parameters"
@@ -166,7 +167,7 @@ def _check_parameters(cfg: SweepConfig, raw: RawMapping, marks: Marks, src: str)
     spaces = cfg.hyperopt.parameters
     for path, space in spaces.items():
         mark = mark_for(marks, ("hyperopt", "parameters", path))
-        p = _Param(path, space, f"{src}:{mark[0]}:{mark[1]}" if mark else src, _param_key(path))
+        p = _Param(path, space, f"{src}:{mark[0]}:{mark[1]}" if mark else src, _param_key(path), feature_names(raw))
         _check_searchable(p)
         for value in space.probe_values():
             inner = _value_error(p, value, raw, spaces, src)

@@ -4,7 +4,10 @@ of raw mappings. Pure; no I/O.
 
 One walker serves sweep parameters (:func:`apply_params`) and ``--set`` overrides
 (:mod:`ludwig_hpo.config.overrides`). A path's first part is a top-level key or a feature
-name; the rest walks nested mappings, creating those that are missing or null. Sweep
+name; the rest walks nested mappings, creating those that are missing or null
+(:func:`split_path`). A feature name may hold dots (``x.y.encoder.type`` walks into feature
+``x.y``): the longest feature name the path starts with wins, and a first part in quotes
+(``"x.y".encoder.type``, ``'x.y'.encoder.type``) names a feature or key exactly. Sweep
 parameters may start only with a section a trial may change (:data:`SECTIONS`) or a feature
 name, and the parameter ``"."`` deep-merges a partial config block at the root; overrides may
 start with any top-level key (``backend.num_workers``, ``name``). Paths never reach attributes
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: Top-level sections a sweep parameter (or a ``"."`` block) may set.
@@ -63,6 +66,45 @@ def _suggest(word: str, options: list[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else f"valid starts are {sorted(options)}"
 
 
+_QUOTES = ('"', "'")
+
+
+def feature_names(raw: Mapping[str, Any]) -> list[str]:
+    """The names of the input and output features of a raw sweep mapping, in file order."""
+    return list(_feature_index(raw))
+
+
+def split_path(path: str, features: Iterable[str] = ()) -> list[str]:
+    """``[first part, field, ...]`` of a dotted path. The first part is, in this order: the
+    longest of ``features`` that the path starts with, followed by a ``.``; a name in quotes
+    (``"a.b".x`` -> ``["a.b", "x"]``); else the text before the first ``.``. The fields
+    after it are split at every ``.``. Pure.
+
+    >>> split_path("x.y.encoder.type", ["x", "x.y"])
+    ['x.y', 'encoder', 'type']
+    >>> split_path('"x.y".encoder.type')
+    ['x.y', 'encoder', 'type']
+
+    Raises:
+        PathError: a quote that is not closed before a ``.`` or the path's end.
+    """
+    head = max((f for f in features if path.startswith(f + ".")), key=len, default=None)
+    if head is not None:
+        return [head, *path[len(head) + 1 :].split(".")]
+    if path[:1] in _QUOTES:
+        q = path[0]
+        end = path.find(q + ".", 1)
+        if end < 0 and path.endswith(q) and len(path) > 1:
+            return [path[1:-1]]
+        if end < 0:
+            raise PathError(
+                f"path {path!r} opens a quote {q} that does not close before a '.'",
+                fix=f"write the name in quotes followed by its fields, e.g. {q}a.b{q}.encoder.type",
+            )
+        return [path[1:end], *path[end + 2 :].split(".")]
+    return path.split(".")
+
+
 def _child(node: RawMapping, key: str) -> Any:
     """``node[key]``, a new empty mapping when it is missing or null."""
     child = node.get(key)
@@ -97,12 +139,12 @@ def set_path(raw: RawMapping, path: str, value: Any, *, any_top_level: bool = Fa
         raw.update(merged)
         return
     form = _OVERRIDE_FORM if any_top_level else _PARAMETER_FORM
-    parts = path.split(".")
+    features = _feature_index(raw)
+    parts = split_path(path, features)
     if any(not p for p in parts):
         raise PathError(
             f"path {path!r} has an empty part; it must be {form}", fix="write dotted keys, e.g. trainer.learning_rate"
         )
-    features = _feature_index(raw)
     node: RawMapping
     if parts[0] in features and len(parts) > 1:
         node, walked = features[parts[0]], 1

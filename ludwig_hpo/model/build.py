@@ -13,6 +13,15 @@ from ludwig_hpo.model.encoders import PassthroughEncoder, build_encoder
 from ludwig_hpo.model.outputs import OutputHead
 
 
+def module_key(name: str) -> str:
+    """A feature's name as a key of the model's ``nn.ModuleDict`` (torch refuses a ``.`` in a
+    submodule's name): ``.`` as ``%2E`` and ``%`` as ``%25``, the name itself without either.
+    The keys are also the state dict's, so names without them keep the keys they always had."""
+    if "." not in name and "%" not in name:
+        return name
+    return name.replace("%", "%25").replace(".", "%2E")
+
+
 class ECDModel(nn.Module):
     """Encoder-combiner-decoder model built from a sweep config.
 
@@ -31,7 +40,9 @@ class ECDModel(nn.Module):
         #: forward and 30 modules to every state dict, ``train()`` and ``eval()``.
         self.passthrough = frozenset(name for name, e in encoders.items() if isinstance(e, PassthroughEncoder))
         #: the encoders with layers, by feature name
-        self.encoders = nn.ModuleDict({name: e for name, e in encoders.items() if name not in self.passthrough})
+        self.encoders = nn.ModuleDict(
+            {module_key(name): e for name, e in encoders.items() if name not in self.passthrough}
+        )
         self._names = tuple(self.input_names)
         width = sum(self.widths.values())
         c = cfg.combiner
@@ -40,7 +51,10 @@ class ECDModel(nn.Module):
             layers += [nn.Linear(width, c.output_size), nn.ReLU(), nn.Dropout(c.dropout)]
             width = c.output_size
         self.combiner = nn.Sequential(*layers)
-        self.heads = nn.ModuleDict({f.name: OutputHead(f, meta[f.name], width) for f in cfg.output_features})
+        self.output_names = [f.name for f in cfg.output_features]
+        self.heads = nn.ModuleDict(
+            {module_key(f.name): OutputHead(f, meta[f.name], width) for f in cfg.output_features}
+        )
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
@@ -48,6 +62,8 @@ class ECDModel(nn.Module):
             self.passthrough = frozenset()
             self._names = tuple(self.input_names)
             self.widths = {name: cast(int, e.output_size) for name, e in self.encoders.items()}
+        if "output_names" not in self.__dict__:  # pickled before feature names could hold a '.'
+            self.output_names = list(self.heads.keys())
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         table = getattr(inputs, "table", None)  # ludwig_hpo.train.data.Columns
@@ -59,10 +75,14 @@ class ECDModel(nn.Module):
             h = table  # the concatenation of its columns, already made
         else:
             h = torch.cat(
-                [inputs[n] if n in self.passthrough else self.encoders[n](inputs[n]) for n in self.input_names], dim=-1
+                [
+                    inputs[n] if n in self.passthrough else self.encoders[module_key(n)](inputs[n])
+                    for n in self.input_names
+                ],
+                dim=-1,
             )
         h = self.combiner(h)
-        return {name: head(h) for name, head in self.heads.items()}
+        return {name: self.heads[module_key(name)](h) for name in self.output_names}
 
 
 def build_model(cfg: SweepConfig, meta: dict[str, FeatureMeta]) -> ECDModel:

@@ -146,10 +146,10 @@ CASES = [
         "6:6",
     ),
     (
-        "feature-name-with-dot",
-        edit(("{name: size, type: number}", "{name: s.ize, type: number}")),
-        "input_features[s.ize].name",
-        "contains '.'",
+        "feature-name-starting-with-a-section",
+        edit(("{name: size, type: number}", "{name: trainer.size, type: number}")),
+        "input_features[trainer.size].name",
+        "starts with 'trainer.'",
         "6:6",
     ),
     (

@@ -82,3 +82,55 @@ def test_from_sweep_reads_the_best_configuration(loaded, tmp_path):
     raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "learning_rate": 0.0042}}
     (tmp_path / "best_model" / "config.yaml").write_text(yaml.safe_dump(raw))
     assert best_config_of(tmp_path, loaded).config.trainer.learning_rate == 0.0042
+
+
+AWKWARD_SWEEP = """
+name: awkward
+dataset: {source: data.csv}
+input_features:
+  - {name: "x.y", type: number}
+  - {name: x, type: number}
+  - {name: "size (cm)", type: number}
+  - {name: "a/b", type: category}
+output_features:
+  - {name: "label (y/n)", type: binary}
+hyperopt:
+  metric: loss
+  output_feature: "label (y/n)"
+  parameters:
+    "a/b.encoder.embedding_size": {space: choice, categories: [4, 8]}
+"""
+
+
+@pytest.fixture
+def awkward(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(AWKWARD_SWEEP)
+    return load_sweep(path)
+
+
+def _feature(loaded, name):
+    return next(f for f in loaded.config.input_features if f.name == name)
+
+
+@pytest.mark.parametrize(
+    ("item", "name"),
+    [
+        ("x.y.encoder.type=dense", "x.y"),  # the longest feature name the path starts with
+        ("'x.y'.encoder.type=dense", "x.y"),
+        ('"x".encoder.type=dense', "x"),
+        ("x.encoder.type=dense", "x"),
+        ("size (cm).encoder.type=dense", "size (cm)"),
+        ("a/b.encoder.embedding_size=3", "a/b"),
+    ],
+)
+def test_set_reaches_features_named_as_written(awkward, item, name):
+    out = with_overrides(awkward, [parse_set(item)])
+    changed = [f.name for f in out.config.input_features if f != _feature(awkward, f.name)]
+    assert changed == [name]
+
+
+def test_set_with_an_unclosed_quote_is_one_line(awkward):
+    with pytest.raises(ConfigError) as info:
+        with_overrides(awkward, [parse_set('"x.y.encoder.type=dense')])
+    assert "does not close" in info.value.one_line() and "fix:" in info.value.one_line()

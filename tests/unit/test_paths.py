@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from ludwig_hpo.config import PathError, SweepConfig, apply_params, resolve_trial_config
-from ludwig_hpo.config.paths import set_path
+from ludwig_hpo.config.paths import set_path, split_path
 from ludwig_hpo.errors import ConfigError
 
 
@@ -179,3 +179,56 @@ def test_both_grammars_refuse_empty_parts_and_walking_into_values(raw, any_top_l
     with pytest.raises(PathError, match="walks into 'trainer.epochs', which is a value") as info:
         set_path(raw, "trainer.epochs.x", 1, any_top_level=any_top_level)
     assert info.value.fix == "end the path at a field"
+
+
+# ---------------------------------------------------------------------------- names as written
+#: Feature names a CSV header holds: dots, slashes, brackets, quotes, unicode, spaces.
+AWKWARD_FEATURES = ["size (cm)", "a/b", "x.y", "width [px]", "naïve", "日本", "a=b", '"q"', "<t>", "two words"]
+
+
+@pytest.fixture
+def awkward(sweep_dict):
+    return sweep_dict(
+        [{"name": n, "type": "number"} for n in AWKWARD_FEATURES] + [{"name": "x", "type": "number"}],
+        [{"name": "label (y/n)", "type": "binary"}],
+    )
+
+
+@pytest.mark.parametrize("name", AWKWARD_FEATURES)
+def test_a_path_walks_into_a_feature_named_as_written(awkward, name):
+    out = apply_params(awkward, {f"{name}.encoder.type": "dense"})
+    feat = next(f for f in out["input_features"] if f["name"] == name)
+    assert feat["encoder"] == {"type": "dense"}
+    assert SweepConfig.model_validate(out)  # the config with such names validates
+
+
+def test_the_longest_feature_name_wins_and_quotes_name_a_feature_exactly(awkward):
+    out = apply_params(awkward, {"x.y.encoder.type": "dense"})
+    assert next(f for f in out["input_features"] if f["name"] == "x.y")["encoder"] == {"type": "dense"}
+    assert "encoder" not in next(f for f in out["input_features"] if f["name"] == "x")
+    for quoted in ('"x.y".encoder.output_size', "'x.y'.encoder.output_size"):
+        out = apply_params(awkward, {"x.y.encoder.type": "dense", quoted: 8})
+        assert next(f for f in out["input_features"] if f["name"] == "x.y")["encoder"]["output_size"] == 8
+    out = apply_params(awkward, {'"x".encoder.type': "dense"})  # feature x, though x.y exists
+    assert next(f for f in out["input_features"] if f["name"] == "x")["encoder"] == {"type": "dense"}
+
+
+@pytest.mark.parametrize(
+    ("path", "features", "parts"),
+    [
+        ("x.y.encoder.type", ["x", "x.y"], ["x.y", "encoder", "type"]),
+        ("x.encoder.type", ["x", "x.y"], ["x", "encoder", "type"]),
+        ('"x.y".encoder.type', [], ["x.y", "encoder", "type"]),
+        ("'a.b.c'.x", [], ["a.b.c", "x"]),
+        ('"name"', [], ["name"]),
+        ("trainer.learning_rate", ["x.y"], ["trainer", "learning_rate"]),
+        ("a/b.encoder.embedding_size", ["a/b"], ["a/b", "encoder", "embedding_size"]),
+    ],
+)
+def test_split_path(path, features, parts):
+    assert split_path(path, features) == parts
+
+
+def test_an_unclosed_quote_is_a_path_error(awkward):
+    with pytest.raises(PathError, match="does not close"):
+        apply_params(awkward, {'"x.y.encoder.type': "dense"})

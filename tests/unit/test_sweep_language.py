@@ -130,3 +130,78 @@ def test_fixed_split_column_errors(values, message):
     with pytest.raises(DataError) as info:
         fixed_split_indices(np.array(values, dtype=object))
     assert message in info.value.message
+
+
+# ---------------------------------------------------------------------------- feature names as written
+def _awkward_sweep(tmp_path, inputs: str, params: str = "", output: str = '"label (y/n)"'):
+    path = tmp_path / "awkward.yaml"
+    path.write_text(
+        f"name: t\ndataset: {{source: data.csv}}\ninput_features:\n{inputs}"
+        f"output_features:\n  - {{name: {output}, type: binary}}\n"
+        f"hyperopt:\n  output_feature: {output}\n  parameters:\n"
+        + (params or "    trainer.learning_rate: {space: choice, categories: [0.01, 0.1]}\n")
+    )
+    return path
+
+
+def test_dotted_feature_names_are_searched_and_fixed_fields_are_still_refused(tmp_path):
+    inputs = '  - {name: "x.y", type: number}\n  - {name: x, type: number}\n'
+    loaded = load_sweep(
+        _awkward_sweep(tmp_path, inputs, '    "x.y.encoder.type": {space: choice, categories: [passthrough, dense]}\n')
+    )
+    cfg = resolve_trial_config(loaded.raw, {"x.y.encoder.type": "dense"})
+    assert [f.encoder.type for f in cfg.input_features] == ["dense", "passthrough"]
+    with pytest.raises(ConfigError, match="cannot be searched"):
+        load_sweep(_awkward_sweep(tmp_path, inputs, '    "x.y.type": {space: choice, categories: [number, binary]}\n'))
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("trainer.size", "starts with 'trainer.', which parameter paths read as the trainer section"),
+        ("combined", "is reserved"),
+        ("L" * 201, "characters as an MLflow key"),
+        ("(" * 80, "characters as an MLflow key"),  # 80 characters, 240 as a key
+    ],
+)
+def test_names_that_cannot_work_are_refused_with_the_fix(tmp_path, name, message):
+    path = _awkward_sweep(tmp_path, f"  - {{name: {name!r}, type: number}}\n")
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    line = info.value.one_line()
+    assert message in line and "\n" not in line
+    assert str(path) in line and "input_features" in line
+    if "reserved" not in message:
+        assert "column:" in line  # the fix keeps the column's name
+
+
+def test_a_model_of_features_named_as_written_trains_and_keeps_plain_keys(tmp_path):
+    import pandas as pd
+    import torch
+
+    from ludwig_hpo.config import SweepConfig
+    from ludwig_hpo.data import prepare
+    from ludwig_hpo.model import build_model
+
+    names = ["x.y", "size (cm)", "a/b", "naïve", "plain"]
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({n: rng.normal(size=24) for n in names} | {"label.v2": [0, 1] * 12})
+    raw = {
+        "name": "t",
+        "dataset": {"source": "data.csv"},
+        "input_features": [{"name": n, "type": "number", "encoder": {"type": "dense"}} for n in names],
+        "output_features": [{"name": "label.v2", "type": "binary"}],
+        "hyperopt": {
+            "output_feature": "label.v2",
+            "parameters": {"trainer.learning_rate": {"space": "uniform", "lower": 0.1, "upper": 0.2}},
+        },
+    }
+    cfg = SweepConfig.model_validate(raw)
+    data = prepare(frame, cfg)
+    model = build_model(cfg, data.meta)
+    x = {n: torch.as_tensor(data.inputs[n][:4]) for n in names}
+    out = model(x)
+    assert set(out) == {"label.v2"} and out["label.v2"].shape == (4,)
+    keys = set(model.state_dict())
+    assert any(k.startswith("encoders.plain.") for k in keys)  # a name without '.' keeps its key
+    assert any(k.startswith("encoders.x%2Ey.") for k in keys)
