@@ -8,15 +8,18 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from ludwig_hpo.config.loader import LoadedSweep
+from ludwig_hpo.driver.journal import read_journal
 from ludwig_hpo.driver.paths import SweepPaths, choose_output_dir
 from ludwig_hpo.driver.provenance import start_parent_run
 from ludwig_hpo.driver.state import SweepState, fingerprint
 from ludwig_hpo.driver.sweep_run import SweepOutput
-from ludwig_hpo.errors import DataError
+from ludwig_hpo.errors import ConfigError, DataError, one_line_error
+from ludwig_hpo.results.records import TrialStatus
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.resolve import resolve_tracking
 
@@ -26,9 +29,18 @@ LOST_RUN_TAGS = {
     layout.STOPPED_BY_TAG: layout.STOPPED_BY_INTERRUPTED,
     layout.NOTE_TAG: "lost with the interrupted sweep; ran again under a new trial id",
 }
+#: The error of the child runs that were running when the sweep stopped on an error (then its error).
+FAILED_WITH_SWEEP = "the sweep stopped on an error while this run was running"
 
 
-def create_output(loaded: LoadedSweep, output_root: Path | None, dataset: Path | None, console: Console) -> SweepOutput:
+def create_output(
+    loaded: LoadedSweep,
+    output_root: Path | None,
+    dataset: Path | None,
+    console: Console,
+    *,
+    nest_under: str | None = None,
+) -> SweepOutput:
     """A new output folder (:func:`~ludwig_hpo.driver.paths.choose_output_dir`) holding
     ``sweep.yaml`` and ``state.json``, the tracking store (in a process of its own, see
     :mod:`ludwig_hpo.tracking.resolve` for which) and the parent run. On any error nothing of
@@ -58,7 +70,7 @@ def create_output(loaded: LoadedSweep, output_root: Path | None, dataset: Path |
     try:
         store = StoreProcess(target.uri, target.experiment, artifact_location=target.artifact_location)
         paths.sweep_file.write_text(loaded.text)
-        parent = start_parent_run(store, loaded, paths)
+        parent = start_parent_run(store, loaded, paths, nest_under=nest_under)
         state = SweepState(
             fingerprint=fingerprint(loaded.text, loaded.raw),
             sweep_file=str(Path(loaded.path).resolve()),
@@ -105,11 +117,55 @@ def reopen_output(loaded: LoadedSweep, state: SweepState, root: Path, console: C
     return SweepOutput(SweepPaths(root), store, state.parent_run_id, state, resumed=True)
 
 
+def end_running_children(
+    output: SweepOutput, status: TrialStatus, tags: dict[str, Any], *, journal: bool = True
+) -> list[str]:
+    """End every child run of the sweep still RUNNING, so none is left RUNNING when the sweep
+    stops: a trial the journal holds as ended ends as it recorded (its end was still queued),
+    the others as ``status`` (``FAILED``, ``KILLED``) with ``tags``. Returns the trial ids
+    ended as ``status``. Driver only; a resume reopens the runs of the trials it continues.
+
+    Raises:
+        Exception: the store's error.
+    """
+    store, parent = output.store, output.parent
+    recorded = read_journal(output.paths.journal) if journal else {}
+    running = store.children_by_tag(parent, layout.TRIAL_ID_TAG, status="RUNNING")
+    closed = []
+    for tid, run_id in sorted(running.items()):
+        entry = recorded.get(tid)
+        if entry is not None:
+            ended, stopped_by = entry["status"], entry.get("stopped_by")
+            store.set_tags(
+                run_id, {layout.STATUS_TAG: ended, **({layout.STOPPED_BY_TAG: stopped_by} if stopped_by else {})}
+            )
+            store.end_run(run_id, ended)
+            continue
+        store.set_tags(run_id, {layout.STATUS_TAG: status, **tags})
+        store.end_run(run_id, status)
+        closed.append(tid)
+    return closed
+
+
+def _next_step(error: BaseException, root: Path) -> str:
+    """What a user does after the sweep stopped on ``error``: resume it, or, when the sweep
+    file must change (resuming the same file meets the same error), start it again."""
+    if isinstance(error, ConfigError):
+        return (
+            "the sweep file must change to get past this error, and a changed file cannot resume: "
+            f"fix it, then rerun with --restart (or change 'name:'); {root} keeps what ran"
+        )
+    return f"once the cause is fixed, rerun the same command (or hpo resume {root}) to continue from its last state"
+
+
 @contextlib.contextmanager
 def closing_parent_run(output: SweepOutput, console: Console) -> Iterator[None]:
     """Run the body, then end the parent run (FINISHED, KILLED after Ctrl-C or SIGTERM, else
     FAILED) and close the store. A resumed sweep that finished marks the child runs still
-    RUNNING (trials lost with the interruption, which ran again) KILLED and says so."""
+    RUNNING (trials lost with the interruption, which ran again) KILLED and says so. After an
+    interruption or an error no child run is left RUNNING either (KILLED, or FAILED with the
+    error): ``state.json`` and the journal keep the phase the sweep was in, so a rerun of the
+    same command resumes it; a line says what to do next."""
     store, parent = output.store, output.parent
     status = "FAILED"
     try:
@@ -125,9 +181,22 @@ def closing_parent_run(output: SweepOutput, console: Console) -> Iterator[None]:
                 )
     except (KeyboardInterrupt, SystemExit):
         status = "KILLED"
+        with contextlib.suppress(Exception):  # the interruption is what is shown
+            end_running_children(output, "KILLED", {layout.STOPPED_BY_TAG: layout.STOPPED_BY_INTERRUPTED})
         console.print(
             f"interrupted: the sweep's MLflow runs are marked KILLED ({store.uri}); "
             f"resume it with: hpo resume {output.paths.root}",
+            highlight=False,
+        )
+        raise
+    except Exception as e:
+        closed: list[str] = []
+        with contextlib.suppress(Exception):  # the sweep's error is what is shown
+            tags = {layout.ERROR_TAG: f"{FAILED_WITH_SWEEP}: {one_line_error(f'{type(e).__name__}: {e}')}"}
+            closed = end_running_children(output, "FAILED", tags)
+        ended = f" ({len(closed)} trial run(s) that were running: FAILED)" if closed else ""
+        console.print(
+            f"the sweep stopped on an error: its MLflow parent run is marked FAILED{ended}; {_next_step(e, output.paths.root)}",
             highlight=False,
         )
         raise

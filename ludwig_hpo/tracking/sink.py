@@ -219,6 +219,8 @@ class MlflowSink:
 
             # waited for: the next results are logged from the step after the last one held
             self._skip_to[t.trial_id] = self._writer.call(lambda: reopen(self._run_of(t.trial_id)))
+            # logged again (MLflow keeps an equal value): a sweep that stopped before they were written
+            self._log(t.trial_id, params=dict(t.params))
             return
         tags = {layout.TRIAL_ID_TAG: t.trial_id, layout.RUN_KIND_TAG: self.run_kind, **t.tags}
         params, name = dict(t.params), t.name

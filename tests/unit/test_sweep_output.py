@@ -1,0 +1,110 @@
+"""A sweep that stops on an error or an interruption mid-search leaves no MLflow run RUNNING
+(parent and children end), keeps ``state.json`` at the phase it was in, so a rerun of the same
+command resumes it, and says in one line what to do next. A real embedded MLflow store, no Ray."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+from rich.console import Console
+
+from ludwig_hpo.driver.output import closing_parent_run
+from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.driver.state import SweepState, decide, fingerprint, read_state, write_state
+from ludwig_hpo.driver.sweep_run import SweepOutput
+from ludwig_hpo.errors import ConfigError
+from ludwig_hpo.tracking import layout
+from ludwig_hpo.tracking.mlflow_store import MlflowStore
+
+TEXT = "name: s\n"
+RAW = {"name": "s"}
+
+
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory):
+    """A migrated, empty SQLite store (created once: a schema migration takes seconds)."""
+    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    MlflowStore(f"sqlite:///{path}", "unit").close()
+    return path
+
+
+@pytest.fixture
+def output(tmp_path, empty_store):
+    """An open sweep output mid-search: a parent run, trial ``a`` RUNNING whose end the journal
+    holds (its end was still queued), trial ``b`` RUNNING, trial ``c`` FAILED."""
+    root = tmp_path / "s"
+    root.mkdir()
+    paths = SweepPaths(root)
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "unit")
+    parent = store.start_run("s-20260101-000000")
+    runs = {}
+    for tid in ("a", "b", "c"):
+        runs[tid] = store.start_run(f"trial_{tid}", parent_id=parent, tags={layout.TRIAL_ID_TAG: tid})
+    store.end_run(runs["c"], "FAILED")
+    entry = {"trial_id": "a", "experiment": "search", "status": "FINISHED", "results": [{"objective": 0.5, "epoch": 1}]}
+    paths.journal.write_text(json.dumps(entry) + "\n")
+    state = SweepState(fingerprint(TEXT, RAW), str(tmp_path / "s.yaml"), parent, store.uri, phase="search")
+    write_state(root, state)
+    yield SweepOutput(paths, store, parent, state, resumed=False), runs
+    store.close()
+
+
+def _statuses(out: SweepOutput, runs: dict[str, str]) -> dict[str, str]:
+    client = out.store.client
+    found = {tid: client.get_run(rid).info.status for tid, rid in runs.items()}
+    found["parent"] = client.get_run(out.parent).info.status
+    return found
+
+
+def _reopen(out: SweepOutput) -> SweepOutput:
+    """The same store again (``closing_parent_run`` closed it), to read what it holds."""
+    store = MlflowStore(out.state.tracking_uri, "unit")
+    return SweepOutput(out.paths, store, out.parent, out.state, resumed=False)
+
+
+def test_an_unexpected_error_ends_every_run_and_the_sweep_resumes(output):
+    out, runs = output
+    text = io.StringIO()
+    with pytest.raises(RuntimeError), closing_parent_run(out, Console(file=text, width=400)):
+        raise RuntimeError("the store went away")
+    seen = _reopen(out)
+    try:
+        assert _statuses(seen, runs) == {"a": "FINISHED", "b": "FAILED", "c": "FAILED", "parent": "FAILED"}
+        tags = seen.store.client.get_run(runs["b"]).data.tags
+        assert tags[layout.STATUS_TAG] == "FAILED" and "RuntimeError: the store went away" in tags[layout.ERROR_TAG]
+    finally:
+        seen.store.close()
+    line = text.getvalue().strip()
+    assert "\n" not in line and "rerun the same command" in line and "1 trial run(s)" in line
+    assert read_state(out.paths.root).phase == "search"  # nothing moved on
+    assert decide(out.paths.root, TEXT, RAW, restart=False)[0] == "resume"
+
+
+def test_an_error_in_the_sweep_file_says_a_rerun_needs_restart(output):
+    out, runs = output
+    text = io.StringIO()
+    with pytest.raises(ConfigError), closing_parent_run(out, Console(file=text, width=400)):
+        raise ConfigError("a sampled value does not validate", key="hyperopt.parameters")
+    seen = _reopen(out)
+    try:
+        assert "RUNNING" not in _statuses(seen, runs).values()
+    finally:
+        seen.store.close()
+    assert "--restart" in text.getvalue() and "\n" not in text.getvalue().strip()
+
+
+def test_an_interruption_ends_the_runs_left_running_as_killed(output):
+    out, runs = output
+    with pytest.raises(KeyboardInterrupt), closing_parent_run(out, Console(file=io.StringIO())):
+        raise KeyboardInterrupt
+    seen = _reopen(out)
+    try:
+        assert _statuses(seen, runs) == {"a": "FINISHED", "b": "KILLED", "c": "FAILED", "parent": "KILLED"}
+        tags = seen.store.client.get_run(runs["b"]).data.tags
+        assert tags[layout.STOPPED_BY_TAG] == layout.STOPPED_BY_INTERRUPTED
+    finally:
+        seen.store.close()
