@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dashboards._format import add_empty_note, plotly_text
-from dashboards.slices import ParamValues, axis_layout, slice_info
+from dashboards.slices import ParamValues, axis_layout, short_label, slice_info
 from ludwig_hpo.results import SweepResult
 
 GRID = 40  # grid points per axis
@@ -167,7 +167,7 @@ def _numeric_category(layout: dict[str, Any], param: ParamValues) -> dict[str, A
     linear with the categories as tick labels at their indices."""
     if param.kind != "category":
         return layout
-    labels = [plotly_text(c) for c in param.categories]
+    labels = [short_label(plotly_text(c)) for c in param.categories]
     return {
         "type": "linear",
         "title": layout["title"],

@@ -24,6 +24,10 @@ from ludwig_hpo.results import ParamInfo, SweepResult
 SLICE_COLUMNS = 3
 #: The rank plot pairs the most important parameters among this many.
 RANK_PARAMS = 3
+#: An integer axis spanning at most this many units ticks every whole number (never 1.5).
+MAX_INTEGER_TICKS = 12
+#: Category tick labels are shortened to this many characters.
+MAX_TICK_CHARS = 18
 
 
 class ParamValues(NamedTuple):
@@ -35,12 +39,14 @@ class ParamValues(NamedTuple):
         values: numbers (``"log"``/``"linear"``) or the values' text (``"category"``);
             None where a trial lacks the parameter.
         categories: a category axis' order (declared categories first), else empty.
+        integer: every value is a whole number (the axis ticks only whole numbers).
     """
 
     path: str
     kind: str
     values: list[Any]
     categories: list[str]
+    integer: bool = False
 
 
 class SliceInfo(NamedTuple):
@@ -106,7 +112,8 @@ def param_values(info: ParamInfo, raw: list[Any]) -> ParamValues:
         return ParamValues(info.path, "category", [None if v is None else value_label(v) for v in raw], order)
     numbers = [None if v is None else float(v) for v in raw]
     log = info.log and all(v > 0 for v in numbers if v is not None)
-    return ParamValues(info.path, "log" if log else "linear", numbers, [])
+    integer = all(isinstance(v, int) for v in present)
+    return ParamValues(info.path, "log" if log else "linear", numbers, [], integer and not log)
 
 
 def axis_layout(param: ParamValues) -> dict[str, Any]:
@@ -114,8 +121,24 @@ def axis_layout(param: ParamValues) -> dict[str, Any]:
     title = {"text": plotly_text(param.path), "font": {"size": 12}}
     if param.kind == "category":
         labels = [plotly_text(c) for c in param.categories]
-        return {"type": "category", "categoryorder": "array", "categoryarray": labels, "title": title}
+        return {
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": labels,
+            "tickvals": labels,
+            "ticktext": [short_label(c) for c in labels],
+            "title": title,
+        }
+    if param.integer:
+        numbers = [v for v in param.values if v is not None]
+        if numbers and max(numbers) - min(numbers) <= MAX_INTEGER_TICKS:
+            return {"type": "linear", "dtick": 1, "tick0": 0, "tickformat": "d", "title": title}
     return {"type": param.kind, "title": title}
+
+
+def short_label(text: str) -> str:
+    """A tick label of at most :data:`MAX_TICK_CHARS` characters (the hover shows the full value)."""
+    return text if len(text) <= MAX_TICK_CHARS else text[: MAX_TICK_CHARS - 1] + "…"
 
 
 def _axis_values(param: ParamValues) -> list[Any]:

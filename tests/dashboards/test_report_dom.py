@@ -205,3 +205,21 @@ def test_importance_gives_the_direction_of_the_effect(make_trial, make_sweep, go
     rho = info.correlations[i]
     assert rho is not None and rho > 0.9
     assert info.effects[i].startswith(f"{better} is better")
+
+
+def test_integer_parameters_tick_whole_numbers_and_long_categories_are_shortened(make_trial, make_sweep):
+    from dashboards.slices import MAX_TICK_CHARS, axis_layout
+
+    long = ParamInfo(
+        "trainer.optimizer", "choice", categories=({"type": "sgd", "momentum": 0.9, "nesterov": True}, "adam")
+    )
+    trials = [
+        make_trial(f"t{i}", {LAYERS.path: 1 + i % 3, long.path: long.categories[i % 2]}, 0.1 * (i + 1))
+        for i in range(6)
+    ]
+    info = slice_info(make_sweep(trials, parameters=[LAYERS, long]))
+    layers = next(p for p in info.params if p.path == LAYERS.path)
+    assert layers.integer and axis_layout(layers)["dtick"] == 1  # 1, 2, 3: never 1.5
+    optimizer = axis_layout(next(p for p in info.params if p.path == long.path))
+    assert max(len(t) for t in optimizer["ticktext"]) <= MAX_TICK_CHARS
+    assert optimizer["tickvals"] == optimizer["categoryarray"]  # full values, short labels

@@ -188,6 +188,7 @@ def test_report_has_parallel_coordinates_and_kfold_figures_offline(tiny_sweep):
     html = (out / "report.html").read_text()
     assert 'id="parallel-coordinates"' in html and 'id="kfold-vs-test"' in html
     assert html.count("* plotly.js v") == 1  # embedded once, no CDN
+    assert 'http-equiv="refresh"' not in html  # the live page reloaded itself; the final report does not
     assert not re.search(r"<(script|link)[^>]+(src|href)=\"https?://", html)  # nothing loaded from the network
     assert (out / "hiplot.html").stat().st_size > 100_000
     result = json.loads((out / "results.json").read_text())
@@ -351,3 +352,4 @@ def test_hpo_report_rebuilds_the_same_sweep_from_mlflow_alone(tiny_sweep, tmp_pa
     ]
     assert from_mlflow.kfold == saved.kfold and from_mlflow.parameters == saved.parameters
     assert from_mlflow.best_trial_id == saved.best_trial_id
+    assert from_mlflow.wall_time_s == saved.wall_time_s  # one wall time: the sweep's own, logged on the parent run
