@@ -7,7 +7,6 @@ import functools
 import os
 import shutil
 import signal
-import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -225,7 +224,7 @@ def train(
     cfg = loaded.config
     origin = f"best configuration of {from_sweep}" if from_sweep else "base configuration"
     out.print(f"[bold]hpo train[/bold] {escape(cfg.name)} ({escape(str(sweep_file))}, {escape(origin)})", markup=True)
-    result = train_once(loaded, out, output_root=output, address=address or None)
+    result = train_once(loaded, out, output_root=output, address=address or None, from_sweep=from_sweep)
     failure = print_train_summary(out, result, cfg)
     if failure is not None:
         err.print(f"error: {failure}")
@@ -363,25 +362,6 @@ def _read_results_json(path: Path):
         ) from None
 
 
-def _default_ui_dir() -> Path:
-    """The current folder when it holds a sweep's store, else the newest sweep under the
-    default output root."""
-    from ludwig_hpo.driver.paths import DEFAULT_OUTPUT_ROOT, SweepPaths
-    from ludwig_hpo.errors import DataError
-
-    here = SweepPaths(Path("."))
-    if here.mlflow_db.is_file():
-        return here.root
-    stores = sorted(DEFAULT_OUTPUT_ROOT.glob(f"*/{here.mlflow_db.name}"), key=lambda p: p.stat().st_mtime)
-    if not stores:
-        raise DataError(
-            f"no {here.mlflow_db.name} here nor in any sweep under this folder's {DEFAULT_OUTPUT_ROOT}/",
-            source=str(Path.cwd()),
-            fix="pass the output folder printed by 'hpo sweep' (hpo ui DIR)",
-        )
-    return stores[-1].parent
-
-
 @app.command()
 @_guard
 def ui(
@@ -392,41 +372,12 @@ def ui(
     ),
     port: int = typer.Option(5000, help="Port of the MLflow UI."),
     host: str = typer.Option("127.0.0.1", help="Interface to bind (default: this machine only)."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="Print the URL without opening a browser."),
 ) -> None:
-    """Start the MLflow UI on a sweep's embedded store and print its URL."""
-    import socket
+    """Start the MLflow UI on a sweep's embedded store and open (and print) its run list."""
+    from ludwig_hpo.driver.ui import serve
 
-    from ludwig_hpo.driver.paths import SweepPaths
-    from ludwig_hpo.errors import DataError
-
-    paths = SweepPaths(results_dir if results_dir is not None else _default_ui_dir())
-    if not paths.mlflow_db.is_file():
-        raise DataError(
-            f"no {paths.mlflow_db.name} in this folder",
-            source=str(paths.root),
-            fix="pass the output folder printed by 'hpo sweep'",
-        )
-    if not 0 < port < 65536:
-        raise DataError(f"port {port} is out of range", key="--port", fix="use a port between 1 and 65535")
-    with socket.socket() as probe:  # a taken port would fail inside MLflow with a page of logs
-        try:
-            probe.bind((host, port))
-        except OSError as e:
-            raise DataError(
-                f"cannot listen on {host}:{port} ({e.strerror or e})",
-                key="--port",
-                fix="choose a free port, e.g. --port 5001",
-            ) from None
-    mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
-    uri = paths.tracking_uri
-    shown = f"[{host}]" if ":" in host else host
-    out.print(f"MLflow UI for {uri}\n  http://{shown}:{port}\n(Ctrl-C stops it)")
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    sys.stdout.flush()
-    # Become the MLflow UI process: Ctrl-C and SIGTERM reach it directly, and its exit code is ours.
-    os.execve(
-        mlflow, [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", "1"], env
-    )
+    serve(results_dir, host=host, port=port, browser=not no_browser, out=out)
 
 
 def main() -> None:

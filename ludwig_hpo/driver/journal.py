@@ -34,10 +34,12 @@ class _EntryKeys(TypedDict):
 
 
 class JournalEntry(_EntryKeys, total=False):
-    """One line of the journal: a trial that ended (FINISHED or KILLED).
+    """One line of the journal: a trial that ended (FINISHED; KILLED in older journals, for a
+    trial stopped early: :func:`ended_status` reads both).
 
     Keys: ``trial_id``; ``experiment`` (``search`` or ``kfold``); ``config`` (the searcher's
-    encoded values, scalars only); ``status``; ``stopped_by`` (what stopped a KILLED trial);
+    encoded values, scalars only); ``status``; ``stopped_by`` (what stopped a trial before its
+    last epoch: ``scheduler``, ``time budget``; None when it ran every epoch);
     ``started``/``ended`` (seconds since the epoch; absent from entries written without times);
     ``checkpoint`` (the folder holding its best weights) and ``checkpoint_epoch``; ``results``
     (what it reported per epoch, in order, with :data:`OBJECTIVE` and :data:`TIME_ATTR`).
@@ -49,6 +51,16 @@ class JournalEntry(_EntryKeys, total=False):
     ended: float | None
     checkpoint: str | None
     checkpoint_epoch: int | None
+
+
+def ended_status(status: TrialStatus, stopped_by: str | None) -> tuple[TrialStatus, str | None]:
+    """A recorded trial's ``(status, stopped_by)`` in the form the sweep writes: a trial
+    stopped early (by the scheduler or the time budget) is FINISHED with who stopped it;
+    KILLED means interrupted. Older journals and saved trial books hold early-stopped trials
+    as KILLED (with ``stopped_by`` None for the scheduler): they read as the new form. Pure."""
+    if status == "KILLED" and stopped_by != layout.STOPPED_BY_INTERRUPTED:
+        return "FINISHED", stopped_by or layout.STOPPED_BY_SCHEDULER
+    return status, stopped_by
 
 
 def _scalar(v: Any) -> bool:
@@ -80,8 +92,8 @@ class JournalSink:
         pass
 
     def trial_ended(self, t: LiveTrial) -> None:
-        if t.status not in ("FINISHED", "KILLED") or t.stopped_by == layout.STOPPED_BY_INTERRUPTED or not t.history:
-            return  # failed or interrupted trials run again on resume
+        if t.status != "FINISHED" or not t.history:
+            return  # failed or interrupted (KILLED) trials run again on resume
         base = {k: v for k, v in t.last.items() if _scalar(v) and "/" not in k}
         best = t.checkpoint_epoch
         results = []
@@ -144,7 +156,7 @@ def restore_trial(t: LiveTrial, entry: JournalEntry) -> None:
         )
         for r in entry["results"]
     ]
-    t.status, t.stopped_by = entry["status"], entry.get("stopped_by")
+    t.status, t.stopped_by = ended_status(entry["status"], entry.get("stopped_by"))
     t.checkpoint, t.checkpoint_epoch = entry.get("checkpoint"), entry.get("checkpoint_epoch")
     if entry["results"]:
         t.last = dict(entry["results"][-1])

@@ -14,7 +14,7 @@ from ray.tune import Callback
 
 from ludwig_hpo.errors import one_line_error
 from ludwig_hpo.results.live import LiveTrial, TrialDescription, TrialSink
-from ludwig_hpo.results.records import EpochRecord, TrialRecord
+from ludwig_hpo.results.records import EpochRecord, TrialRecord, TrialStatus
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.train.report_keys import (
     CHECKPOINT_DIR_NAME,
@@ -49,12 +49,16 @@ class SweepMonitor(Callback):
 
     Args:
         epochs: epochs of a complete trial; a trial that ends earlier without an error was
-            stopped by the scheduler and is KILLED.
+            stopped by the scheduler: FINISHED, with ``stopped_by`` ``scheduler`` (KILLED is
+            for interrupted trials only).
         goal_sign: +1 when smaller is better, -1 otherwise.
         early_stopping: whether a scheduler may stop trials (else every completed trial is
             FINISHED, whatever its number of epochs).
         describe: maps a Tune trial's ``(trial id, config)`` to its :class:`TrialDescription`.
         sinks: receivers of the events, called in order.
+        objective_key: the reported key the objective copies (search trials), kept in the
+            epochs' metrics when another score repeats it (:func:`~ludwig_hpo.tracking.layout.redundant_scores`
+            are left out, as the MLflow sink leaves them out of the runs).
     """
 
     def __init__(
@@ -65,8 +69,10 @@ class SweepMonitor(Callback):
         describe: Callable[[str, dict], TrialDescription],
         sinks: list[TrialSink],
         early_stopping: bool = True,
+        objective_key: str | None = None,
     ) -> None:
         self.epochs = epochs
+        self.objective_key = objective_key
         self.early_stopping = early_stopping
         self.sign = goal_sign
         self.describe = describe
@@ -106,7 +112,11 @@ class SweepMonitor(Callback):
         return {"trials": dict(self.trials)}
 
     def set_state(self, state: dict) -> None:
+        from ludwig_hpo.driver.journal import ended_status
+
         self.trials = dict(state.get("trials", {}))
+        for t in self.trials.values():  # a saved book may hold early-stopped trials as KILLED
+            t.status, t.stopped_by = ended_status(t.status, t.stopped_by)
         self._adopt(self.ended_outside_state)
         # trials the interruption cut off: their next start begins again (and reopens the run)
         self._interrupted = {tid for tid, t in self.trials.items() if t.status == "RUNNING"}
@@ -172,6 +182,8 @@ class SweepMonitor(Callback):
             return
         self._follow_config(t, trial)
         metrics = {k: v for k, v in result.items() if "/" in k and isinstance(v, (int, float))}
+        for k in layout.redundant_scores(set(metrics), keep=getattr(self, "objective_key", None)):
+            del metrics[k]
         objective = float(result[OBJECTIVE])
         # Train's checkpoint (fresh multi-worker trials), or the one this result handed to Tune
         path = result.get(CHECKPOINT_PATH)
@@ -198,7 +210,8 @@ class SweepMonitor(Callback):
             return
         t.ended = time.time()
         done = not self.early_stopping or (t.history and t.history[-1].epoch >= self.epochs)
-        t.status = "FINISHED" if done else "KILLED"
+        # a trial the scheduler stopped did nothing wrong: FINISHED, with who stopped it
+        t.status, t.stopped_by = "FINISHED", None if done else layout.STOPPED_BY_SCHEDULER
         if trial.trial_id in self.replayed:  # it had ended before the sweep was interrupted
             from ludwig_hpo.driver.journal import restore_trial
 
@@ -239,10 +252,12 @@ class SweepMonitor(Callback):
         self.close_running(layout.STOPPED_BY_TIME_BUDGET)
 
     def close_running(self, reason: str) -> None:
-        """End every still-running trial as KILLED, stopped by ``reason`` (driver only)."""
+        """End every still-running trial, stopped by ``reason`` (driver only): KILLED when the
+        sweep was interrupted (it runs again on resume), else FINISHED (the time budget)."""
+        status: TrialStatus = "KILLED" if reason == layout.STOPPED_BY_INTERRUPTED else "FINISHED"
         for t in self.trials.values():
             if t.status == "RUNNING":
-                t.ended, t.status, t.stopped_by = time.time(), "KILLED", reason
+                t.ended, t.status, t.stopped_by = time.time(), status, reason
                 self._emit("trial_ended", t)
 
     def flush(self) -> None:

@@ -112,10 +112,11 @@ def search_space_json(cfg: SweepConfig) -> str:
     return json.dumps(space, indent=2, default=str)
 
 
-def start_parent_run(store: Tracker, loaded: LoadedSweep, paths: SweepPaths) -> str:
+def start_parent_run(store: Tracker, loaded: LoadedSweep, paths: SweepPaths, *, nest_under: str | None = None) -> str:
     """Create the sweep's parent run (``<name>-<YYYYmmdd-HHMMSS>``) with its tags and params,
     and log ``sweep.yaml`` (already written to ``paths``), the resolved config and the search
-    space; returns its run id.
+    space; returns its run id. ``nest_under``: a run of the same store it is a child of (``hpo
+    train --from-sweep``: the sweep's parent run).
 
     Raises:
         Exception: the store's error when a write is refused.
@@ -123,6 +124,7 @@ def start_parent_run(store: Tracker, loaded: LoadedSweep, paths: SweepPaths) -> 
     cfg = loaded.config
     parent = store.start_run(
         layout.parent_run_name(cfg.name, dt.datetime.now()),
+        parent_id=nest_under,
         tags=parent_tags(loaded, paths, Path.cwd()),
         params=parent_params(cfg),
     )

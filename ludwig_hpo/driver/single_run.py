@@ -3,7 +3,8 @@ sweep's best configuration) as one Ray Train job, tracked and saved like a sweep
 
 It is a sweep of exactly one trial: the same data preparation, resource planning, Train
 job, MLflow child run under a parent run, and ``best_model/`` folder; no search, no early
-stopping, no k-fold, no report. Driver only.
+stopping, no k-fold, no report. With ``--from-sweep`` its runs go to the sweep's store, its
+parent run nested under the sweep's parent run, so the sweep's MLflow UI shows them. Driver only.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from ludwig_hpo.errors import ConfigError, DataError
 from ludwig_hpo.results import SweepResult
 
 
-def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
+def single_run_sweep(loaded: LoadedSweep, tracking_uri: str | None = None) -> LoadedSweep:
     """``loaded`` reduced to one trial of its base configuration: a one-point search space
     (the configured ``trainer.learning_rate``, so the run logs it as its parameter), FIFO,
-    no k-fold, no report; named ``<name>-train``, tracked in the file's MLflow experiment. Pure."""
+    no k-fold, no report; named ``<name>-train``, tracked in the file's MLflow experiment (in
+    the store ``tracking_uri`` when given: a sweep's). Pure."""
     raw = copy.deepcopy(loaded.raw)
     hp = dict(raw.get("hyperopt") or {})
     hp["parameters"] = {
@@ -42,6 +44,7 @@ def single_run_sweep(loaded: LoadedSweep) -> LoadedSweep:
     raw["tracking"] = {
         **(raw.get("tracking") or {}),
         "experiment": loaded.config.tracking.experiment or loaded.config.name,
+        **({"uri": tracking_uri} if tracking_uri else {}),
     }
     return dataclasses.replace(loaded, raw=raw, config=SweepConfig.model_validate(raw))
 
@@ -76,14 +79,39 @@ def best_config_of(sweep_dir: Path, loaded: LoadedSweep) -> LoadedSweep:
 
 
 def train_once(
-    loaded: LoadedSweep, console: Console, *, output_root: Path | None = None, address: str | None = None
+    loaded: LoadedSweep,
+    console: Console,
+    *,
+    output_root: Path | None = None,
+    address: str | None = None,
+    from_sweep: Path | None = None,
 ) -> SweepResult:
-    """Train ``loaded``'s configuration once; returns the one-trial result.
+    """Train ``loaded``'s configuration once; returns the one-trial result. With
+    ``from_sweep`` (the output folder ``loaded``'s best configuration came from), the run is
+    logged into that sweep's MLflow store and experiment, its parent run a child of the
+    sweep's parent run.
 
     Raises:
         UserError: bad data, resources, cluster address or tracking store (before anything
-            is created).
+            is created), or ``from_sweep`` holds no ``state.json``.
     """
+    from ludwig_hpo.driver.state import read_state, write_state
     from ludwig_hpo.driver.sweep import Sweep
 
-    return Sweep(single_run_sweep(loaded), console, output_root=output_root, address=address).run()
+    if from_sweep is None:
+        result = Sweep(single_run_sweep(loaded), console, output_root=output_root, address=address).run()
+    else:
+        state = read_state(from_sweep)
+        if state is None:
+            raise DataError(
+                f"no {SweepPaths(from_sweep).state.name} in this folder",
+                source=str(from_sweep),
+                fix="pass the output folder printed by 'hpo sweep'",
+            )
+        single = single_run_sweep(loaded, tracking_uri=state.tracking_uri)
+        result = Sweep(single, console, output_root=output_root, address=address, nest_under=state.parent_run_id).run()
+    # the folder holds a training run, not a sweep: `hpo ui` does not take it for the newest sweep
+    ran = read_state(Path(result.output_dir))
+    if ran is not None:
+        write_state(Path(result.output_dir), dataclasses.replace(ran, kind="train"))
+    return result

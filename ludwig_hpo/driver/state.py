@@ -31,6 +31,8 @@ class SweepState:
         tracking_uri: the MLflow store the runs are in.
         phase: ``search`` (trials), ``kfold`` (re-evaluation), ``report``, or ``finished``.
         dataset: the ``--dataset`` file that replaced ``dataset.source``, if any.
+        kind: ``sweep``, or ``train`` for the folder of an ``hpo train`` run (which ``hpo ui``
+            does not take for the newest sweep); files without it are sweeps'.
     """
 
     fingerprint: str
@@ -39,6 +41,7 @@ class SweepState:
     tracking_uri: str
     phase: Phase = "search"
     dataset: str | None = None
+    kind: Literal["sweep", "train"] = "sweep"
 
     def at(self, phase: Phase) -> SweepState:
         return replace(self, phase=phase)

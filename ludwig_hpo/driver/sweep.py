@@ -53,6 +53,8 @@ class Sweep:
         resume_dir: the output folder of the sweep to resume.
         dataset: the ``--dataset`` file that replaced ``dataset.source`` (kept for a resume).
         address: a running Ray cluster to use (``host:port``); None starts a private local one.
+        nest_under: a run of the store the sweep's parent run is a child of (``hpo train
+            --from-sweep``: the finished sweep's parent run), or None.
         retune_batch_size: probe ``batch_size: auto`` again instead of reusing the sizes
             persisted by earlier sweeps (the new sizes are persisted).
     """
@@ -68,10 +70,12 @@ class Sweep:
         dataset: Path | str | None = None,
         address: str | None = None,
         retune_batch_size: bool = False,
+        nest_under: str | None = None,
     ) -> None:
         if resume is not None and resume_dir is None:
             raise ValueError("a resumed sweep needs its output folder (resume_dir)")
         self.address = address
+        self.nest_under = nest_under
         self.retune_batch_size = retune_batch_size
         self.loaded = loaded
         self.cfg = loaded.config
@@ -127,7 +131,9 @@ class Sweep:
                     self._say(f"ray: connected to {self.address} ({len(nodes or [])} node(s))")
                 prepared = self._prepare(nodes)
                 if self.resume is None:
-                    output = create_output(self.loaded, self.output_root, self.dataset, self.console)
+                    output = create_output(
+                        self.loaded, self.output_root, self.dataset, self.console, nest_under=self.nest_under
+                    )
                 else:
                     output = reopen_output(self.loaded, *self.resume, self.console)
                 with closing_parent_run(output, self.console):
@@ -248,6 +254,7 @@ class Sweep:
         sinks: list[TrialSink],
         *,
         early_stopping: bool = True,
+        objective_key: str | None = None,
     ) -> SweepMonitor:
         """The experiment's monitor: the journal first (a trial's end is on disk before anything
         else hears of it), then ``sinks``."""
@@ -259,6 +266,7 @@ class Sweep:
             describe=describe,
             sinks=[JournalSink(run.paths.journal, experiment), *sinks],
             early_stopping=early_stopping,
+            objective_key=objective_key,
         )
 
     # ------------------------------------------------------------------ the search
@@ -296,11 +304,13 @@ class Sweep:
                     run_kind=layout.RUN_KIND_TRIAL,
                     config_text=self._trial_config_text,
                     rungs=rungs,
+                    objective_key=self.metric,
                     resume=run.resumed,
                 ),
                 ConsoleSink(self.console, self.metric, self.sign, n),
                 *live_report_sinks(cfg, run.paths, run.store.uri),
             ],
+            objective_key=self.metric,
         )
         exp = TuneExperiment(
             SEARCH,
@@ -382,6 +392,7 @@ class Sweep:
     def _finish(self, output: SweepOutput, result: SweepResult, best: TrialRecord | None) -> None:
         """``results.json``, the best trial on the parent run, and the report (when enabled)."""
         from ludwig_hpo.driver.export import log_best_trial
+        from ludwig_hpo.driver.outcome import log_sweep_summary
         from ludwig_hpo.results.io import write_result
 
         paths, store, parent = output.paths, output.store, output.parent
@@ -391,6 +402,7 @@ class Sweep:
             store.log_metrics(parent, {layout.SWEEP_WALL_TIME_METRIC: result.wall_time_s}, step=0)
         if best is not None:
             log_best_trial(best, self.metric, self.cfg.hyperopt.goal, store, parent)
+        log_sweep_summary(result, store, parent)
         if self.cfg.report.enabled:
             from dashboards import build_report
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import optuna
 from optuna.distributions import BaseDistribution
+from ray.tune.result import TRAINING_ITERATION
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
@@ -88,6 +89,8 @@ class _Search(OptunaSearch):
         self._enqueue = enqueue
         self._limit = limit
         self._adopted: set[str] = set()
+        #: per trial, the largest step reported to Optuna (saved with the searcher's state)
+        self._reported: dict[str, int] = {}
         modes = mode if isinstance(mode, list) else [mode]
         self._signs = [1.0 if m == "min" else -1.0 for m in modes]
         super().__init__(space=space, metric=metric, mode=mode, sampler=sampler)
@@ -156,6 +159,32 @@ class _Search(OptunaSearch):
     def _distributions(self) -> dict[str, BaseDistribution]:
         # OptunaSearch types its space as any of its accepted forms; make_searcher gives a mapping
         return cast("dict[str, BaseDistribution]", self._space)
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Report the result's objective to the trial's Optuna trial at Tune's iteration, once
+        per step: a trial that continues from a checkpoint (a resumed sweep, a retry) or
+        replays its journaled results reports steps Optuna already holds, which it would
+        ignore with a warning. Runs in the driver."""
+        ot_trial = self._ot_trials.get(trial_id)
+        if ot_trial is not None and not isinstance(self.metric, list) and trial_id not in self._completed_trials:
+            step = int(result[TRAINING_ITERATION])
+            if step <= self._last_reported(trial_id, ot_trial):
+                return
+            reported: dict[str, int] = getattr(self, "_reported", None) or {}
+            self._reported = {**reported, trial_id: step}
+        super().on_trial_result(trial_id, result)
+
+    def _last_reported(self, trial_id: str, ot_trial: optuna.Trial) -> int:
+        """The largest step the trial reported to Optuna (-1 when none); a searcher state saved
+        without this bookkeeping reads it from the study once."""
+        reported: dict[str, int] | None = getattr(self, "_reported", None)
+        if reported is None or trial_id not in reported:
+            study = self._study()
+            frozen = study.get_trials(deepcopy=False)[ot_trial.number] if study is not None else None
+            last = max(frozen.intermediate_values, default=-1) if frozen is not None else -1
+            self._reported = {**(reported or {}), trial_id: last}
+            return last
+        return reported[trial_id]
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         keys = self._metric_keys()

@@ -45,6 +45,12 @@ PHASE_TAG: Final = "phase"
 PHASE_SEARCH: Final = "search"
 PHASE_KFOLD: Final = "kfold"
 
+# ------------------------------------------------------------------------------ the experiment
+#: MLflow's experiment tag choosing what its UI shows first; a sweep's experiment is one of model
+#: training (runs, metrics, models), not of GenAI development (traces).
+EXPERIMENT_KIND_TAG: Final = "mlflow.experimentKind"
+EXPERIMENT_KIND_MODEL_TRAINING: Final = "custom_model_development"
+
 # ------------------------------------------------------------------------------ parent run
 #: The parent run is named ``<sweep name>-<start time in this format>`` (local time).
 PARENT_RUN_STAMP_FORMAT: Final = "%Y%m%d-%H%M%S"
@@ -79,12 +85,24 @@ OBJECTIVES_TAG: Final = "objectives"
 # tags: at the end
 BEST_TRIAL_ID_TAG: Final = "best_trial_id"
 BEST_MODEL_EPOCH_TAG: Final = "best_model.epoch"  # the epoch whose weights best_model/model.pt holds
-BEST_MODEL_URI_TAG: Final = "best_model_uri"  # runs:/<parent run id>/model
+BEST_MODEL_URI_TAG: Final = "best_model_uri"  # models:/<model id> (runs:/<parent run id>/model loads it too)
 REGISTERED_MODEL_TAG: Final = "registered_model"  # <registered name>/<version>
 
+#: The run's description, markdown (MLflow's own tag, shown on the run's overview page): the
+#: best configuration, its scores and the k-fold and test scores of the top configurations.
+DESCRIPTION_TAG: Final = "mlflow.note.content"
+
 # metrics
-#: ``best/<metric>``: the best trial's best value of the sweep's metric (step 0).
+#: ``best/<metric>``: the best trial's best value of the sweep's metric (step 0); also
+#: ``best/<split>/<feature>/<metric>``: its other scores at that epoch.
 BEST_METRIC_PREFIX: Final = "best/"
+#: ``kfold/<config rank>/<statistic>`` (step 0): the k-fold re-evaluation of each top
+#: configuration on the sweep's ``<feature>/<metric>``: the mean over the folds, the half-width
+#: of its 95 % t confidence interval (mean ± ci95; two folds at least), the test split's score.
+KFOLD_METRIC_PREFIX: Final = "kfold/"
+KFOLD_MEAN: Final = "mean"
+KFOLD_CI95: Final = "ci95"
+KFOLD_TEST_SCORE: Final = "test"
 BATCH_SIZE_CACHE_HITS_METRIC: Final = "batch_size_cache_hits"
 BATCH_SIZE_CACHE_LOOKUPS_METRIC: Final = "batch_size_cache_lookups"
 #: The sweep's wall time in seconds as the sweep measured it (``results.json``'s ``wall_time_s``,
@@ -100,14 +118,17 @@ RESULTS_ARTIFACT: Final = "results.json"
 REPORT_ARTIFACT: Final = "report.html"
 HIPLOT_ARTIFACT: Final = "hiplot.html"
 BEST_MODEL_ARTIFACT: Final = "best_model"  # folder: weights, config, preprocessing
-MODEL_ARTIFACT: Final = "model"  # folder: the MLflow PyTorch model
+MODEL_ARTIFACT: Final = "model"  # the name of the MLflow logged model (PyTorch flavour) of the parent run
 
 # ------------------------------------------------------------------------------ child runs
 #: The trial's Tune id, the key by which a resumed sweep finds the trial's run again.
 TRIAL_ID_TAG: Final = TRIAL_ID
 #: MLflow's run status again, as the sweep decided it: FINISHED, KILLED, FAILED (RUNNING until then).
 STATUS_TAG: Final = "status"
-#: KILLED runs: who stopped the trial (one of the ``STOPPED_BY_*`` values).
+#: Who stopped the trial before its last epoch (one of the ``STOPPED_BY_*`` values): a FINISHED
+#: run for the scheduler and the time budget (stopped early, nothing wrong), a KILLED run for an
+#: interruption. Absent when the trial ran every epoch. Older stores hold early-stopped trials as
+#: KILLED runs with ``scheduler`` or ``time budget``.
 STOPPED_BY_TAG: Final = "stopped_by"
 STOPPED_BY_SCHEDULER: Final = "scheduler"
 STOPPED_BY_TIME_BUDGET: Final = "time budget"
@@ -135,19 +156,30 @@ BATCH_SIZE_CACHE_MISS: Final = "miss"
 #: Where a ``batch_size: auto`` trial's size came from: ``probe``, ``sweep cache`` or
 #: ``persisted cache`` (one of :data:`ONCE_TAGS`).
 BATCH_SIZE_SOURCE_TAG: Final = BATCH_SIZE_SOURCE
+#: The tags a run's end sets from the trial's state (cleared when a resumed or retried trial's
+#: run is reopened, so the run's tags describe how it finally ended).
+END_STATE_TAGS: Final = (STATUS_TAG, STOPPED_BY_TAG, STOPPED_AT_EPOCH_TAG, STOPPED_AT_RUNG_TAG, ERROR_TAG)
+
 #: Keys a trial run may hold as params although they are not searched parameters (the sweep logs
 #: them as tags; a store whose runs hold them as params is read without taking them for parameters).
 OLDER_RUN_PARAMS: Final = frozenset(ONCE_KEYS)
 
-#: The value the search optimizes, per epoch.
+#: The value the search optimizes, per epoch. A search trial's run holds it under its reported
+#: key only (the sweep's ``metric`` param, e.g. ``validation/label/loss``); k-fold and test runs,
+#: and runs written by older versions, hold it as ``objective`` too.
 OBJECTIVE_METRIC: Final = OBJECTIVE
-#: Where a trial's wall time went, logged at its end (seconds; the four parts sum to the total).
+#: Where a trial's wall time went, as tags set at its end (seconds; the four parts sum to the
+#: total): logged once, so not per-step metrics.
+TIME_TAG_PREFIX: Final = "time."
+TIME_TOTAL_S: Final = "time.total_s"
+TIME_SETUP_S: Final = "time.setup_s"  # outside the epoch loop and the batch-size search
+TIME_BATCH_SIZE_TUNING_S: Final = "time.batch_size_tuning_s"
+TIME_TRAINING_S: Final = "time.training_s"
+TIME_EVALUATION_S: Final = "time.evaluation_s"
+#: The prefix of the same figures as metrics, in runs written by older versions.
 TIME_METRIC_PREFIX: Final = "time/"
-TIME_TOTAL_S: Final = "time/total_s"
-TIME_SETUP_S: Final = "time/setup_s"  # outside the epoch loop and the batch-size search
-TIME_BATCH_SIZE_TUNING_S: Final = "time/batch_size_tuning_s"
-TIME_TRAINING_S: Final = "time/training_s"
-TIME_EVALUATION_S: Final = "time/evaluation_s"
+#: The loss-weighted sum of the output features' losses: ``<split>/combined/loss``.
+COMBINED_LOSS_SUFFIX: Final = "/combined/loss"
 #: Parameters that change while a trial runs (PBT): ``hparam/<path>`` metrics (numbers, per
 #: step) and ``hparam.<path>`` tags (the current value); a logged param cannot change.
 HPARAM_METRIC_PREFIX: Final = "hparam/"
@@ -199,6 +231,12 @@ def best_metric(metric: str) -> str:
     return BEST_METRIC_PREFIX + metric
 
 
+def kfold_metric(config_rank: int, statistic: str) -> str:
+    """``kfold/<config rank>/<statistic>``: a parent run's metric of the k-fold re-evaluation
+    (``statistic``: :data:`KFOLD_MEAN`, :data:`KFOLD_CI95` or :data:`KFOLD_TEST_SCORE`)."""
+    return f"{KFOLD_METRIC_PREFIX}{config_rank}/{statistic}"
+
+
 def registered_model_value(name: str, version: str) -> str:
     """The :data:`REGISTERED_MODEL_TAG` value: ``<name>/<version>``."""
     return f"{name}/{version}"
@@ -223,6 +261,21 @@ def is_score_metric(name: str) -> bool:
     """Whether a child run's metric is a ``<split>/<feature>/<metric>`` score (not ``objective``,
     a counter, or a ``time/`` or ``hparam/`` metric)."""
     return "/" in name and not name.startswith(NON_SCORE_METRIC_PREFIXES)
+
+
+def redundant_scores(names: set[str], keep: str | None = None) -> frozenset[str]:
+    """The ``<split>/combined/loss`` names among ``names`` that repeat the one output
+    feature's loss of their split (a sweep of one output feature: the combined loss is that
+    loss times its weight), except ``keep`` (the sweep's metric). A trial's run and its epoch
+    records do not hold them. Pure."""
+    out = set()
+    for name in names:
+        if name.endswith(COMBINED_LOSS_SUFFIX) and name != keep:
+            split = name[: -len(COMBINED_LOSS_SUFFIX)]
+            losses = [n for n in names if n.startswith(split + "/") and n.endswith("/loss") and n != name]
+            if len(losses) == 1 and losses[0].count("/") == 2:
+                out.add(name)
+    return frozenset(out)
 
 
 def objectives_tag_value(objectives: list[tuple[str, str]]) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.errors import TrackingError
-from ludwig_hpo.tracking.layout import PARENT_RUN_ID_TAG
+from ludwig_hpo.tracking.layout import EXPERIMENT_KIND_MODEL_TRAINING, EXPERIMENT_KIND_TAG, PARENT_RUN_ID_TAG
 from ludwig_hpo.tracking.names import ROOT_PARAM_KEY, mlflow_key
 from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.tracking.resolve import EMBEDDED_ARTIFACTS_FOLDER
@@ -170,7 +170,8 @@ class MlflowStore(Tracker):
                 )
             if exp is None:
                 loc = artifact_location.resolve().as_uri() if artifact_location else None
-                self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
+                kind = {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND_MODEL_TRAINING}  # the UI opens on its runs, not traces
+                self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc, tags=kind)
             else:
                 self.experiment_id = exp.experiment_id
         except TrackingError:
@@ -205,6 +206,13 @@ class MlflowStore(Tracker):
     def reopen_run(self, run_id: str) -> None:
         """Mark an existing run RUNNING again (a resumed sweep continues its runs)."""
         self.client.update_run(run_id, status="RUNNING")
+
+    def clear_tags(self, run_id: str, keys: tuple[str, ...]) -> None:
+        """Delete the tags ``keys`` the run holds (MLflow refuses to delete a missing tag)."""
+        held = self.client.get_run(run_id).data.tags
+        for key in keys:
+            if key in held:
+                self.client.delete_tag(run_id, key)
 
     def children_by_tag(self, parent_id: str, tag: str, *, status: str | None = None) -> dict[str, str]:
         """``{tag value: run id}`` of the child runs of ``parent_id`` that carry ``tag``
@@ -344,9 +352,38 @@ class MlflowStore(Tracker):
         else:
             self.client.log_artifact(run_id, str(path), artifact_path)
 
-    def register_model_version(self, name: str, run_id: str, artifact_path: str) -> str:
-        """Register the model logged as ``artifact_path`` of ``run_id`` as a new version of
-        registered model ``name`` (created when missing); returns the version number.
+    def log_model(self, run_id: str, name: str, path: Path) -> str:
+        """Log the saved MLflow model folder ``path`` (holding ``MLmodel``) as an MLflow logged
+        model named ``name``, output of ``run_id`` (step 0), as ``mlflow.<flavor>.log_model``
+        does: the run's and the experiment's model views list it. Returns its model id
+        (``models:/<id>`` loads it, and so does ``runs:/<run_id>/<name>``).
+
+        Raises:
+            mlflow.exceptions.MlflowException: the store refused the model or its upload.
+        """
+        from mlflow.entities import LoggedModelOutput, LoggedModelStatus
+        from mlflow.models import Model
+
+        saved = Model.load(str(path))
+        params = {k: str(v) for k, v in self.client.get_run(run_id).data.params.items()}
+        model = self.client.create_logged_model(self.experiment_id, name=name, source_run_id=run_id, params=params)
+        try:
+            # the MLmodel names where it lives, as a model logged by MLflow itself does
+            saved.model_id, saved.model_uuid, saved.run_id = model.model_id, model.model_id, run_id
+            saved.artifact_path = model.artifact_location
+            saved.save(str(Path(path) / "MLmodel"))
+            self.client.log_model_artifacts(model.model_id, str(path))
+            self.client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=0)])
+        except BaseException:
+            self.client.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
+            raise
+        self.client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+        return str(model.model_id)
+
+    def register_model_version(self, name: str, run_id: str, artifact_path: str, model_id: str | None = None) -> str:
+        """Register a model of ``run_id`` as a new version of registered model ``name``
+        (created when missing): the logged model ``model_id`` when given, else the run's
+        artifact folder ``artifact_path``; returns the version number.
 
         Raises:
             mlflow.exceptions.MlflowException: the store refused the registration.
@@ -358,6 +395,11 @@ class MlflowStore(Tracker):
         except MlflowException as e:
             if e.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
+        if model_id is not None:
+            # the model's own location, not models:/<id>: MLflow resolves that URI through its
+            # process-global tracking URI, which need not be this store's
+            source = self.client.get_logged_model(model_id).artifact_location
+            return str(self.client.create_model_version(name, source, run_id=run_id, model_id=model_id).version)
         source = f"{self.client.get_run(run_id).info.artifact_uri.rstrip('/')}/{artifact_path}"
         return str(self.client.create_model_version(name, source, run_id=run_id).version)
 

@@ -1,8 +1,10 @@
-"""The best model as an MLflow model (PyTorch flavour), logged from the sweep driver.
+"""The best model as an MLflow logged model (PyTorch flavour), logged from the sweep driver.
 
-The model is saved with ``mlflow.pytorch.save_model`` into a temporary folder and uploaded as
-the run's ``model`` artifact through the store's client, so no fluent (process-global) MLflow
-state is used: an inherited ``MLFLOW_RUN_ID`` or tracking URI cannot redirect it.
+The model is saved with ``mlflow.pytorch.save_model`` into a temporary folder and logged as an
+MLflow logged model named ``model``, an output of the run, through the store's client (what
+``mlflow.pytorch.log_model(..., name="model")`` does, so MLflow's run and experiment model views
+list it), so no fluent (process-global) MLflow state is used: an inherited ``MLFLOW_RUN_ID`` or
+tracking URI cannot redirect it.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from ludwig_hpo.tracking.protocol import Tracker
 
 
 class LoggedModel(NamedTuple):
-    """Where the model went: ``uri`` (``runs:/<run id>/model``, for ``mlflow.pytorch.load_model``)
-    and the registered ``version`` (None when not registered)."""
+    """Where the model went: ``uri`` (``models:/<model id>``, for ``mlflow.pytorch.load_model``;
+    ``runs:/<run id>/model`` loads it too), MLflow's ``model_id`` and the registered ``version``
+    (None when not registered)."""
 
     uri: str
+    model_id: str
     version: str | None
 
 
@@ -44,8 +48,8 @@ def log_pytorch_model(
     store: Tracker, run_id: str, model: torch.nn.Module, example: pd.DataFrame, register_as: str | None = None
 ) -> LoggedModel:
     """Save ``model`` (CPU, eval mode) with MLflow's PyTorch flavour, an input example and the
-    signature inferred from ``model(example)``, log it as ``model/`` of ``run_id``, and
-    optionally register it as a new version of model ``register_as``. Driver only.
+    signature inferred from ``model(example)``, log it as the logged model ``model`` of
+    ``run_id``, and optionally register it as a new version of model ``register_as``. Driver only.
 
     Args:
         store: the tracking store (:class:`~ludwig_hpo.tracking.protocol.Tracker`).
@@ -82,7 +86,6 @@ def log_pytorch_model(
             )
         finally:
             log.setLevel(level)
-        store.log_artifact(run_id, path, MODEL_ARTIFACT)
-    uri = f"runs:/{run_id}/{MODEL_ARTIFACT}"
-    version = store.register_model_version(register_as, run_id, MODEL_ARTIFACT) if register_as else None
-    return LoggedModel(uri, version)
+        model_id = store.log_model(run_id, MODEL_ARTIFACT, path)
+    version = store.register_model_version(register_as, run_id, MODEL_ARTIFACT, model_id) if register_as else None
+    return LoggedModel(f"models:/{model_id}", model_id, version)

@@ -202,6 +202,10 @@ class StoreProcess(Tracker):
         """As :meth:`MlflowStore.reopen_run <ludwig_hpo.tracking.mlflow_store.MlflowStore.reopen_run>`."""
         self._call("reopen_run", run_id)
 
+    def clear_tags(self, run_id: str, keys: tuple[str, ...]) -> None:
+        """As :meth:`MlflowStore.clear_tags <ludwig_hpo.tracking.mlflow_store.MlflowStore.clear_tags>`."""
+        self._call("clear_tags", run_id, keys)
+
     def end_run(self, run_id: str, status: str) -> None:
         """As :meth:`MlflowStore.end_run <ludwig_hpo.tracking.mlflow_store.MlflowStore.end_run>`."""
         self._call("end_run", run_id, status)
@@ -239,10 +243,15 @@ class StoreProcess(Tracker):
         (``path`` is read by the child: the same machine, the same disk)."""
         self._call("log_artifact", run_id, path, artifact_path)
 
-    def register_model_version(self, name: str, run_id: str, artifact_path: str) -> str:
+    def log_model(self, run_id: str, name: str, path: Path) -> str:
+        """As :meth:`MlflowStore.log_model <ludwig_hpo.tracking.mlflow_store.MlflowStore.log_model>`
+        (``path`` is on the driver's disk, which the store's process shares)."""
+        return self._call("log_model", run_id, name, path)
+
+    def register_model_version(self, name: str, run_id: str, artifact_path: str, model_id: str | None = None) -> str:
         """As :meth:`MlflowStore.register_model_version
         <ludwig_hpo.tracking.mlflow_store.MlflowStore.register_model_version>`."""
-        return self._call("register_model_version", name, run_id, artifact_path)
+        return self._call("register_model_version", name, run_id, artifact_path, model_id)
 
     def children_by_tag(self, parent_id: str, tag: str, *, status: str | None = None) -> dict[str, str]:
         """As :meth:`MlflowStore.children_by_tag <ludwig_hpo.tracking.mlflow_store.MlflowStore.children_by_tag>`."""

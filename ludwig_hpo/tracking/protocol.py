@@ -47,6 +47,10 @@ class Tracker(Protocol):
         """Mark an existing run RUNNING again (a resumed sweep continues its runs)."""
         ...
 
+    def clear_tags(self, run_id: str, keys: tuple[str, ...]) -> None:
+        """Delete the tags ``keys`` the run holds (those it does not hold are skipped)."""
+        ...
+
     def end_run(self, run_id: str, status: str) -> None:
         """Close a run as ``FINISHED``, ``FAILED`` or ``KILLED``."""
         ...
@@ -79,9 +83,16 @@ class Tracker(Protocol):
         under ``artifact_path`` when given."""
         ...
 
-    def register_model_version(self, name: str, run_id: str, artifact_path: str) -> str:
-        """Register the model logged as ``artifact_path`` of ``run_id`` as a new version of the
-        registered model ``name`` (created when missing); returns the version number."""
+    def log_model(self, run_id: str, name: str, path: Path) -> str:
+        """Log the saved MLflow model folder ``path`` as a logged model named ``name``, output
+        of ``run_id`` (listed in the run's and the experiment's model views); returns its
+        model id (``models:/<id>``)."""
+        ...
+
+    def register_model_version(self, name: str, run_id: str, artifact_path: str, model_id: str | None = None) -> str:
+        """Register a model of ``run_id`` (the logged model ``model_id`` when given, else the
+        run's artifact folder ``artifact_path``) as a new version of the registered model
+        ``name`` (created when missing); returns the version number."""
         ...
 
     def children_by_tag(self, parent_id: str, tag: str, *, status: str | None = None) -> dict[str, str]:

@@ -26,13 +26,14 @@ from ludwig_hpo.train.report_keys import (
 
 def wall_time_split(t: LiveTrial) -> dict[str, float]:
     """Where a trial's wall time went, in seconds, from the driver's clock and the worker's
-    last report. The four parts sum to ``time/total_s``:
+    last report (tags of its run: a figure known once, at the end, is no per-step metric).
+    The four parts sum to ``time.total_s``:
 
-    - ``time/setup_s``: everything outside the worker's epoch loop and batch-size search:
+    - ``time.setup_s``: everything outside the worker's epoch loop and batch-size search:
       Train/Tune process start-up, data and model set-up, reporting, teardown;
-    - ``time/batch_size_tuning_s``: ``batch_size: auto`` probes (0 on a cache hit);
-    - ``time/training_s``: forward/backward/optimizer steps;
-    - ``time/evaluation_s``: scoring the evaluated split(s) after each epoch.
+    - ``time.batch_size_tuning_s``: ``batch_size: auto`` probes (0 on a cache hit);
+    - ``time.training_s``: forward/backward/optimizer steps;
+    - ``time.evaluation_s``: scoring the evaluated split(s) after each epoch.
     """
     total = (t.ended or time.time()) - t.started
     last = t.last
@@ -52,6 +53,11 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+#: Report keys that are numbers but no per-step metric of a run: the batch-size search's time
+#: is known once (it is in the run's ``time.*`` tags).
+_ONCE_NUMBERS = frozenset({BATCH_SIZE_TUNING_S})
+
+
 @dataclass
 class _Pending:
     """A trial's entries not yet written: parameters, tags, ``(name, value, step, ms)`` metrics."""
@@ -67,10 +73,14 @@ class MlflowSink:
     A child run holds: tags ``trial_id``, ``run_kind`` and the description's tags; params =
     the trial's declared parameters by dotted path, nothing else (logged once: a param
     cannot change); artifact ``config.yaml`` (the resolved trial config); per-epoch metrics
-    with ``step = epoch``; tags ``batch_size``, ``global_batch_size``, ``eval_batch_size``,
-    ``world_size`` from the first report; at the end ``time/*`` metrics
-    (:func:`wall_time_split`), ``status`` and, by status, ``stopped_by``,
-    ``stopped_at_epoch``, ``stopped_at_rung`` (KILLED) or ``error`` + ``error.txt`` (FAILED).
+    with ``step = epoch`` (only what changes per epoch: the objective once, under its reported
+    key when ``objective_key`` is given, and no ``<split>/combined/loss`` that repeats the one
+    output feature's loss); tags ``batch_size``, ``global_batch_size``, ``eval_batch_size``,
+    ``world_size`` from the first report; at the end ``time.*`` tags
+    (:func:`wall_time_split`), ``status`` and ``stopped_by`` + ``stopped_at_epoch`` (+
+    ``stopped_at_rung``) for a trial stopped before its last epoch (FINISHED when the
+    scheduler or the time budget stopped it, KILLED when interrupted) or ``error`` +
+    ``error.txt`` (FAILED). A reopened run (resumed, retried) loses its earlier end's tags.
 
     Parameters that change while a trial runs (PBT) are logged as metrics
     ``hparam/<path>`` (numbers, per step) and tags ``hparam.<path>`` (current value).
@@ -94,6 +104,9 @@ class MlflowSink:
         config_text: maps a trial's parameters to its resolved config (YAML text), logged
             as ``config.yaml``; None to skip.
         rungs: the scheduler's rung milestones in epochs (ASHA), to tag a stopped trial's rung.
+        objective_key: the reported key the objective copies (a search trial's: the sweep's
+            ``metric``): the run holds it under that name only; None logs ``objective`` too
+            (k-fold and test runs, which the report reads by it).
         resume: reuse the parent's existing child runs, matched by their ``trial_id`` tag, so a
             resumed sweep continues its trials' runs instead of duplicating them.
     """
@@ -106,6 +119,7 @@ class MlflowSink:
         run_kind: str = layout.RUN_KIND_TRIAL,
         config_text: Callable[[dict[str, Any]], str] | None = None,
         rungs: tuple[int, ...] = (),
+        objective_key: str | None = None,
         resume: bool = False,
     ) -> None:
         from ludwig_hpo.tracking.writer import OrderedWriter
@@ -115,6 +129,9 @@ class MlflowSink:
         self.run_kind = run_kind
         self.config_text = config_text
         self.rungs = tuple(rungs)
+        self.objective_key = objective_key
+        #: the metric whose last step tells where a continued run resumes
+        self._step_metric = objective_key or layout.OBJECTIVE_METRIC
         #: trial id -> its run id, or the future of the run being created
         self.run_ids: dict[str, str | Future] = {}
         if resume:
@@ -199,7 +216,7 @@ class MlflowSink:
         running = self.store.children_by_tag(self.parent_id, layout.TRIAL_ID_TAG, status="RUNNING")
         for tid in sorted(ended.keys() & running.keys()):
             t = ended[tid]
-            self._skip_to[tid] = self.store.last_step(running[tid])  # its later epochs were queued too
+            self._skip_to[tid] = self.store.last_step(running[tid], self._step_metric)  # later epochs were queued too
             # an entry without times
             self._end(t, with_times=t.ended is not None and t.ended > t.started, backfill=True)
 
@@ -208,14 +225,18 @@ class MlflowSink:
             self._log(t.trial_id, tags={layout.RETRIES_TAG: t.retries, layout.retry_error_tag(t.retries): t.error})
             # it continues from its last checkpoint: epochs it logs again are not logged twice
             # (waited for: after the writes queued before it)
-            self._skip_to[t.trial_id] = self._writer.call(lambda: self.store.last_step(self._run_of(t.trial_id)))
+            self._skip_to[t.trial_id] = self._writer.call(
+                lambda: self.store.last_step(self._run_of(t.trial_id), self._step_metric)
+            )
 
     def trial_started(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
 
             def reopen(run_id: str) -> int:
                 self.store.reopen_run(run_id)
-                return self.store.last_step(run_id)
+                # the tags of how it ended before (an interruption) do not describe its new end
+                self.store.clear_tags(run_id, layout.END_STATE_TAGS)
+                return self.store.last_step(run_id, self._step_metric)
 
             # waited for: the next results are logged from the step after the last one held
             self._skip_to[t.trial_id] = self._writer.call(lambda: reopen(self._run_of(t.trial_id)))
@@ -241,7 +262,7 @@ class MlflowSink:
         if step <= self._skip_to.get(t.trial_id, 0):
             return
         self._logged_to[t.trial_id] = max(self._logged_to.get(t.trial_id, 0), step)
-        metrics = {k: v for k, v in result.items() if k not in NOT_METRICS and _is_number(v)}
+        metrics = self._step_metrics({k: v for k, v in result.items() if k not in NOT_METRICS and _is_number(v)})
         metrics.update(self._mutations(t, step))
         if len(t.history) == 1 or t.trial_id in self._skip_to:  # decided inside the trial, logged once
             self._skip_to.pop(t.trial_id, None)
@@ -254,6 +275,15 @@ class MlflowSink:
             self._log(t.trial_id, tags=tags, metrics=metrics, step=step)
             return
         self._log(t.trial_id, metrics=metrics, step=step)
+
+    def _step_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """What of an epoch's numbers the run logs at its step: no one-off figure, no
+        ``objective`` beside the same value under its reported key, no combined loss that
+        repeats the one output feature's loss."""
+        drop = _ONCE_NUMBERS | layout.redundant_scores(set(metrics), keep=self.objective_key)
+        if self.objective_key is not None and self.objective_key in metrics:
+            drop = drop | {layout.OBJECTIVE_METRIC}
+        return {k: v for k, v in metrics.items() if k not in drop}
 
     def _mutations(self, t: LiveTrial, step: int) -> dict[str, float]:
         """PBT: parameters that differ from the logged params, as ``hparam/<path>`` metrics
@@ -281,28 +311,31 @@ class MlflowSink:
     def _end(self, t: LiveTrial, *, with_times: bool, backfill: bool) -> None:
         """Queue the run's end: with ``backfill``, the recorded epochs the run does not hold
         (``objective`` and the ``<split>/<feature>/<metric>`` metrics); its status tags,
-        ``time/*`` metrics (``with_times``), error text, end status."""
+        ``time.*`` tags (``with_times``), error text, end status."""
         if t.trial_id not in self.run_ids:
             return
         if backfill:
             held = max(self._logged_to.get(t.trial_id, 0), self._skip_to.get(t.trial_id, 0))
             for h in t.history:
                 if h.epoch > held:
-                    self._log(t.trial_id, metrics={**h.metrics, layout.OBJECTIVE_METRIC: h.objective}, step=h.epoch)
+                    metrics = self._step_metrics({**h.metrics, layout.OBJECTIVE_METRIC: h.objective})
+                    self._log(t.trial_id, metrics=metrics, step=h.epoch)
         tags: dict[str, Any] = {layout.STATUS_TAG: t.status}
-        if t.status == "KILLED":
-            tags[layout.STOPPED_BY_TAG] = t.stopped_by or layout.STOPPED_BY_SCHEDULER
+        # KILLED without who stopped it: interrupted (nothing else ends a trial as KILLED)
+        stopped_by = t.stopped_by or (layout.STOPPED_BY_INTERRUPTED if t.status == "KILLED" else None)
+        if stopped_by and t.status != "FAILED":
+            tags[layout.STOPPED_BY_TAG] = stopped_by
             if t.history:
                 epoch = t.history[-1].epoch
                 tags[layout.STOPPED_AT_EPOCH_TAG] = epoch
-                if t.stopped_by is None and epoch in self.rungs:  # rung 0 is the first milestone
+                if stopped_by == layout.STOPPED_BY_SCHEDULER and epoch in self.rungs:  # rung 0: the first milestone
                     tags[layout.STOPPED_AT_RUNG_TAG] = self.rungs.index(epoch)
         if t.error:
             tags[layout.ERROR_TAG] = t.error
-        times = wall_time_split(t) if with_times else {}
-        step = t.history[-1].epoch if t.history else 0
+        if with_times:
+            tags.update(wall_time_split(t))
         error_text, status = t.error_text, t.status
-        self._log(t.trial_id, tags=tags, metrics=times, step=step)  # written before the run ends
+        self._log(t.trial_id, tags=tags)  # written before the run ends
 
         def end(run_id: str) -> None:
             if error_text:

@@ -106,3 +106,54 @@ def test_the_sweep_lands_completely_on_a_server_and_an_inherited_run_id_changes_
     assert not {k for k in after.data.tags if not k.startswith("mlflow.")} and not client.list_artifacts(outer)
     assert not client.search_runs([outer_exp, exp.experiment_id], f"tags.mlflow.parentRunId = '{outer}'")
     assert load_best_model_and_score_test_rows(mlflow_server, parent) > 0.7
+
+
+@pytest.mark.timeout(SERVER_START_TIMEOUT_S + 60)
+def test_hpo_ui_prints_the_run_list_of_the_sweeps_experiment_and_the_server_answers_it(tmp_path):
+    """``hpo ui DIR --no-browser`` on 127.0.0.1 (a store with one parent run, no sweep needed):
+    the printed URL is :func:`ludwig_hpo.driver.ui.runs_url` of the parent run's experiment, the
+    server answers its page, and that experiment, which its UI opens on its runs."""
+    import json
+    import re
+
+    from ludwig_hpo.driver.ui import runs_url
+    from ludwig_hpo.execution.cluster import free_port
+    from ludwig_hpo.tracking.mlflow_store import MlflowStore
+
+    store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "ui-sweep")
+    parent = store.start_run("ui-sweep-20260101-000000", tags={"run_kind": "sweep"})
+    state = {"fingerprint": "f", "sweep_file": "s.yaml", "parent_run_id": parent, "tracking_uri": store.uri}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", "ui", str(tmp_path), "--port", str(port), "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        first = proc.stdout.readline() + proc.stdout.readline()
+        url = re.search(r"http://\S+", first).group(0)
+        assert url == runs_url("127.0.0.1", port, store.experiment_id)
+        page, api = url.split("#")[0], f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get"
+        deadline = time.time() + SERVER_START_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(page, timeout=2) as r:
+                    assert r.status == 200 and "<html" in r.read().decode().lower()
+                    break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, first + proc.stdout.read()
+                time.sleep(1)
+        with urllib.request.urlopen(f"{api}?experiment_id={store.experiment_id}", timeout=10) as r:
+            experiment = json.loads(r.read())["experiment"]
+        assert r.status == 200 and experiment["name"] == "ui-sweep"
+        assert {"key": "mlflow.experimentKind", "value": "custom_model_development"} in experiment["tags"]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -33,15 +33,25 @@ def store(tmp_path):
     return MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "unit", artifact_location=tmp_path / "art")
 
 
+#: The sweep's metric in these runs: the objective copies it.
+METRIC = "validation/y/loss"
+
+
 def monitor(store, parent, epochs=3, rungs=(1, 3), resume=False):
     sink = MlflowSink(
-        store, parent, config_text=lambda p: f"lr: {p['trainer.learning_rate']}\n", rungs=rungs, resume=resume
+        store,
+        parent,
+        config_text=lambda p: f"lr: {p['trainer.learning_rate']}\n",
+        rungs=rungs,
+        objective_key=METRIC,
+        resume=resume,
     )
     mon = SweepMonitor(
         epochs=epochs,
         goal_sign=1.0,
         sinks=[sink],
         describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"),
+        objective_key=METRIC,
     )
     return mon, sink
 
@@ -51,6 +61,8 @@ def result(epoch, objective, **extra):
         "epoch": epoch,
         "objective": objective,
         "validation/y/loss": objective,
+        "validation/combined/loss": objective,  # one output feature: the same curve again
+        "validation/y/accuracy": 1.0 - objective / 10,
         "batch_size": 16,
         "global_batch_size": 32,
         "eval_batch_size": 64,
@@ -96,14 +108,23 @@ def test_finished_trial_run_holds_declared_params_tags_config_metrics_and_time_s
     assert [m.step for m in store.client.get_metric_history(run.info.run_id, "effective_learning_rate")] == [1, 2, 3]
     m = run.data.metrics
     assert "pid" not in m and "batch_size" not in m and "epoch" not in m
-    assert (m["time/training_s"], m["time/evaluation_s"], m["time/batch_size_tuning_s"]) == (6.0, 3.0, 2.0)
-    parts = m["time/setup_s"] + m["time/training_s"] + m["time/evaluation_s"] + m["time/batch_size_tuning_s"]
-    assert parts == pytest.approx(max(m["time/total_s"], 11.0))
+    # only per-step series: the objective under its own name once, no repeated combined loss,
+    # no one-off figure as a chart
+    assert set(m) == {"validation/y/loss", "validation/y/accuracy", "train_time_s", "effective_learning_rate"}
+    for key in m:
+        assert [h.step for h in store.client.get_metric_history(run.info.run_id, key)] == [1, 2, 3]
+    times = {k: float(v) for k, v in tags.items() if k.startswith("time.")}
+    assert (times["time.training_s"], times["time.evaluation_s"], times["time.batch_size_tuning_s"]) == (6.0, 3.0, 2.0)
+    parts = sum(times[f"time.{k}_s"] for k in ("setup", "training", "evaluation", "batch_size_tuning"))
+    assert parts == pytest.approx(max(times["time.total_s"], 11.0))
+    assert "stopped_by" not in tags and "stopped_at_epoch" not in tags  # it ran every epoch
+    # what the run holds is what the trial's record holds: the report rebuilt from MLflow matches
+    assert set(mon.trials["a"].history[-1].metrics) == {"validation/y/loss", "validation/y/accuracy"}
     assert store.client.download_artifacts(run.info.run_id, "config.yaml")
     assert {a.path for a in store.client.list_artifacts(run.info.run_id)} == {"config.yaml"}
 
 
-def test_killed_trial_has_its_rung_and_failed_trial_its_message_and_traceback(store, tmp_path):
+def test_early_stopped_trial_is_finished_with_its_rung_and_failed_trial_has_its_message_and_traceback(store, tmp_path):
     parent = store.start_run("sweep")
     mon, sink = monitor(store, parent, epochs=9, rungs=asha_rungs(1, 3, 9))
     k, f = FakeTrial("k", {"trainer.learning_rate": 0.1}), FakeTrial("f", {"trainer.learning_rate": 1e6})
@@ -118,13 +139,13 @@ def test_killed_trial_has_its_rung_and_failed_trial_its_message_and_traceback(st
     mon.on_trial_complete(0, [], k)
     mon.on_trial_error(0, [], f)
     killed, failed = run_of(store, sink, "k"), run_of(store, sink, "f")
-    assert killed.info.status == "KILLED"
+    assert (killed.info.status, killed.data.tags["status"]) == ("FINISHED", "FINISHED")  # it did nothing wrong
     assert (
         killed.data.tags["stopped_by"],
         killed.data.tags["stopped_at_epoch"],
         killed.data.tags["stopped_at_rung"],
     ) == ("scheduler", "3", "1")
-    assert failed.info.status == "FAILED"
+    assert failed.info.status == "FAILED" and "stopped_by" not in failed.data.tags
     assert failed.data.tags["error"] == "FloatingPointError: training loss is nan"
     text = open(store.client.download_artifacts(failed.info.run_id, "error.txt")).read()
     assert text.startswith("Traceback")
@@ -184,7 +205,31 @@ def test_a_resumed_sweep_keeps_one_run_per_trial_and_logs_each_epoch_once(store)
     mon2.flush()
     runs = store.client.search_runs([store.experiment_id], "tags.trial_id = 'r'")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
-    assert [m.step for m in store.client.get_metric_history(runs[0].info.run_id, "objective")] == [1, 2, 3]
+    assert [m.step for m in store.client.get_metric_history(runs[0].info.run_id, METRIC)] == [1, 2, 3]
+
+
+def test_a_trial_interrupted_then_finished_by_the_resumed_sweep_has_the_tags_of_its_final_end(store):
+    parent = store.start_run("sweep")
+    mon, _ = monitor(store, parent)
+    t = FakeTrial("i", {"trainer.learning_rate": 0.01})
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 1.0))
+    mon.close_running("interrupted")  # Ctrl-C
+    mon.flush()
+    run_id = mon.sinks[0].run_id("i")
+    cut = store.client.get_run(run_id)
+    assert cut.info.status == "KILLED"
+    assert (cut.data.tags["stopped_by"], cut.data.tags["stopped_at_epoch"]) == ("interrupted", "1")
+    mon2, _ = monitor(store, parent, resume=True)  # resumed: the trial continues and runs every epoch
+    mon2.on_trial_start(0, [], t)
+    for e in (2, 3):
+        mon2.on_trial_result(0, [], t, result(e, 1.0 / e))
+    mon2.on_trial_complete(0, [], t)
+    mon2.flush()
+    run = store.client.get_run(run_id)
+    assert (run.info.status, run.data.tags["status"]) == ("FINISHED", "FINISHED")
+    assert not {"stopped_by", "stopped_at_epoch", "stopped_at_rung"} & set(run.data.tags)
+    assert [m.step for m in store.client.get_metric_history(run_id, METRIC)] == [1, 2, 3]
 
 
 def _gate_end_run(store, monkeypatch) -> threading.Event:
@@ -240,7 +285,7 @@ def test_tunes_saved_state_does_not_wait_for_the_results_of_running_trials(store
     assert _in_thread(mon.get_state).wait(30)  # no trial ended: nothing to wait for
     gate.set()
     mon.flush()
-    assert [m.step for m in store.client.get_metric_history(sink.run_id("w"), "objective")] == [1]
+    assert [m.step for m in store.client.get_metric_history(sink.run_id("w"), METRIC)] == [1]
 
 
 def test_a_resumed_sweep_completes_the_run_of_a_trial_whose_writes_were_still_queued(store, tmp_path, monkeypatch):
@@ -262,18 +307,23 @@ def test_a_resumed_sweep_completes_the_run_of_a_trial_whose_writes_were_still_qu
     # the driver dies with the trial's writes queued, before Tune saves its state again
     run_id = sink.run_id("j")
     assert store.client.get_run(run_id).info.status == "RUNNING"
-    assert store.client.get_metric_history(run_id, "objective") == []
+    assert store.client.get_metric_history(run_id, METRIC) == []
     monkeypatch.undo()
     mon2, _ = monitor(store, parent, rungs=(2,), resume=True)
     mon2.ended_outside_state = read_journal(journal)
     mon2.set_state({"trials": {}})  # Tune's last saved state did not hold the trial
     mon2.flush()
     run = store.client.get_run(run_id)
-    assert run.info.status == "KILLED"
-    assert (run.data.tags["status"], run.data.tags["stopped_at_rung"]) == ("KILLED", "0")
+    assert run.info.status == "FINISHED"  # stopped early by the scheduler
+    assert (run.data.tags["status"], run.data.tags["stopped_by"], run.data.tags["stopped_at_rung"]) == (
+        "FINISHED",
+        "scheduler",
+        "0",
+    )
     history = store.client.get_metric_history(run_id, "validation/y/loss")
     assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5)]
-    assert run.data.metrics["time/training_s"] == 4.0 and "time/total_s" in run.data.metrics
+    assert store.client.get_metric_history(run_id, "objective") == []  # the same values as validation/y/loss
+    assert run.data.tags["time.training_s"] == "4.0" and "time.total_s" in run.data.tags
     assert not store.close_running_children(parent, {"stopped_by": "interrupted"})  # nothing left RUNNING
     gate.set()  # the dead driver's writer thread
 
@@ -315,13 +365,24 @@ def test_best_model_loads_with_mlflow_pytorch_and_predicts_despite_inherited_run
         flat_inputs(data.inputs, test_rows[:5], model.input_names, data.meta),
         register_as="unit-best",
     )
-    assert logged.uri == f"runs:/{parent}/model" and logged.version == "1"
+    assert logged.uri == f"models:/{logged.model_id}" and logged.version == "1"
     assert not store.client.list_artifacts(outer)
-    assert {a.path for a in store.client.list_artifacts(parent, "model")} >= {
-        "model/MLmodel",
-        "model/input_example.json",
+    # an MLflow logged model, output of the parent run: MLflow's model views list it
+    (listed,) = store.client.search_logged_models(experiment_ids=[store.experiment_id])
+    assert (listed.model_id, listed.name, listed.source_run_id, str(listed.status)) == (
+        logged.model_id,
+        "model",
+        parent,
+        "READY",
+    )
+    assert [o.model_id for o in store.client.get_run(parent).outputs.model_outputs] == [logged.model_id]
+    assert {a.path for a in store.client.list_logged_model_artifacts(logged.model_id)} >= {
+        "MLmodel",
+        "input_example.json",
     }
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.uri)
+    assert mlflow.models.get_model_info(logged.uri).model_id == logged.model_id
+    assert mlflow.pytorch.load_model(f"runs:/{parent}/model") is not None  # the run's path to it
     loaded = mlflow.pytorch.load_model(logged.uri)
     x = flat_inputs(data.inputs, test_rows, model.input_names, data.meta)
     probs = loaded(torch.tensor(x.to_numpy(np.float32))).detach().numpy()
@@ -336,4 +397,5 @@ def test_best_model_loads_with_mlflow_pytorch_and_predicts_despite_inherited_run
     info = mlflow.models.get_model_info(logged.uri)
     assert [c.name for c in info.signature.inputs.inputs] == ["mean_radius", "mean_texture"]
     assert [c.name for c in info.signature.outputs.inputs] == ["malignant"]
-    assert store.client.get_model_version("unit-best", "1").run_id == parent
+    version = store.client.get_model_version("unit-best", "1")
+    assert (version.run_id, version.source) == (parent, listed.artifact_location)

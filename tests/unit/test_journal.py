@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ludwig_hpo.driver.journal import JournalSink, ended_outside_state, read_journal
 from ludwig_hpo.results import EpochRecord
 from ludwig_hpo.results.live import LiveTrial
@@ -28,11 +30,14 @@ def _trial(tid, status="FINISHED"):
 def test_ended_trials_replay_what_they_reported(tmp_path):
     sink = JournalSink(tmp_path / "journal.jsonl")
     sink.trial_ended(_trial("a"))
-    sink.trial_ended(_trial("b", status="KILLED"))
+    stopped = _trial("b")
+    stopped.stopped_by = "scheduler"
+    sink.trial_ended(stopped)
     sink.trial_ended(_trial("c", status="FAILED"))  # a failed trial runs again on resume
     replay = read_journal(tmp_path / "journal.jsonl")
     assert sorted(replay) == ["a", "b"]
-    assert replay["b"]["status"] == "KILLED" and replay["a"]["checkpoint_epoch"] == 2
+    assert (replay["b"]["status"], replay["b"]["stopped_by"]) == ("FINISHED", "scheduler")
+    assert replay["a"]["checkpoint_epoch"] == 2
     first, second = replay["a"]["results"]
     assert first == {
         "trial_id": "a",
@@ -61,6 +66,32 @@ def test_interrupted_trials_are_not_journaled_and_an_entry_keeps_the_trials_time
     adopted = LiveTrial("a", {}, {}, "trial_a")
     restore_trial(adopted, journal["a"])
     assert (adopted.started, adopted.ended, adopted.last["batch_size"]) == (100.0, 130.5, 16)
+
+
+def test_entries_of_early_stopped_trials_written_as_killed_replay_as_finished_and_stopped_early(tmp_path):
+    import json
+
+    from ludwig_hpo.driver.journal import restore_trial
+
+    path = tmp_path / "journal.jsonl"
+    JournalSink(path).trial_ended(_trial("new"))
+    old = json.loads(path.read_text())
+    lines = [
+        {**old, "trial_id": "sched", "status": "KILLED", "stopped_by": None},  # the scheduler's stop, as once written
+        {**old, "trial_id": "budget", "status": "KILLED", "stopped_by": "time budget"},
+    ]
+    with path.open("a") as f:
+        f.writelines(json.dumps(line) + "\n" for line in lines)
+    restored = {}
+    for tid, entry in read_journal(path).items():
+        restored[tid] = LiveTrial(tid, {}, {}, f"trial_{tid}")
+        restore_trial(restored[tid], entry)
+    assert {tid: (t.status, t.stopped_by) for tid, t in restored.items()} == {
+        "new": ("FINISHED", None),
+        "sched": ("FINISHED", "scheduler"),
+        "budget": ("FINISHED", "time budget"),
+    }
+    assert [h.epoch for h in restored["sched"].history] == [1, 2] and restored["sched"].replayed
 
 
 def test_a_torn_last_line_is_ignored(tmp_path):
@@ -115,8 +146,8 @@ def test_a_restored_monitor_adopts_them_as_ended(tmp_path):
     from ludwig_hpo.results.live import TrialDescription
 
     path = tmp_path / "journal.jsonl"
-    t = _trial("b", status="KILLED")
-    t.config = {"trainer.learning_rate": 0.1}
+    t = _trial("b")
+    t.stopped_by, t.config = "scheduler", {"trainer.learning_rate": 0.1}
     JournalSink(path).trial_ended(t)
     mon = SweepMonitor(
         epochs=4,
@@ -127,8 +158,9 @@ def test_a_restored_monitor_adopts_them_as_ended(tmp_path):
     mon.ended_outside_state = read_journal(path)
     mon.set_state({"trials": {}})
     rec = mon.trials["b"]
-    assert (rec.status, rec.params, [h.epoch for h in rec.history]) == (
-        "KILLED",
+    assert (rec.status, rec.stopped_by, rec.params, [h.epoch for h in rec.history]) == (
+        "FINISHED",
+        "scheduler",
         {"trainer.learning_rate": 0.1},
         [1, 2],
     )
@@ -192,3 +224,32 @@ def test_a_checkpoint_tunes_saved_state_names_but_its_retention_deleted_is_put_b
     assert (exp / "search_trial_a" / "checkpoint_000001").is_dir()  # the journal may name it
     assert not (exp / "search_trial_c" / "checkpoint_000001").exists()
     assert restore_missing_checkpoints(tmp_path / "nothing-saved") == []
+
+
+@pytest.mark.parametrize("saved_without_bookkeeping", [False, True])
+def test_a_continued_trial_does_not_report_a_step_to_optuna_twice(tmp_path, saved_without_bookkeeping):
+    import warnings
+
+    from ludwig_hpo.config.hyperopt import HyperoptConfig
+    from ludwig_hpo.search import algorithms
+
+    hp = HyperoptConfig.model_validate(
+        {"parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-1}}}
+    )
+    s = algorithms.make_searcher(hp)
+    s.suggest("t0")
+    for step in (1, 2, 3):
+        s.on_trial_result("t0", {"objective": 1.0 / step, "training_iteration": step})
+    if saved_without_bookkeeping:  # a searcher state saved before it kept the reported steps
+        del s._reported
+    s.save(str(tmp_path / "searcher.pkl"))
+    resumed = algorithms.make_searcher(hp)
+    resumed.restore(str(tmp_path / "searcher.pkl"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # the resumed trial continues from its epoch-2 checkpoint: epochs 3 and 4 follow
+        for step, value in ((3, 0.3), (4, 0.2)):
+            resumed.on_trial_result("t0", {"objective": value, "training_iteration": step})
+    assert not [w for w in caught if "already reported" in str(w.message)]
+    (trial,) = resumed._ot_study.get_trials(deepcopy=False)
+    assert trial.intermediate_values == {1: 1.0, 2: 0.5, 3: pytest.approx(1 / 3), 4: 0.2}

@@ -1,4 +1,4 @@
-"""SweepMonitor classifies trials (FINISHED / KILLED / FAILED) from Tune's events and feeds
+"""SweepMonitor classifies trials (FINISHED, stopped early or not / KILLED when interrupted / FAILED) from Tune's events and feeds
 its sinks; the k-fold jobs and their aggregation. No Ray cluster: Tune trials are stand-ins."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def result(epoch, objective, **extra):
     return {"epoch": epoch, "objective": objective, "validation/y/loss": objective, **extra}
 
 
-def test_all_epochs_is_finished_fewer_is_killed_by_the_scheduler():
+def test_all_epochs_is_finished_fewer_is_finished_and_stopped_early_by_the_scheduler():
     mon, sink = make_monitor(epochs=3)
     a, b = FakeTrial("a", {"lr": 0.1}), FakeTrial("b", {"lr": 0.2})
     for t in (a, b):
@@ -69,12 +69,13 @@ def test_all_epochs_is_finished_fewer_is_killed_by_the_scheduler():
     mon.on_trial_complete(0, [], a)
     mon.on_trial_complete(0, [], b)
     recs = {r.trial_id: r for r in mon.records()}
-    assert recs["a"].status == "FINISHED" and recs["b"].status == "KILLED"
-    assert mon.trials["b"].stopped_by is None  # the scheduler: the default reason
+    assert recs["a"].status == "FINISHED" and recs["b"].status == "FINISHED"  # b did nothing wrong
+    assert (recs["a"].stopped_by, recs["b"].stopped_by, recs["b"].stopped_at_epoch) == (None, "scheduler", 1)
+    assert (recs["a"].label, recs["b"].label) == ("completed", "stopped early")
     assert recs["a"].objective_best == pytest.approx(1 / 3) and recs["a"].objective_last == pytest.approx(1 / 3)
     assert [h.epoch for h in recs["a"].history] == [1, 2, 3]
     assert sink.events[:2] == [("started", "a"), ("started", "b")]
-    assert sink.events[-2:] == [("ended", "a", "FINISHED"), ("ended", "b", "KILLED")]
+    assert sink.events[-2:] == [("ended", "a", "FINISHED"), ("ended", "b", "FINISHED")]
 
 
 def test_best_follows_the_goal_and_keeps_the_latest_checkpoint_with_its_best_epoch():
@@ -113,16 +114,46 @@ def test_error_is_failed_with_a_one_line_message_even_before_start():
     assert ("started", "n") in sink.events and ("ended", "n", "FAILED") in sink.events
 
 
-def test_trials_cut_off_by_the_time_budget_are_closed_as_killed():
+def test_trials_cut_off_by_the_time_budget_are_finished_and_stopped_early():
     mon, sink = make_monitor()
     t = FakeTrial("t")
     mon.on_trial_start(0, [], t)
     mon.on_trial_result(0, [], t, result(1, 1.0))
     mon.on_experiment_end([])
-    assert mon.records()[0].status == "KILLED"
+    assert mon.records()[0].status == "FINISHED" and mon.records()[0].label == "stopped early"
     assert mon.trials["t"].stopped_by == "time budget"
     mon.on_experiment_end([])  # idempotent
-    assert sink.events.count(("ended", "t", "KILLED")) == 1
+    assert sink.events.count(("ended", "t", "FINISHED")) == 1
+
+
+def test_only_an_interruption_ends_a_trial_as_killed():
+    mon, sink = make_monitor()
+    t = FakeTrial("t")
+    mon.on_trial_start(0, [], t)
+    mon.on_trial_result(0, [], t, result(1, 1.0))
+    mon.close_running("interrupted")
+    rec = mon.records()[0]
+    assert (rec.status, rec.stopped_by, rec.label) == ("KILLED", "interrupted", "interrupted")
+    assert sink.events[-1] == ("ended", "t", "KILLED")
+
+
+def test_a_restored_book_reads_early_stopped_trials_saved_as_killed():
+    from ludwig_hpo.results.live import LiveTrial
+
+    mon, _ = make_monitor()
+    old = {  # a book saved by a sweep that ended early-stopped trials as KILLED
+        "s": LiveTrial("s", {}, {}, "trial_s", status="KILLED"),
+        "b": LiveTrial("b", {}, {}, "trial_b", status="KILLED", stopped_by="time budget"),
+        "i": LiveTrial("i", {}, {}, "trial_i", status="KILLED", stopped_by="interrupted"),
+        "f": LiveTrial("f", {}, {}, "trial_f", status="FINISHED"),
+    }
+    mon.set_state({"trials": old})
+    assert {tid: (t.status, t.stopped_by) for tid, t in mon.trials.items()} == {
+        "s": ("FINISHED", "scheduler"),
+        "b": ("FINISHED", "time budget"),
+        "i": ("KILLED", "interrupted"),
+        "f": ("FINISHED", None),
+    }
 
 
 def test_monitor_pickles_without_its_sinks():
@@ -214,7 +245,7 @@ def test_a_restored_handle_forwards_to_the_monitor_the_resuming_driver_registere
     restored.on_trial_complete(0, [], b)
     recs = {r.trial_id: r for r in resumed.records()}
     assert recs["a"].status == "FINISHED" and recs["a"].objective_best == 0.4
-    assert recs["b"].status == "KILLED"
+    assert (recs["b"].status, recs["b"].stopped_by) == ("FINISHED", "scheduler")
 
 
 def _journal_entry(t, mon, tmp_path):
@@ -253,7 +284,7 @@ def test_trials_tune_stopped_at_the_time_budget_are_killed_by_the_time_budget():
     cut.status, failed.status = "TERMINATED", "ERROR"  # how Tune leaves them, without an event
     mon.on_experiment_end([cut, failed])
     recs = {r.trial_id: r for r in mon.records()}
-    assert (recs["cut"].status, mon.trials["cut"].stopped_by) == ("KILLED", "time budget")
+    assert (recs["cut"].status, mon.trials["cut"].stopped_by) == ("FINISHED", "time budget")
     assert recs["failed"].status == "FAILED" and mon.trials["failed"].error == "RuntimeError: boom"
 
 
