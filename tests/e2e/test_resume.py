@@ -62,9 +62,10 @@ def _sweep_pids(sessions: set[int]) -> list[int]:
     return [pid for pid, (session, _) in _processes().items() if session in sessions]
 
 
-def _kill_session(sid: int) -> None:
+def _kill_session(sid: int, *, keep_cluster_folder: bool = False) -> Path | None:
     """SIGKILL the sweep's process group, then anything else left of it, and remove its local
-    cluster's temp folder (a driver killed outright cannot). Ray names the cluster's session
+    cluster's temp folder (a driver killed outright cannot; the next sweep's cluster does)
+    unless ``keep_cluster_folder``; returns that folder. Ray names the cluster's session
     folder after the driver's PID, here ``sid``."""
     cluster = next((p.parent for p in Path("/tmp").glob(f"hpo-ray-*/session_*_{sid}")), None)
     sessions = _sweep_sessions(sid, cluster)  # before the kill: the daemons die with the driver
@@ -81,8 +82,9 @@ def _kill_session(sid: int) -> None:
                 pass
         time.sleep(0.5)
     assert not _sweep_pids(sessions), "processes of the killed sweep survived"
-    if cluster is not None:
+    if cluster is not None and not keep_cluster_folder:
         shutil.rmtree(cluster, ignore_errors=True)
+    return cluster
 
 
 def _start_sweep(sweep: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
@@ -111,6 +113,8 @@ def _runs(out: Path):
     return client.search_runs([exp.experiment_id], max_results=1000)
 
 
+#: The tiny sweep's metric: a trial's run holds its objective under this name.
+METRIC = "validation/malignant/roc_auc"
 #: Long enough that a poll of the store (a few tenths of a second) finds a trial far from both ends.
 EPOCHS = 60
 
@@ -124,7 +128,7 @@ def _mid_trial(out: Path) -> str | None:
         exp = client.get_experiment_by_name("breast-cancer-tiny")
         for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'"):
             if r.data.tags.get("phase") == "search":
-                steps = len(client.get_metric_history(r.info.run_id, "objective"))
+                steps = len(client.get_metric_history(r.info.run_id, METRIC))
                 if 10 <= steps <= EPOCHS - 10:
                     return r.data.tags["trial_id"]
     except Exception:  # the store is being written; try again
@@ -158,9 +162,10 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
             if ended >= 2:
                 caught = _mid_trial(out)
     finally:
-        _kill_session(proc.pid)
+        cluster = _kill_session(proc.pid, keep_cluster_folder=True)
         proc.wait()
     assert ended >= 2 and caught, "".join(seen)
+    assert cluster is not None and cluster.is_dir()  # the killed sweep's temp folder stayed
     assert json.loads((out / "state.json").read_text())["phase"] == "search"
 
     before = {
@@ -173,7 +178,10 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     again = run_cli("sweep", str(sweep), "--output", "r", cwd=tmp_path)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "resuming the unfinished sweep" in again.stdout
+    # the continued trials report no step twice to Optuna (it would warn "step=N is already reported")
+    assert "already reported" not in again.stdout + again.stderr
     assert not (tmp_path / "r" / "breast-cancer-tiny_1").exists()
+    assert not cluster.exists()  # the resumed sweep removed its dead predecessor's temp folder
 
     runs, client = _runs(out), _client(out)
     assert not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
@@ -192,7 +200,7 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
     assert len(result["kfold"]) == 1 and (out / "report.html").is_file()
     assert json.loads((out / "state.json").read_text())["phase"] == "finished"
     for r in trials:  # continued or not, no trial logged an epoch twice
-        history = client.get_metric_history(r.info.run_id, "objective")
+        history = client.get_metric_history(r.info.run_id, METRIC)
         assert len({m.step for m in history}) == len(history) == len(result_history(result, r))
     continued = {
         r.data.tags["trial_id"]: int(r.data.tags["resumed_from_epoch"])
@@ -200,6 +208,14 @@ def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
         if "resumed_from_epoch" in r.data.tags
     }
     assert continued.get(caught, 0) >= 1, f"{caught} ran again from epoch 1: {continued}"
+    # every trial ends FINISHED, and one that ran every epoch has no tag of an early stop
+    for r in trials:
+        assert (r.info.status, r.data.tags["status"]) == ("FINISHED", "FINISHED")
+        epochs = len(result_history(result, r))
+        if epochs == EPOCHS:
+            assert not {"stopped_by", "stopped_at_epoch"} & set(r.data.tags), r.data.tags
+        else:
+            assert r.data.tags["stopped_by"] in ("scheduler", "time budget")
     print(
         f"\nkill-and-resume: {len(before)} trial(s) ended before SIGKILL, {4 - len(before)} ran after "
         f"({len(continued)} continued from a checkpoint: {continued}); {len(ids)} trial runs, "
@@ -266,7 +282,7 @@ def test_trials_that_ended_after_tunes_last_save_are_not_run_again(tmp_path):
         assert kept[tid].data.metrics == r.data.metrics
     for tid, e in journaled.items():  # those still RUNNING at the kill are completed as journaled
         assert kept[tid].info.status == e["status"]
-        steps = [m.step for m in _client(out).get_metric_history(kept[tid].info.run_id, "objective")]
+        steps = [m.step for m in _client(out).get_metric_history(kept[tid].info.run_id, METRIC)]
         assert sorted(set(steps)) == [r["epoch"] for r in e["results"]]
     result = json.loads((out / "results.json").read_text())
     assert sorted(t["trial_id"] for t in result["trials"]) == sorted(kept)

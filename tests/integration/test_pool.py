@@ -297,7 +297,7 @@ def _node_ip() -> str:
 
 
 def test_a_killed_worker_fails_its_trial_with_its_rank_signal_and_node_and_the_next_trial_gets_a_new_group(
-    cluster, tmp_path
+    cluster, tmp_path, capfd
 ):
     import ray
 
@@ -323,6 +323,8 @@ def test_a_killed_worker_fails_its_trial_with_its_rank_signal_and_node_and_the_n
     assert [h["status"] for h in info["history"]] == ["failed", "finished"]
     assert [h["build"] for h in info["history"]] == [1, 2]  # the next trial ran on a new group
     assert pid not in info["groups"][0]["pids"]
+    printed = "".join(capfd.readouterr())
+    assert "(raylet)" not in printed and "A worker died" not in printed, printed[-2000:]  # Ray's raw line
 
 
 def _pid_then_wait(spec, data) -> None:
