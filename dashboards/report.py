@@ -263,7 +263,9 @@ def _importance_note(info: Any) -> str:
         return f"Not computed: {info.note}."
     return (
         f"fANOVA (Optuna) on a study rebuilt from {info.n_trials} scored trials; early-stopped "
-        "trials count with the best value they reached."
+        "trials count with the best value they reached. The direction of each effect is the sign of "
+        "Spearman's rank correlation of the parameter with the metric (green: higher values are "
+        "better, orange: lower values are better, grey: a categorical parameter)."
     )
 
 
