@@ -22,7 +22,10 @@ import yaml
 from ..conftest import SWEEPS
 from .test_sweep_cli import run_cli
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+#: How long a Ray node may take to start (seconds; a few on an idle machine, far more under load).
+NODE_START_TIMEOUT_S = 240
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * NODE_START_TIMEOUT_S + 600)]
 
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
@@ -61,7 +64,12 @@ def _node_ports() -> list[str]:
 
 def _python(code: str, env: dict) -> str:
     return subprocess.run(
-        [sys.executable, "-c", code], env=env, text=True, capture_output=True, timeout=120, check=True
+        [sys.executable, "-c", code],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=NODE_START_TIMEOUT_S + 60,
+        check=True,
     ).stdout
 
 
@@ -127,7 +135,7 @@ def two_nodes():
                 stderr=subprocess.DEVNULL,
             )
         )
-        deadline = time.time() + 90
+        deadline = time.time() + NODE_START_TIMEOUT_S
         while True:  # the head's GCS accepts connections
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", gcs)) == 0:
@@ -159,7 +167,7 @@ def two_nodes():
             _python(
                 "import json, time, ray\n"
                 f"ray.init(address={address!r}, logging_level='ERROR')\n"
-                "deadline = time.time() + 120\n"
+                f"deadline = time.time() + {NODE_START_TIMEOUT_S}\n"
                 "while len([n for n in ray.nodes() if n['Alive']]) < 2 and time.time() < deadline:\n"
                 "    time.sleep(0.5)\n"
                 "print(json.dumps({n['NodeID']: ('head' if 'head_node' in n['Resources'] else 'second')\n"
