@@ -21,8 +21,12 @@ class RunIds:
 
 
 def run_url(ui_url: str, experiment_id: str, run_id: str) -> str:
-    """The MLflow UI's page of one run: ``<ui>/#/experiments/<experiment id>/runs/<run id>``. Pure."""
-    return f"{ui_url.rstrip('/')}/#/experiments/{quote(experiment_id, safe='')}/runs/{quote(run_id, safe='')}"
+    """The MLflow UI's page of one run: ``<ui>/#/experiments/<experiment id>/runs/<run id>``. Pure.
+
+    ``ui_url`` is the UI's address; a page address of it (``http://host:5000/#/experiments/1``,
+    as ``hpo ui`` prints it) works too: its ``#`` part is dropped."""
+    base = ui_url.split("#", 1)[0].rstrip("/")
+    return f"{base}/#/experiments/{quote(experiment_id, safe='')}/runs/{quote(run_id, safe='')}"
 
 
 __all__ = ["RunIds", "run_url"]

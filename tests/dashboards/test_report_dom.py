@@ -223,3 +223,10 @@ def test_integer_parameters_tick_whole_numbers_and_long_categories_are_shortened
     optimizer = axis_layout(next(p for p in info.params if p.path == long.path))
     assert max(len(t) for t in optimizer["ticktext"]) <= MAX_TICK_CHARS
     assert optimizer["tickvals"] == optimizer["categoryarray"]  # full values, short labels
+
+
+def test_run_url_takes_the_ui_address_or_a_page_of_it():
+    from dashboards.links import run_url
+
+    for ui in ("http://127.0.0.1:5000", "http://127.0.0.1:5000/", "http://127.0.0.1:5000/#/experiments/1"):
+        assert run_url(ui, "1", "abc") == "http://127.0.0.1:5000/#/experiments/1/runs/abc"
