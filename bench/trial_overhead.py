@@ -44,7 +44,7 @@ def run_search(executor: str, num_samples: int, epochs: int | None, work: Path) 
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.driver.sweep import Sweep
     from ludwig_hpo.tracking import layout
-    from ludwig_hpo.train.report_keys import BATCH_SIZE_TUNING_S, TRAIN_TIME_S
+    from ludwig_hpo.train.report_keys import TRAIN_TIME_S
 
     raw = yaml.safe_load((ROOT / "sweeps" / "breast_cancer.yaml").read_text())
     raw.pop("kfold", None)
@@ -67,7 +67,7 @@ def run_search(executor: str, num_samples: int, epochs: int | None, work: Path) 
     for r in runs:
         m = r.data.metrics
         walls.append((r.info.end_time - r.info.start_time) / 1000)
-        inner.append(m.get(TRAIN_TIME_S, 0.0) + m.get(BATCH_SIZE_TUNING_S, 0.0))
+        inner.append(m.get(TRAIN_TIME_S, 0.0) + float(r.data.tags.get(layout.TIME_BATCH_SIZE_TUNING_S, 0.0)))
         epochs.append(len(client.get_metric_history(r.info.run_id, TRAIN_TIME_S)))
     span = (max(r.info.end_time for r in runs) - min(r.info.start_time for r in runs)) / 1000
     over = [w - i for w, i in zip(walls, inner, strict=True)]

@@ -46,7 +46,7 @@ def test_trials_exploit_each_other_and_log_their_schedule(pbt_sweep):
     for r in trials:
         # params stay the sampled ones; PBT's changes are per-step metrics and tags
         assert set(r.data.params) == {"trainer.learning_rate", "trainer.optimizer.weight_decay", "combiner.dropout"}
-        steps = {m.step for m in client.get_metric_history(r.info.run_id, "objective")}
+        steps = {m.step for m in client.get_metric_history(r.info.run_id, "validation/malignant/loss")}
         assert steps == set(range(1, 7))
     for r in mutated:
         lr = client.get_metric_history(r.info.run_id, "hparam/trainer.learning_rate")
