@@ -2,8 +2,9 @@
 
 HiPlot infers each column's scale from its values; the page sets the ones it gets wrong:
 whole-number columns with few values (``epochs``, a ``choice`` of integers, ``batch_size``)
-become categorical, so their ticks are the values and never 1.5; a log-scaled parameter gets
-a log axis; the ids (``trial_id``, HiPlot's own ``uid``/``from_uid``) are not drawn as axes
+become categorical, so their ticks are the values and never 1.5 (as right-aligned text, since
+HiPlot orders categories, and its row ids, as text); a log-scaled parameter gets
+a log axis; the states get the report's colours; the ids (``trial_id``, HiPlot's own ``uid``/``from_uid``) are not drawn as axes
 (they are noise, sorted as strings), and the table hides HiPlot's ids. Floats are rounded to
 :data:`SIGNIFICANT_DIGITS` significant digits, as in the report. The parallel plot gets a
 wider left margin so the first axis' labels are not cut off.
@@ -19,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from dashboards._format import value_label
+from dashboards._format import LABEL_COLOURS, value_label
 from dashboards._write import write_text_atomic
 from ludwig_hpo.results import ParamInfo
 
@@ -29,6 +30,8 @@ SIGNIFICANT_DIGITS = 4
 MAX_INTEGER_CATEGORIES = 12
 #: Columns that identify a row: never an axis of the parallel plot.
 ID_COLUMNS = ("uid", "from_uid", "trial_id")
+#: Columns drawn first, when present (short tick labels).
+FIRST_COLUMNS = ("epochs",)
 #: HiPlot's own row ids: hidden in its table too.
 HIPLOT_ID_COLUMNS = ("uid", "from_uid")
 # HiPlot's parallel plot keeps a 10 px left margin ([top, right, bottom, left]); the first
@@ -135,19 +138,32 @@ def write_hiplot_page(table: pd.DataFrame, path: Path, parameters: Sequence[Para
     if table.empty:  # HiPlot refuses an experiment without a row
         write_text_atomic(Path(path), _EMPTY_PAGE)
         return Path(path)
-    rows = hiplot_rows(table)
-    crowded = crowded_columns(table)
     types = column_types(table, parameters)
+    rows = _sortable_rows(hiplot_rows(table), [c for c, kind in types.items() if kind == "categorical"])
+    crowded = crowded_columns(table)
+    # Left to right: a column with short labels first (the first axis' labels stand left of it,
+    # in the margin), then the parameters, the metric and the state. HiPlot lays its "order"
+    # out from the right.
+    first = [c for c in FIRST_COLUMNS if c in table.columns]
+    left_to_right = first + [str(c) for c in reversed(table.columns) if str(c) not in first]
+    order = left_to_right[::-1]
 
     def page_of(rows: list[dict[str, Any]]) -> str:
         exp = hiplot.Experiment.from_iterable(rows)
         for column, kind in types.items():
             exp.parameters_definition[column].type = hiplot.ValueType(kind)
+        if "status" in table.columns:  # the report's colours: "stopped early" is no failure
+            exp.parameters_definition["status"].colors = dict(LABEL_COLOURS)
         display = exp.display_data(hiplot.Displays.PARALLEL_PLOT)
         display["hide"] = list(ID_COLUMNS)
+        display["order"] = order
+        if "objective_best" in table.columns:
+            exp.colorby = "objective_best"
         if crowded:  # force high-cardinality categorical columns visible
             display["categoricalMaximumValues"] = max(crowded.values())
-        exp.display_data(hiplot.Displays.TABLE)["hide"] = list(HIPLOT_ID_COLUMNS)
+        table_display = exp.display_data(hiplot.Displays.TABLE)
+        table_display["hide"] = list(HIPLOT_ID_COLUMNS)
+        table_display["order_by"] = [["uid", "asc"]]  # start order: the uids are zero-padded
         return exp.to_html().replace(_PPLOT_MARGIN, _PPLOT_MARGIN_WIDE, 1)
 
     page = _escape_payload(page_of(rows))
@@ -162,6 +178,22 @@ _EMPTY_PAGE = (
     '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>HiPlot</title></head>'
     '<body style="font: 14px system-ui, sans-serif; color: #5b6673">No trial yet.</body></html>\n'
 )
+
+
+def _sortable_rows(rows: list[dict[str, Any]], categorical: list[str]) -> list[dict[str, Any]]:
+    """``rows`` with zero-padded uids (HiPlot sorts its ids as text: 10 would come before 9)
+    and the whole numbers of ``categorical`` columns as right-aligned text (HiPlot orders
+    categories as text; padded with spaces, " 9" sorts before "10")."""
+    widths = {}
+    for column in categorical:
+        values = [r.get(column) for r in rows if r.get(column) is not None]
+        if values and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            widths[column] = max(len(str(v)) for v in values)
+    out = []
+    for i, row in enumerate(rows):
+        padded = {c: str(row[c]).rjust(w) for c, w in widths.items() if row.get(c) is not None}
+        out.append({**row, **padded, "uid": f"{i:06d}"})
+    return out
 
 
 def _hiplot_value(value: Any) -> Any:

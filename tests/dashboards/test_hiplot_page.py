@@ -51,6 +51,7 @@ def test_whole_numbers_are_categories_log_parameters_log_and_ids_no_axes(tmp_pat
     flat = page.replace("\\", "")
     assert '"hide": ["uid", "from_uid", "trial_id"]' in flat  # the ids are not drawn as axes
     assert '"type": "numericlog"' in flat and '"type": "categorical"' in flat
+    assert '"stopped early": "#7fa7d6"' in flat and '"failed": "#c0392b"' in flat  # the report's state colours
     assert "n.m=[80,40,10,70]" in page and "n.m=[80,40,10,10]" not in page  # room for the first axis' labels
 
 
@@ -58,3 +59,23 @@ def test_floats_are_rounded_as_in_the_report(make_trial, make_sweep):
     trials = [make_trial("t0", {"trainer.learning_rate": 0.0123456789}, 0.98113207547)]
     rows = hiplot_rows(trials_table(make_sweep(trials, parameters=())))
     assert rows[0]["trainer.learning_rate"] == 0.01235 and rows[0]["objective_best"] == 0.9811
+
+
+def test_rows_start_in_order_and_whole_number_categories_sort_as_numbers(tmp_path, make_trial, make_sweep):
+    import json
+    import re
+
+    trials = [
+        make_trial(f"t{i}", {"model.layers": (2, 10, 9)[i % 3]}, 0.1 + i / 100, epochs=(2, 10)[i % 2])
+        for i in range(12)
+    ]
+    table = trials_table(make_sweep(trials, parameters=()))
+    page = write_hiplot_page(table, tmp_path / "hiplot.html").read_text(encoding="utf-8")
+    flat = page.replace("\\", "")
+    assert '"order_by": [["uid", "asc"]]' in flat
+    uids = re.findall(r'"uid": "(\d+)"', flat)
+    assert uids[:3] == ["000000", "000001", "000002"]  # as text, 000010 still sorts after 000009
+    layers = set(re.findall(r'"model.layers": "([ \d]+)"', flat))
+    assert layers == {" 2", "10", " 9"} and sorted(layers) == [" 2", " 9", "10"]  # text order = number order
+    order = json.loads(re.search(r'"order": (\[[^\]]*\])', flat).group(1))
+    assert order[-1] == "epochs"  # HiPlot lays "order" out from the right: epochs is the first axis
