@@ -339,7 +339,7 @@ class MlflowStore(Tracker):
     def last_step(self, run_id: str, metric: str = OBJECTIVE) -> int:
         """The largest step logged for ``metric`` in ``run_id`` (0 when none): where a resumed
         trial's run continues."""
-        return max((m.step for m in self.client.get_metric_history(run_id, metric)), default=0)
+        return max((m.step for m in self.client.get_metric_history(run_id, metric_name(metric))), default=0)
 
     def end_run(self, run_id: str, status: str) -> None:
         """Close a run as ``FINISHED``, ``FAILED`` or ``KILLED``."""
