@@ -133,7 +133,7 @@ def parallel_coordinates_info(result: SweepResult, importance: list[str] | None 
                 fixed[path] = labels.pop() if labels else "(not set)"
                 continue
             axes.append(param_axis(info, values, [t.trial_id for t in trials]))
-        axes.append(metric_axis(result.metric, colours, no_metric))
+        axes.append(metric_axis(result.metric, colours, no_metric, result.goal))
         notes.extend(a.label + ": " + a.note for a in axes if a.note)
 
     return ParallelCoordinatesInfo(
@@ -174,7 +174,7 @@ def _status_axis(statuses: Sequence[str]) -> ParallelAxis:
 
 
 def parallel_coordinates_figure(info: ParallelCoordinatesInfo) -> go.Figure:
-    """Draw ``info`` as a ``go.Parcoords`` figure, 520 px high.
+    """Draw ``info`` as a ``go.Parcoords`` figure, 520 px high (more with more than two notes).
 
     With no drawn trial the figure holds only an annotation saying why.
     """
@@ -191,11 +191,12 @@ def parallel_coordinates_figure(info: ParallelCoordinatesInfo) -> go.Figure:
         notes.append(f"Not drawn (no metric): {counts}")
     notes.extend(info.notes)
 
+    bottom = max(70, 34 + 18 * len(notes))  # room for every note under the axes
     fig = go.Figure()
     fig.update_layout(
         title={"text": "Parallel coordinates"},
-        height=520,
-        margin={"l": 80, "r": 40, "t": 100, "b": 70},
+        height=450 + bottom,
+        margin={"l": 80, "r": 40, "t": 100, "b": bottom},
         paper_bgcolor="white",
         plot_bgcolor="white",
     )

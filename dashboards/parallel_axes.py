@@ -8,6 +8,7 @@ import math
 from typing import Any, NamedTuple
 
 from dashboards._format import value_label
+from dashboards.scale import metric_axis_type
 from ludwig_hpo.results import ParamInfo
 
 #: A trial without the parameter.
@@ -37,7 +38,14 @@ class ParallelAxis(NamedTuple):
     note: str | None = None
 
 
-def metric_axis(label: str, values: list[float], no_metric: float | None) -> ParallelAxis:
+def metric_axis(label: str, values: list[float], no_metric: float | None, goal: str = "minimize") -> ParallelAxis:
+    """The metric's axis: ``values`` (``no_metric`` where a trial has none) on a linear axis,
+    or on log10 with decade ticks when the scored values are positive and span a decade
+    (:func:`dashboards.scale.metric_axis_type`; plotly's parallel coordinates have no log
+    axes, so this one cannot be toggled and says so in its note)."""
+    scored = [v for v in values if no_metric is None or v != no_metric]
+    if metric_axis_type(scored) == "log":
+        return _log_metric_axis(label, values, no_metric, goal)
     if no_metric is None:
         return _numeric_axis(label, values)
     scored = [v for v in values if v != no_metric]
@@ -50,6 +58,26 @@ def metric_axis(label: str, values: list[float], no_metric: float | None) -> Par
         [*ticks, no_metric],
         [*text, NO_METRIC_LABEL],
         (min(low, no_metric), max(high, no_metric)),
+    )
+
+
+def _log_metric_axis(label: str, values: list[float], no_metric: float | None, goal: str) -> ParallelAxis:
+    scored = [v for v in values if no_metric is None or v != no_metric]
+    axis = _log_axis(label, scored, [])
+    note = "on a log scale: its values span more than a decade"
+    if no_metric is None:
+        return axis._replace(values=[math.log10(v) for v in values], note=note)
+    low, high = axis.range
+    gap = (high - low) * 0.1 or 0.1
+    where = high + gap if goal == "minimize" else low - gap  # beyond the worse end, as on a linear axis
+    logs = [where if v == no_metric else math.log10(v) for v in values]
+    return ParallelAxis(
+        label,
+        logs,
+        [*(axis.tickvals or []), where],
+        [*(axis.ticktext or []), NO_METRIC_LABEL],
+        (min(low, where), max(high, where)),
+        note,
     )
 
 

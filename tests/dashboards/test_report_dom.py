@@ -230,3 +230,19 @@ def test_run_url_takes_the_ui_address_or_a_page_of_it():
 
     for ui in ("http://127.0.0.1:5000", "http://127.0.0.1:5000/", "http://127.0.0.1:5000/#/experiments/1"):
         assert run_url(ui, "1", "abc") == "http://127.0.0.1:5000/#/experiments/1/runs/abc"
+
+
+def test_parallel_coordinates_metric_axis_is_log_when_the_metric_spans_a_decade(make_trial, make_sweep):
+    import math
+
+    from dashboards.parallel import parallel_coordinates_info
+
+    result = _stuck_at_chance(make_trial, make_sweep)
+    failed = make_trial("boom", {LR.path: 1e-3, LAYERS.path: 1}, None, status="FAILED")
+    info = parallel_coordinates_info(dataclasses.replace(result, trials=(*result.trials, failed)))
+    metric = info.axes[-1]
+    assert metric.note is not None and "log scale" in metric.note
+    scored = [v for v, tid in zip(metric.values, info.trial_ids, strict=True) if tid != "boom"]
+    assert sorted(scored) == sorted(math.log10(t.objective_best) for t in result.trials)
+    assert metric.ticktext[-1] == "no metric" and metric.tickvals[-1] > max(scored)  # beyond the worse end
+    assert "0.1" in metric.ticktext or "1" in metric.ticktext  # decade ticks in the metric's units
