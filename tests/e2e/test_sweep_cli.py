@@ -112,7 +112,8 @@ def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
     assert len(trials) == n_trials
     for r in trials:
         assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        assert r.info.status in ("FINISHED", "KILLED") and r.data.tags["status"] == r.info.status
+        # a trial the scheduler stopped did nothing wrong: FINISHED, with who stopped it
+        assert r.info.status == "FINISHED" and r.data.tags["status"] == r.info.status
         assert set(r.data.params) == DECLARED  # nothing internal leaks into params
         assert (r.data.tags["world_size"], r.data.tags["phase"]) == ("2", "search")
         assert int(r.data.tags["global_batch_size"]) == 2 * int(r.data.tags["batch_size"])
@@ -120,11 +121,17 @@ def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
         assert [m.step for m in history] == list(range(1, len(history) + 1)) and history
         lr = client.get_metric_history(r.info.run_id, "effective_learning_rate")
         assert lr[0].value == pytest.approx(float(r.data.params["trainer.learning_rate"]))
-        m = r.data.metrics
-        parts = sum(m[f"time/{k}_s"] for k in ("setup", "batch_size_tuning", "training", "evaluation"))
-        assert parts == pytest.approx(m["time/total_s"], rel=1e-6) and m["time/training_s"] > 0
+        t = {k: float(v) for k, v in r.data.tags.items() if k.startswith("time.")}
+        parts = sum(t[f"time.{k}_s"] for k in ("setup", "batch_size_tuning", "training", "evaluation"))
+        assert parts == pytest.approx(t["time.total_s"], rel=1e-6) and t["time.training_s"] > 0
+        # per-step metrics only: no one-point time/* chart, the objective once under its own name
+        assert not [k for k in r.data.metrics if k.startswith("time/")]
+        assert "objective" not in r.data.metrics and "validation/combined/loss" not in r.data.metrics
+        for key in r.data.metrics:
+            assert len(client.get_metric_history(r.info.run_id, key)) == len(history), key
         assert {a.path for a in client.list_artifacts(r.info.run_id)} == {"config.yaml"}
-        if r.info.status == "KILLED":
+        if "stopped_by" in r.data.tags:
+            assert r.data.tags["stopped_by"] == "scheduler"
             assert r.data.tags["stopped_at_rung"] == "0" and r.data.tags["stopped_at_epoch"] == "1"
     assert any(r.info.status == "FINISHED" for r in trials)
     assert ptags["best_trial_id"] in {r.data.tags["trial_id"] for r in trials}
@@ -138,8 +145,17 @@ def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
         "hiplot.html",
         "results.json",
         "best_model",
-        "model",
     } <= artifacts
+    # the best model is an MLflow logged model of the parent run: MLflow's model views list it
+    models = client.search_logged_models(experiment_ids=[parent.info.experiment_id])
+    assert [(m.name, m.source_run_id) for m in models] == [("model", parent.info.run_id)]
+    assert ptags["best_model_uri"] == f"models:/{models[0].model_id}"
+    # the outcome on the parent: the best trial's scores, each top configuration's k-fold and test scores
+    pm = parent.data.metrics
+    assert {"best/validation/malignant/roc_auc", "kfold/1/mean", "kfold/1/ci95", "kfold/1/test"} <= set(pm)
+    assert 0.5 < pm["kfold/1/test"] <= 1.0
+    note = ptags["mlflow.note.content"]
+    assert f"`{ptags['best_trial_id']}`" in note and "k-fold mean ± 95 % CI" in note
     kfold = [r for r in runs if r.data.tags.get("phase") == "kfold"]
     assert sorted(r.data.tags["kfold"] for r in kfold) == sorted(folds)
     for r in kfold:
@@ -161,13 +177,13 @@ def load_best_model_and_score_test_rows(tracking_uri: str, parent) -> float:
     from ludwig_hpo.model.serving import flat_inputs
 
     uri = parent.data.tags["best_model_uri"]
-    assert uri == f"runs:/{parent.info.run_id}/model"
+    assert uri.startswith("models:/")
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
     data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config)
     rows = data.splits["test"]
     x = flat_inputs(data.inputs, rows, [f.name for f in loaded.config.input_features], data.meta)
     saved = dict(os.environ)
-    os.environ["MLFLOW_TRACKING_URI"] = tracking_uri  # where runs:/ URIs resolve
+    os.environ["MLFLOW_TRACKING_URI"] = tracking_uri  # where models:/ URIs resolve
     try:
         import mlflow.pytorch
 
@@ -215,7 +231,8 @@ def test_report_has_parallel_coordinates_and_kfold_figures_offline(tiny_sweep):
     # ASHA stopped a trial that was not the last one: its Train workers and CPUs were released
     # (a leaked reservation would have left the next trial pending until the timeout).
     statuses = [t["status"] for t in result["trials"]]
-    assert "KILLED" in statuses[:-1] and all(s in ("FINISHED", "KILLED") for s in statuses)
+    assert all(s == "FINISHED" for s in statuses)  # stopped early is no failure
+    assert "scheduler" in [t.get("stopped_by") for t in result["trials"][:-1]]
     assert len(result["kfold"][0]["fold_scores"]) == 2
     assert (out / "best_model" / "model.pt").is_file()
 
@@ -403,3 +420,30 @@ def test_a_second_sweep_reuses_the_persisted_batch_sizes_and_trains_the_same(tin
         assert run.data.tags["batch_size"] == old.data.tags["batch_size"]
         assert scores(run) == scores(old) and scores(run), n
     assert "from earlier sweeps" in proc.stdout
+
+
+def test_hpo_train_from_a_sweep_logs_into_the_sweeps_store_under_its_parent(tiny_sweep, tmp_path):
+    """Last in this module: it adds runs to the sweep's store (which the report source skips)."""
+    from mlflow.tracking import MlflowClient
+
+    from dashboards.mlflow_source import load_sweep_result
+
+    _, out = tiny_sweep
+    proc = run_cli(
+        "train", str(SWEEPS / "breast_cancer_tiny.yaml"), "--from-sweep", str(out), "--output", "t", cwd=tmp_path
+    )
+    assert proc.returncode == 0, f"train failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    uri = f"sqlite:///{(out / 'mlflow.db').resolve()}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("breast-cancer-tiny")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    sweep = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    (train,) = [r for r in runs if r.info.run_name.startswith("breast-cancer-tiny-train-")]
+    assert train.data.tags["mlflow.parentRunId"] == sweep.info.run_id and train.info.status == "FINISHED"
+    (trial,) = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == train.info.run_id]
+    assert trial.info.status == "FINISHED" and trial.data.tags["run_kind"] == "trial"
+    assert [m.source_run_id for m in client.search_logged_models(experiment_ids=[exp.experiment_id])].count(
+        train.info.run_id
+    ) == 1
+    assert not (tmp_path / "t" / "breast-cancer-tiny-train" / "mlflow.db").exists()  # no store of its own
+    assert len(load_sweep_result(uri, experiment="breast-cancer-tiny").trials) == 4  # the sweep's own trials
