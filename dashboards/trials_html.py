@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import pandas as pd
+from markupsafe import Markup, escape
 
 from dashboards._format import format_cell, label_css, plain
 
@@ -35,15 +36,18 @@ class TableRow(NamedTuple):
 
 
 class TableView(NamedTuple):
-    """The whole table: column names, ``"num"``/``"text"`` per column, rows in start order."""
+    """The whole table: column names, ``"num"``/``"text"`` per column, rows in start order,
+    and the column titles as HTML that may break after each dot of a dotted path (a narrow
+    table: ``trainer.learning_rate`` takes two short lines, not one long one)."""
 
     columns: list[str]
     align: list[str]
     rows: list[TableRow]
+    titles: list[Markup] = []
 
 
 #: Text longer than this is shortened in its cell (the full value is the cell's tooltip).
-MAX_CELL_CHARS = 40
+MAX_CELL_CHARS = 32
 
 
 def table_view(table: pd.DataFrame, best_trial_id: str | None, links: Mapping[str, str]) -> TableView:
@@ -63,7 +67,8 @@ def table_view(table: pd.DataFrame, best_trial_id: str | None, links: Mapping[st
         trial_id, status = str(values[0]), str(values[1])
         css = label_css(status) + (" best" if trial_id == best_trial_id else "")
         rows.append(TableRow(cells, css, links.get(trial_id, "")))
-    return TableView(columns, align, rows)
+    titles = [Markup(".<wbr>").join(escape(part) for part in c.split(".")) for c in columns]
+    return TableView(columns, align, rows, titles)
 
 
 def _cell(value: Any, numeric: bool) -> TableCell:

@@ -246,3 +246,8 @@ def test_parallel_coordinates_metric_axis_is_log_when_the_metric_spans_a_decade(
     assert sorted(scored) == sorted(math.log10(t.objective_best) for t in result.trials)
     assert metric.ticktext[-1] == "no metric" and metric.tickvals[-1] > max(scored)  # beyond the worse end
     assert "0.1" in metric.ticktext or "1" in metric.ticktext  # decade ticks in the metric's units
+
+
+def test_column_titles_break_after_the_dots_of_a_path(tmp_path, sweep):
+    page = _build(sweep, tmp_path)
+    assert ">trainer.<wbr>learning_rate</th>" in page
