@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 INTERVAL_S = 30.0
 #: A trial's end is shown this soon after the last write at the latest (seconds).
 MIN_GAP_S = 5.0
+#: Writes are spaced by at least this many times the last write's duration, so the page's
+#: building (in the driver's process) never takes more than a small share of its time.
+BUSY_FACTOR = 4.0
 
 #: ``(result, report path, hiplot path, live)`` -> writes the page; the report's builder by default.
 PageWriter = Callable[[SweepResult, Path, Path, bool], Any]
@@ -45,13 +48,14 @@ class Throttle:
 
     A page is stale after any event; it is written at once the first time, then at most
     every ``interval_s`` seconds, or ``min_gap_s`` after the last write when a trial ended
-    (``urgent``).
+    (``urgent``); never sooner than :data:`BUSY_FACTOR` times the last write's duration after it.
     """
 
     def __init__(self, interval_s: float = INTERVAL_S, min_gap_s: float = MIN_GAP_S) -> None:
         self.interval_s = interval_s
         self.min_gap_s = min_gap_s
         self.last: float | None = None
+        self.took_s = 0.0
         self.stale = False
         self.urgent = False
 
@@ -66,13 +70,17 @@ class Throttle:
             return None
         if self.last is None:
             return 0.0
-        gap = self.min_gap_s if self.urgent else self.interval_s
+        gap = max(self.min_gap_s if self.urgent else self.interval_s, BUSY_FACTOR * self.took_s)
         return max(0.0, self.last + gap - now)
 
     def wrote(self, now: float) -> None:
-        """The page was written at ``now`` with everything marked so far."""
+        """A write with everything marked so far began at ``now``."""
         self.last = now
         self.stale = self.urgent = False
+
+    def took(self, took_s: float) -> None:
+        """The write begun at the last :meth:`wrote` took ``took_s`` seconds."""
+        self.took_s = took_s
 
 
 class LiveReport:
@@ -181,12 +189,15 @@ class LiveReport:
                     self._cond.wait(timeout=wait)
                 if self._closed:
                     return
-                self._throttle.wrote(time.monotonic())
+                began = time.monotonic()
+                self._throttle.wrote(began)
             try:
                 self._write(self.snapshot(), self.report, self.hiplot, True)
                 self.writes += 1
             except Exception as e:  # never the sweep's problem: logged, and the next write tries again
                 log.warning("the live report could not be written: %s: %s", type(e).__name__, e)
+            with self._cond:
+                self._throttle.took(time.monotonic() - began)
 
 
 def _build_page(result: SweepResult, report: Path, hiplot: Path, live: bool) -> Any:
@@ -217,4 +228,4 @@ def live_report_sinks(
     return [LiveReport(base, paths.report, paths.hiplot, cfg.goal_sign, started_s=started_s)]
 
 
-__all__ = ["INTERVAL_S", "MIN_GAP_S", "LiveReport", "Throttle", "live_report_sinks"]
+__all__ = ["BUSY_FACTOR", "INTERVAL_S", "MIN_GAP_S", "LiveReport", "Throttle", "live_report_sinks"]

@@ -43,6 +43,17 @@ def test_throttle_writes_at_once_then_at_most_every_interval_sooner_after_a_tria
     assert th.wait_s(7.0) is None
 
 
+def test_a_slow_page_is_written_less_often():
+    from ludwig_hpo.driver.live_report import BUSY_FACTOR
+
+    th = Throttle(interval_s=30, min_gap_s=5)
+    th.mark()
+    th.wrote(0.0)
+    th.took(20.0)  # a large sweep's page took 20 s to build
+    th.mark(urgent=True)
+    assert th.wait_s(0.0) == BUSY_FACTOR * 20.0  # not 5 s: the build never takes most of the driver's time
+
+
 class _Recorder:
     """Writes the real page and signals each write (a test waits on it, never on the clock)."""
 
