@@ -86,5 +86,6 @@ def read_result(path: Path) -> SweepResult:
             "kfold": kfold,
             "objectives": tuple(d.get("objectives", ())),
             "pareto_trial_ids": tuple(d.get("pareto_trial_ids", ())),
+            "stop_reason": d.get("stop_reason"),  # absent from files of sweeps that ran every trial
         }
     )

@@ -159,6 +159,8 @@ class SweepResult:
         objectives: a multi-objective search's metrics (``"<split>/<feature>/<metric>"``),
             in the order written; empty for a single metric.
         pareto_trial_ids: trials not dominated on ``objectives`` (by their last epoch).
+        stop_reason: why the search ended before running every planned trial (e.g.
+            ``"time budget reached after 3 of 8 trials"``), None when it ran them all.
     """
 
     name: str
@@ -173,3 +175,4 @@ class SweepResult:
     tracking_uri: str = ""
     objectives: tuple[str, ...] = ()
     pareto_trial_ids: tuple[str, ...] = ()
+    stop_reason: str | None = None
