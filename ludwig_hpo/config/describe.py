@@ -42,7 +42,9 @@ def describe_sweep(cfg: SweepConfig) -> list[str]:
     ]
 
 
-def _algorithm_line(hp: HyperoptConfig) -> str:
+def algorithm_text(hp: HyperoptConfig) -> str:
+    """``"optuna tpe sampler (seed 3, n_startup_trials 10, multivariate false)"``, ``"grid
+    search"`` (no seed: a grid has nothing random) or ``"random search (random) (seed 0)"``."""
     sa = hp.search_alg
     name = sa.effective_sampler
     opts = [f"seed {sa.seed}"]
@@ -54,7 +56,7 @@ def _algorithm_line(hp: HyperoptConfig) -> str:
     algo = "grid search" if name == "grid" else f"optuna {name} sampler"
     if sa.type in ("variant_generator", "random"):
         algo = f"random search ({sa.type})"
-    return f"search: {trial_count_text(hp)}; {algo}" + ("" if name == "grid" else f" ({', '.join(opts)})")
+    return algo + ("" if name == "grid" else f" ({', '.join(opts)})")
 
 
 def _scheduler_lines(cfg: SweepConfig, pbt_checkpoints: tuple[int, int] | None) -> list[str]:
@@ -94,7 +96,7 @@ def describe_search(cfg: SweepConfig, *, pbt_checkpoints: tuple[int, int] | None
             when None.
     """
     hp = cfg.hyperopt
-    lines = [_algorithm_line(hp)]
+    lines = [f"search: {trial_count_text(hp)}; {algorithm_text(hp)}"]
     if hp.search_alg.points_to_evaluate:
         lines.append(f"points_to_evaluate: {len(hp.search_alg.points_to_evaluate)} configuration(s) run first")
     lines += _scheduler_lines(cfg, pbt_checkpoints)

@@ -46,6 +46,10 @@ class ResourcePlan:
         nodes: number of nodes in the cluster.
         existing_cluster: the sweep runs on a cluster it did not start (no ``trial_slot``
             resource there).
+        requested_concurrent: ``hyperopt.executor.max_concurrent_trials`` when it is a number,
+            None for ``auto``.
+        fit_concurrent: how many trials the cluster's resources hold at once (before the
+            ``max_concurrent_trials`` and trial-count caps).
     """
 
     num_workers: int
@@ -59,6 +63,8 @@ class ResourcePlan:
     gpus_per_worker: float = 1.0
     nodes: int = 1
     existing_cluster: bool = False
+    requested_concurrent: int | None = None
+    fit_concurrent: int | None = None
 
     @property
     def trial_token(self) -> dict[str, float]:
@@ -75,6 +81,23 @@ class ResourcePlan:
             f"{self.num_workers} worker(s) x {self.cpus_per_worker:g} CPU{gpu} per trial; "
             f"cluster {where}{self.cluster_cpus:g} CPU / {self.cluster_gpus:g} GPU -> "
             f"{self.max_concurrent} trial(s) at once"
+        )
+
+    def concurrency_note(self) -> str | None:
+        """One line when ``max_concurrent_trials`` asks for more trials at once than the
+        cluster's resources hold (the plan runs fewer), saying why and how to get them; None
+        otherwise. Pure."""
+        asked, fit = self.requested_concurrent, self.fit_concurrent
+        if asked is None or fit is None or asked <= fit:
+            return None
+        gpu = f" + {self.gpus_per_worker:g} GPU" if self.use_gpu else ""
+        need = asked * self.cpus_per_trial
+        return (
+            f"note: max_concurrent_trials {asked} lowered to {fit}: a trial takes {self.num_workers} worker(s) x "
+            f"{self.cpus_per_worker:g} CPU{gpu} and the cluster has {self.cluster_cpus:g} CPU / "
+            f"{self.cluster_gpus:g} GPU; for {asked} at once, lower backend.num_workers or "
+            f"backend.cpus_per_worker, or run on {need:g} CPUs"
+            + (f" / {asked * self.gpus_per_trial:g} GPUs" if self.use_gpu else "")
         )
 
 
@@ -162,9 +185,9 @@ def plan_resources(
             key="backend.num_workers",
             fix=f"set backend.num_workers <= {sum(slots)} or lower backend.cpus_per_worker",
         )
-    fit = max(1, sum(slots) // num_workers)
-    if max_concurrent != "auto":
-        fit = min(fit, int(max_concurrent))
+    fits = max(1, sum(slots) // num_workers)
+    asked = None if max_concurrent == "auto" else int(max_concurrent)
+    fit = fits if asked is None else min(fits, asked)
     if num_samples:
         fit = min(fit, num_samples)
     return ResourcePlan(
@@ -179,4 +202,6 @@ def plan_resources(
         gpus_per_worker=gpw or 1.0,
         nodes=len(nodes),
         existing_cluster=existing_cluster,
+        requested_concurrent=asked,
+        fit_concurrent=fits,
     )

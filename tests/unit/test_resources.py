@@ -182,3 +182,28 @@ def test_describe():
     plan = plan_resources(num_workers=2, use_gpu=True, cpus_per_worker=1.0, cluster_cpus=8, cluster_gpus=2)
     assert plan.describe() == "2 worker(s) x 1 CPU + 1 GPU per trial; cluster 8 CPU / 2 GPU -> 1 trial(s) at once"
     assert plan.trial_token == {"trial_slot": 1}
+
+
+@pytest.mark.parametrize(("cpus", "asked", "fit"), [(4, 3, 2), (2, 2, 1)])
+def test_max_concurrent_trials_above_what_fits_is_lowered_with_one_line_saying_why(cpus, asked, fit):
+    plan = plan_resources(
+        num_workers=2, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=cpus, max_concurrent=asked, num_samples=10
+    )
+    assert plan.max_concurrent == fit
+    note = plan.concurrency_note()
+    assert note is not None and "\n" not in note
+    assert note.startswith(
+        f"note: max_concurrent_trials {asked} lowered to {fit}: a trial takes 2 worker(s) x 1 CPU and the cluster has "
+        f"{cpus} CPU / 0 GPU"
+    )
+    assert (
+        f"for {asked} at once, lower backend.num_workers or backend.cpus_per_worker, or run on {2 * asked} CPUs" in note
+    )
+
+
+@pytest.mark.parametrize("asked", ["auto", 1, 2])
+def test_max_concurrent_trials_that_fits_says_nothing(asked):
+    plan = plan_resources(
+        num_workers=2, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=4, max_concurrent=asked, num_samples=10
+    )
+    assert plan.concurrency_note() is None
