@@ -10,7 +10,7 @@ import signal
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -21,15 +21,42 @@ from ludwig_hpo.errors import ConfigError, UserError
 if TYPE_CHECKING:
     from ludwig_hpo.driver.sweep import Sweep
 
+
+def _flags_without_type(params: list[Any]) -> list[Any]:
+    """Help shows a flag as its name alone (``--restart``, not ``--restart <bool>``); every
+    other option names the value a person types (its metavar: ``--workers N``)."""
+    for p in params:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    """An ``hpo`` command (see :func:`_flags_without_type`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_type(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    """The ``hpo`` group (see :func:`_flags_without_type`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_type(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Declarative hyperparameter sweeps for PyTorch: Optuna + Ray Tune + Ray Train DDP + MLflow.",
 )
 # Plain text by default: user strings (paths, keys, values) may hold "[...]", which rich
-# would take for markup. Styled output passes markup=True with user parts escaped.
-out = Console(highlight=False, soft_wrap=True, markup=False)
+# would take for markup. Styled output passes markup=True with user parts escaped. On a
+# terminal, lines wrap at its width; elsewhere (a file, a pipe) each stays one line.
+out = Console(highlight=False, markup=False)
+out.soft_wrap = not out.is_terminal
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
@@ -75,6 +102,11 @@ def _guard(fn: Callable) -> Callable:
     return wrapper
 
 
+def _example(command: str) -> str:
+    """A command's help epilog: one command line to copy."""
+    return f"Example: {command}"
+
+
 _ADDRESS_HELP = (
     "A running Ray cluster (host:port of its head, as printed by 'ray start --head'); "
     "default: RAY_ADDRESS, else a private local cluster."
@@ -90,19 +122,26 @@ def _with_cli_overrides(loaded, num_workers: int | None, sets: list[str] | None 
     return with_overrides(loaded, [parse_set(s) for s in sets or []])
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example("hpo sweep sweeps/breast_cancer_tiny.yaml --output results"))
 @_guard
 def sweep(
-    sweep_file: Path = typer.Argument(..., help="The sweep YAML file."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
+    sweep_file: Path = typer.Argument(..., metavar="SWEEP_FILE", help="The sweep YAML file."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", metavar="DIR", help="Root folder of results (default: hpo_results)."
+    ),
     restart: bool = typer.Option(
         False, "--restart", help="Discard an unfinished sweep of this name instead of resuming it."
     ),
     dataset: Path | None = typer.Option(
-        None, "--dataset", help="CSV/Parquet file replacing dataset.source (runs a Ludwig config unchanged)."
+        None,
+        "--dataset",
+        metavar="FILE",
+        help="CSV/Parquet file replacing dataset.source (runs a Ludwig config unchanged).",
     ),
-    num_workers: int | None = typer.Option(None, "--num-workers", min=1, help=_WORKERS_HELP),
-    address: str | None = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=_ADDRESS_HELP),
+    num_workers: int | None = typer.Option(None, "--num-workers", metavar="N", help=_WORKERS_HELP),
+    address: str | None = typer.Option(
+        None, "--address", envvar="RAY_ADDRESS", metavar="HOST:PORT", help=_ADDRESS_HELP
+    ),
     retune_batch_size: bool = typer.Option(
         False,
         "--retune-batch-size",
@@ -140,9 +179,11 @@ def sweep(
     )
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example("hpo resume results/breast-cancer-tiny"))
 @_guard
-def resume(results_dir: Path = typer.Argument(..., help="The output folder of an unfinished sweep.")) -> None:
+def resume(
+    results_dir: Path = typer.Argument(..., metavar="RESULTS_DIR", help="The output folder of an unfinished sweep."),
+) -> None:
     """Resume the unfinished sweep in RESULTS_DIR (same as rerunning its `hpo sweep` command)."""
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.driver.paths import SweepPaths
@@ -178,7 +219,7 @@ def resume(results_dir: Path = typer.Argument(..., help="The output folder of an
 
 
 def _run_sweep(sweep_: Sweep, title: str) -> None:
-    from ludwig_hpo.driver.console import failure_summary, print_sweep_summary
+    from ludwig_hpo.driver.summary import failure_summary, print_sweep_summary
 
     _handle_signals()
     out.print(f"[bold]hpo sweep[/bold] {escape(title)}", markup=True)
@@ -195,26 +236,39 @@ def _handle_signals() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@app.command()
+@app.command(
+    cls=_Command,
+    epilog=_example("hpo train sweeps/breast_cancer_tiny.yaml --set trainer.learning_rate=0.01 --num-workers 2"),
+)
 @_guard
 def train(
-    sweep_file: Path = typer.Argument(..., help="The sweep YAML file (its base configuration is trained)."),
-    num_workers: int | None = typer.Option(None, "--num-workers", min=1, help=_WORKERS_HELP),
+    sweep_file: Path = typer.Argument(
+        ..., metavar="SWEEP_FILE", help="The sweep YAML file (its base configuration is trained)."
+    ),
+    num_workers: int | None = typer.Option(None, "--num-workers", metavar="N", help=_WORKERS_HELP),
     set_: list[str] | None = typer.Option(
-        None, "--set", help="PATH=VALUE (YAML), e.g. trainer.learning_rate=0.01; repeatable."
+        None,
+        "--set",
+        metavar="KEY=VALUE",
+        help="A dotted key and a YAML value, e.g. trainer.learning_rate=0.01; repeatable.",
     ),
     from_sweep: Path | None = typer.Option(
         None,
         "--from-sweep",
+        metavar="DIR",
         help="Train the best configuration of this finished sweep's output folder instead of the base configuration.",
     ),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Root folder of results (default: hpo_results)."),
-    address: str | None = typer.Option(None, "--address", envvar="RAY_ADDRESS", help=_ADDRESS_HELP),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", metavar="DIR", help="Root folder of results (default: hpo_results)."
+    ),
+    address: str | None = typer.Option(
+        None, "--address", envvar="RAY_ADDRESS", metavar="HOST:PORT", help=_ADDRESS_HELP
+    ),
 ) -> None:
     """Train one configuration once as a Ray Train job, tracked in MLflow, model saved."""
     from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.driver.console import print_train_summary
     from ludwig_hpo.driver.single_run import best_config_of, train_once
+    from ludwig_hpo.driver.summary import print_train_summary
 
     loaded = load_sweep(sweep_file)
     if from_sweep is not None:
@@ -231,11 +285,13 @@ def train(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example("hpo validate sweeps/breast_cancer_tiny.yaml"))
 @_guard
 def validate(
-    sweep_file: Path = typer.Argument(..., help="The sweep YAML file (or a Ludwig config)."),
-    dataset: Path | None = typer.Option(None, "--dataset", help="CSV/Parquet file replacing dataset.source."),
+    sweep_file: Path = typer.Argument(..., metavar="SWEEP_FILE", help="The sweep YAML file (or a Ludwig config)."),
+    dataset: Path | None = typer.Option(
+        None, "--dataset", metavar="FILE", help="CSV/Parquet file replacing dataset.source."
+    ),
 ) -> None:
     """Check a sweep file and its dataset without starting Ray; print what the sweep would do."""
     from ludwig_hpo.config import load_sweep
@@ -246,38 +302,39 @@ def validate(
     from ludwig_hpo.execution.executor import choose_executor
     from ludwig_hpo.tracking.resolve import resolve_tracking
 
+    # Every check runs before anything is printed: "valid" is said only of a file that passed them all.
     loaded = load_sweep(sweep_file, dataset=dataset)
     cfg = loaded.config
-    out.print(f"{sweep_file}: valid")
     pbt = None
     if cfg.hyperopt.scheduler.type == "pbt":
         from ludwig_hpo.search.schedulers import pbt_checkpoints
 
         pbt = pbt_checkpoints(cfg.hyperopt)
-    for line in [*describe_sweep(cfg), *describe_search(cfg, pbt_checkpoints=pbt)]:
-        out.print(line)
-
+    lines = [*describe_sweep(cfg), *describe_search(cfg, pbt_checkpoints=pbt)]
     data = prepare(
         load_dataframe(cfg.dataset.source, loaded.base_dir), cfg, dataset_folder(cfg.dataset.source, loaded.base_dir)
     )
-    out.print(
+    lines.append(
         f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
         f"features read and preprocessed without error"
     )
-    for filled in data.filled:
-        out.print(f"data: {filled.text()}")
+    lines.extend(f"data: {filled.text()}" for filled in data.filled)
     plan = local_plan(cfg)
-    out.print(f"resources: {plan.describe()}")
+    lines.append(f"resources: {plan.describe()}")
+    if (note := plan.concurrency_note()) is not None:
+        lines.append(note)
     choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt")
-    out.print(f"trial executor: {choice.executor} ({choice.reason})")
+    lines.append(f"trial executor: {choice.executor} ({choice.reason})")
     if cfg.kfold:
-        out.print(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
+        lines.append(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
     results = choose_output_dir(loaded, None)
-    out.print(f"results: {results}")
-    out.print(f"mlflow: {resolve_tracking(cfg.tracking, cfg.name, os.environ, results).describe()}")
+    lines.append(f"results: {results}")
+    lines.append(f"mlflow: {resolve_tracking(cfg.tracking, cfg.name, os.environ, results).describe()}")
+    for line in [f"{sweep_file}: valid", *lines]:
+        out.print(line)
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example("hpo schema > sweep.schema.json"))
 @_guard
 def schema() -> None:
     """Print the JSON Schema of the sweep file (for editor completion and checks)."""
@@ -292,22 +349,31 @@ def schema() -> None:
     out.print(json.dumps(doc, indent=2), soft_wrap=True)
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example("hpo report results/breast-cancer-tiny"))
 @_guard
 def report(
-    results_dir: Path | None = typer.Argument(None, help="A sweep's output folder (holding mlflow.db)."),
-    experiment: str | None = typer.Option(
-        None, "--experiment", "-e", help="MLflow experiment: report its latest sweep."
+    results_dir: Path | None = typer.Argument(
+        None, metavar="RESULTS_DIR", help="A sweep's output folder (holding mlflow.db)."
     ),
-    run_id: str | None = typer.Option(None, "--run-id", help="The sweep's MLflow parent run id."),
+    experiment: str | None = typer.Option(
+        None, "--experiment", "-e", metavar="NAME", help="MLflow experiment: report its latest sweep."
+    ),
+    run_id: str | None = typer.Option(None, "--run-id", metavar="RUN_ID", help="The sweep's MLflow parent run id."),
     tracking_uri: str | None = typer.Option(
-        None, "--tracking-uri", help="MLflow store (default: DIR/mlflow.db, else MLFLOW_TRACKING_URI)."
+        None, "--tracking-uri", metavar="URI", help="MLflow store (default: DIR/mlflow.db, else MLFLOW_TRACKING_URI)."
     ),
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Folder for report.html (default: DIR, else hpo_reports/<sweep name>)."
+        None,
+        "--output",
+        "-o",
+        metavar="DIR",
+        help="Folder for report.html (default: DIR, else hpo_reports/<sweep name>).",
     ),
     mlflow_ui: str | None = typer.Option(
-        None, "--mlflow-ui", metavar="URL", help="The MLflow UI's address (as 'hpo ui' prints it): trials link to their runs."
+        None,
+        "--mlflow-ui",
+        metavar="URL",
+        help="The MLflow UI's address (as 'hpo ui' prints it): trials link to their runs.",
     ),
 ) -> None:
     """Rebuild a sweep's report.html from MLflow alone (finished or still running)."""
@@ -362,16 +428,17 @@ def _read_results_json(path: Path):
         ) from None
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example("hpo ui results/breast-cancer-tiny --port 5001"))
 @_guard
 def ui(
     results_dir: Path | None = typer.Argument(
         None,
+        metavar="RESULTS_DIR",
         help="A sweep's output folder (holding mlflow.db); default: "
         "the current folder, else the newest sweep in hpo_results/.",
     ),
-    port: int = typer.Option(5000, help="Port of the MLflow UI."),
-    host: str = typer.Option("127.0.0.1", help="Interface to bind (default: this machine only)."),
+    port: int = typer.Option(5000, metavar="PORT", help="Port of the MLflow UI."),
+    host: str = typer.Option("127.0.0.1", metavar="HOST", help="Interface to bind (default: this machine only)."),
     no_browser: bool = typer.Option(False, "--no-browser", help="Print the URL without opening a browser."),
 ) -> None:
     """Start the MLflow UI on a sweep's embedded store and open (and print) its run list."""

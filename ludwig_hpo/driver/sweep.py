@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from rich.console import Console
 
-from ludwig_hpo.config.describe import trial_count_text
+from ludwig_hpo.config.describe import algorithm_text, trial_count_text
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
+from ludwig_hpo.driver.console import activity, say
 from ludwig_hpo.driver.journal import JournalSink, read_journal
 from ludwig_hpo.driver.output import closing_parent_run, create_output, reopen_output
 from ludwig_hpo.driver.paths import KFOLD, SEARCH, Experiment
@@ -38,7 +39,28 @@ from ludwig_hpo.tracking import layout
 
 if TYPE_CHECKING:
     from ludwig_hpo.driver.monitor import SweepMonitor
-    from ludwig_hpo.results.live import TrialDescription, TrialSink
+    from ludwig_hpo.results.live import LiveTrial, TrialDescription, TrialSink
+
+
+def time_budget_stop(budget_s: float | None, elapsed_s: float, planned: int, trials: list[LiveTrial]) -> str | None:
+    """Why the search ended before its planned trials, when its time budget ended it:
+    ``"time budget reached after 3 of 8 trials"`` (with how many running trials it stopped),
+    else None. Pure; driver.
+
+    Args:
+        budget_s: ``hyperopt.executor.time_budget_s`` (None: no budget).
+        elapsed_s: seconds the search's Tune experiment ran (measured around it, so never
+            less than what Tune measured).
+        planned: trials the search was to run.
+        trials: the search's trials (started ones), as its monitor holds them.
+    """
+    if not budget_s:
+        return None
+    cut = sum(t.stopped_by == layout.STOPPED_BY_TIME_BUDGET for t in trials)
+    if not cut and (len(trials) >= planned or elapsed_s < budget_s):
+        return None
+    stopped = f" ({cut} running trial(s) stopped by it)" if cut else ""
+    return f"time budget reached after {len(trials)} of {planned} trials{stopped}"
 
 
 class Sweep:
@@ -76,6 +98,7 @@ class Sweep:
             raise ValueError("a resumed sweep needs its output folder (resume_dir)")
         self.address = address
         self.nest_under = nest_under
+        self.t0 = time.time()  # the sweep's clock (the console's time stamps); reset by run()
         self.retune_batch_size = retune_batch_size
         self.loaded = loaded
         self.cfg = loaded.config
@@ -88,7 +111,7 @@ class Sweep:
         self.metric = self.cfg.hyperopt.metric_key
 
     def _say(self, text: str) -> None:
-        self.console.print(text, highlight=False)
+        say(self.console, text)
 
     # ------------------------------------------------------------------ checks before anything exists
     def _prepare(self, nodes: list[NodeShape] | None) -> Prepared:
@@ -102,6 +125,8 @@ class Sweep:
             self._say(f"data: {filled.text()}")
         plan = local_plan(cfg) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         self._say(f"resources: {plan.describe()}")
+        if (note := plan.concurrency_note()) is not None:
+            self._say(note)
         executor = choose_executor(
             cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt"
         )
@@ -119,7 +144,7 @@ class Sweep:
             UserError: bad data, resources, cluster address or tracking store (before
                 anything is created).
         """
-        t0 = time.time()
+        t0 = self.t0 = time.time()
         # An inherited MLFLOW_RUN_ID (e.g. a sweep started from inside another MLflow run)
         # must not make any library resume that run: the sweep creates its own parent run.
         inherited = os.environ.pop("MLFLOW_RUN_ID", None)
@@ -158,15 +183,24 @@ class Sweep:
             contextlib.nullcontext()
             if plan.existing_cluster
             else local_cluster(
-                num_cpus=plan.cluster_cpus, num_gpus=int(plan.cluster_gpus), trial_slots=plan.max_concurrent
+                num_cpus=plan.cluster_cpus,
+                num_gpus=int(plan.cluster_gpus),
+                trial_slots=plan.max_concurrent,
+                log_file=paths.ray_log,
             )
         )
-        with cluster:
+        with contextlib.ExitStack() as stack:
+            if not plan.existing_cluster:
+                with activity(self.console, f"starting Ray (a local cluster of {plan.cluster_cpus:g} CPUs)"):
+                    stack.enter_context(cluster)
             auto = "auto" in (cfg.trainer.batch_size, cfg.trainer.eval_batch_size)
             persisted = persisted_sizes(paths.batch_sizes, auto=auto, retune=self.retune_batch_size)
             for line in persisted.warnings:
                 self._say(f"warning: {line}")
-            run = SweepRun.start(output, prepared, self.loaded, journal, self.mode, persisted=persisted)
+            pooled = prepared.executor.executor == "pooled"
+            warming = f", starting {plan.max_concurrent} warm worker group(s)" if pooled else ""
+            with activity(self.console, f"putting the data in Ray's object store{warming}"):
+                run = SweepRun.start(output, prepared, self.loaded, journal, self.mode, persisted=persisted)
             search = self._search(run)
             output.enter("kfold")
             self._batch_cache_stats(run)
@@ -205,6 +239,7 @@ class Sweep:
             pareto_trial_ids=self._pareto(search.records),
             output_dir=str(paths.root),
             tracking_uri=output.store.uri,
+            stop_reason=search.stop_reason,
         )
         self._finish(output, result, best)
         output.enter("finished")
@@ -283,14 +318,16 @@ class Sweep:
         cfg, hp = self.cfg, self.cfg.hyperopt
         n, budget = hp.num_trials, hp.executor.time_budget_s
         self._say(
-            f"search: {trial_count_text(hp)}, {hp.search_alg.effective_sampler.upper()} "
-            f"(seed {hp.search_alg.seed}), scheduler {hp.scheduler.type}, {cfg.trainer.epochs} epochs max, "
-            f"optimizing {', '.join(f'{k} ({g})' for k, g in cfg.objectives)}; time budget: "
-            f"{f'{budget:g}s' if budget else 'none'}"
+            f"search: {trial_count_text(hp)}, {algorithm_text(hp)}, scheduler {hp.scheduler.type}, "
+            f"{cfg.trainer.epochs} epochs max, optimizing {', '.join(f'{k} ({g})' for k, g in cfg.objectives)}; "
+            f"time budget: {f'{budget:g}s' if budget else 'none'}"
         )
         rungs: tuple[int, ...] = ()
         if hp.scheduler.type in ("async_hyperband", "asha"):
             rungs = asha_rungs(hp.scheduler.grace_period, hp.scheduler.reduction_factor, cfg.trainer.epochs)
+        console = ConsoleSink(self.console, self.metric, self.sign, n, t0=self.t0, epochs=cfg.trainer.epochs)
+        if run.pooled:
+            console.waiting = "waiting for the warm worker groups and the first trial"
         monitor = self._monitor(
             run,
             SEARCH,
@@ -307,8 +344,8 @@ class Sweep:
                     objective_key=self.metric,
                     resume=run.resumed,
                 ),
-                ConsoleSink(self.console, self.metric, self.sign, n),
-                *live_report_sinks(cfg, run.paths, run.store.uri),
+                console,
+                *live_report_sinks(cfg, run.paths, run.store.uri, started_s=self.t0),
             ],
             objective_key=self.metric,
         )
@@ -324,13 +361,19 @@ class Sweep:
             exp = self._pbt_search(exp)
         else:
             exp = dataclasses.replace(exp, search_alg=make_searcher(hp, cfg.objectives))
-        grid = fit_experiment(exp, run, cfg, self.mode)
-        if hp.search_alg.type == "grid" and len(monitor.trials) == n:
+        started = time.time()
+        with console.live():
+            grid = fit_experiment(exp, run, cfg, self.mode)
+        stop = time_budget_stop(budget, time.time() - started, n, list(monitor.trials.values()))
+        if stop is not None:
+            self._say(f"search ended: {stop}")
+        elif hp.search_alg.type == "grid" and len(monitor.trials) == n:
             self._say(f"search space exhausted: all {n} grid points ran")
         return SearchOutcome(
             records=monitor.records(),
             checkpoints=best_checkpoints(grid, monitor, self.mode),
             final_params={tid: dict(t.current) for tid, t in monitor.trials.items()},
+            stop_reason=stop,
         )
 
     def _pbt_search(self, exp: TuneExperiment) -> TuneExperiment:
@@ -367,6 +410,7 @@ class Sweep:
             f"cross-validation on train+validation and once on the test split ({len(jobs)} runs)"
         )
         metric = f"{self.cfg.hyperopt.output_feature}/{self.cfg.hyperopt.metric}"
+        console = ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False, t0=self.t0)
         monitor = self._monitor(
             run,
             KFOLD,
@@ -375,16 +419,17 @@ class Sweep:
             ),
             [
                 MlflowSink(run.store, run.parent, config_text=self._trial_config_text, resume=run.resumed),
-                ConsoleSink(self.console, metric, self.sign, len(jobs), show_best=False),
+                console,
             ],
             early_stopping=False,
         )
-        fit_experiment(
-            TuneExperiment(KFOLD, kfold_trial, monitor, param_space={"job": tune.grid_search(jobs)}),
-            run,
-            self.cfg,
-            self.mode,
-        )
+        with console.live():
+            fit_experiment(
+                TuneExperiment(KFOLD, kfold_trial, monitor, param_space={"job": tune.grid_search(jobs)}),
+                run,
+                self.cfg,
+                self.mode,
+            )
         runs = [(t.tags, t.record(self.sign)) for t in monitor.trials.values()]
         return aggregate_kfold(runs, k, metric)
 
@@ -406,6 +451,8 @@ class Sweep:
         if self.cfg.report.enabled:
             from dashboards import build_report
 
-            store.log_artifact(parent, build_report(result, paths.report, paths.hiplot))
+            with activity(self.console, "writing the report"):
+                report = build_report(result, paths.report, paths.hiplot)
+            store.log_artifact(parent, report)
             if paths.hiplot.exists():
                 store.log_artifact(parent, paths.hiplot)

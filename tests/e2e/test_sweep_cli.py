@@ -270,6 +270,30 @@ def test_a_failing_trial_is_failed_in_mlflow_and_the_sweep_goes_on(tmp_path):
     assert "failed" in proc.stdout
 
 
+def test_a_time_budget_that_ends_the_search_says_so_and_no_missing_report_is_named(tmp_path):
+    # far more trials than any machine runs in the budget: the budget, not the trial count, ends it
+    text = (SWEEPS / "breast_cancer_tiny.yaml").read_text()
+    text = text.replace("executor: {num_samples: 4}", "executor: {num_samples: 500, time_budget_s: 15}")
+    text = text.replace("kfold: {k: 2, top_k: 1}", "report: {enabled: false}")
+    (tmp_path / "budget.yaml").write_text(text)
+    proc = run_cli("sweep", "budget.yaml", "--output", "r", cwd=tmp_path)
+    out = tmp_path / "r" / "breast-cancer-tiny"
+    result = json.loads((out / "results.json").read_text())
+    started = len(result["trials"])
+    reason = f"time budget reached after {started} of 500 trials"
+    assert result["stop_reason"].startswith(reason)
+    if proc.returncode == 1:  # a machine too slow to end one trial in the budget
+        assert "no trial produced a result" in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+    done = next(line for line in proc.stdout.splitlines() if line.startswith("done in "))
+    assert f"; {reason}" in done
+    assert not (out / "report.html").exists() and "report:" not in proc.stdout
+    for line in proc.stdout.splitlines():  # every path the console names exists
+        if line.startswith(("output: ", "results: ")):
+            assert Path(tmp_path, line.split(": ", 1)[1].strip()).exists(), line
+
+
 def test_more_workers_than_cpus_is_an_error_before_any_trial(tmp_path):
     bad = tmp_path / "big.yaml"
     bad.write_text((SWEEPS / "breast_cancer_tiny.yaml").read_text().replace("num_workers: 2", "num_workers: 64"))

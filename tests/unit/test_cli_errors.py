@@ -104,7 +104,7 @@ def test_an_output_folder_that_cannot_be_created_is_one_line(tmp_path):
 
 
 def test_a_sweep_where_every_trial_failed_summarizes_the_distinct_errors():
-    from ludwig_hpo.driver.console import failure_summary
+    from ludwig_hpo.driver.summary import failure_summary
     from ludwig_hpo.results import TrialRecord
 
     def failed(i, error):

@@ -89,3 +89,45 @@ def test_schema_is_json_schema_that_accepts_every_sweep():
         jsonschema.validate(yaml.safe_load(path.read_text()), doc)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"hyperopt": {"parameters": {"x.y": {"space": "lognormal"}}}}, doc)
+
+
+def test_validate_says_valid_only_after_every_check_passed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "sweeps" / "breast_cancer_tiny.yaml").read_text()
+    (tmp_path / "s.yaml").write_text(text.replace("source: sklearn:breast_cancer", "source: missing.csv"))
+    result = CliRunner().invoke(app, ["validate", "s.yaml"])
+    assert result.exit_code == 2
+    assert result.stdout == ""  # neither "valid" nor the summary of a file that failed a check
+    assert "missing.csv" in result.stderr and "dataset.source" in result.stderr
+
+
+def test_a_grid_search_is_described_without_a_seed(tmp_path, monkeypatch):
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.config.describe import algorithm_text
+
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "sweeps" / "breast_cancer_tiny.yaml").read_text()
+    text = text.replace("search_alg: {sampler: tpe, seed: 3}", "search_alg: {type: grid}")
+    text = text.replace("executor: {num_samples: 4}", "executor: {}")
+    text = text.replace(
+        "{space: loguniform, lower: 1.0e-3, upper: 1.0e-1}", "{space: grid_search, values: [0.01, 0.1]}"
+    )
+    text = text.replace("{space: choice, categories: [8, 16]}", "{space: grid_search, values: [8, 16]}")
+    text = text.replace("{space: choice, categories: [adam, sgd]}", "{space: grid_search, values: [adam, sgd]}")
+    (tmp_path / "s.yaml").write_text(text)
+    assert algorithm_text(load_sweep(tmp_path / "s.yaml").config.hyperopt) == "grid search"
+    out = CliRunner().invoke(app, ["validate", "s.yaml"]).stdout
+    assert "search: 8 trials (every point of the grid once); grid search\n" in out
+    assert "None" not in out
+
+
+def test_validate_says_when_max_concurrent_trials_is_lowered(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("ludwig_hpo.execution.cluster.local_resources", lambda: (2, 0))
+    text = (ROOT / "sweeps" / "breast_cancer_tiny.yaml").read_text()
+    text = text.replace("executor: {num_samples: 4}", "executor: {num_samples: 4, max_concurrent_trials: 2}")
+    (tmp_path / "s.yaml").write_text(text)
+    out = CliRunner().invoke(app, ["validate", "s.yaml"]).stdout.splitlines()
+    assert "resources: 2 worker(s) x 1 CPU per trial; cluster 2 CPU / 0 GPU -> 1 trial(s) at once" in out
+    note = next(line for line in out if line.startswith("note: max_concurrent_trials"))
+    assert note.startswith("note: max_concurrent_trials 2 lowered to 1: a trial takes 2 worker(s) x 1 CPU")

@@ -1,0 +1,105 @@
+"""What ``hpo sweep`` and ``hpo train`` print when they end: trial counts in the status
+vocabulary, the best trial, the k-fold scores, and where the results are (only paths that
+exist). Driver process only."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.driver.console import say
+from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.results import SweepResult, TrialRecord
+
+
+def failure_summary(trials: Sequence[TrialRecord]) -> str:
+    """``"4 of 5 trial(s) failed: 3x TrialError: ...; 1x ..."``: the distinct one-line errors,
+    most frequent first (or that the trials ended without reporting a metric)."""
+    errors = Counter(t.error or "no error message" for t in trials if t.label == "failed")
+    if not errors:
+        return f"{len(trials)} trial(s) ended without reporting a metric"
+    distinct = "; ".join(f"{n}x {e}" for e, n in errors.most_common())
+    return f"{sum(errors.values())} of {len(trials)} trial(s) failed: {distinct}"
+
+
+def _where(console: Console, result: SweepResult, first: tuple[str, Path]) -> None:
+    """The closing lines: ``first`` (label, path) when that path exists, the output folder and
+    the tracking store (with the ``hpo ui`` command when the store is the folder's embedded one)."""
+    paths = SweepPaths(Path(result.output_dir))
+    if first[1].exists():
+        say(console, f"{first[0]:<8} {first[1]}")
+    say(console, f"results: {paths.root}")
+    hint = f"  (hpo ui {paths.root})" if paths.mlflow_db.is_file() else ""
+    say(console, f"mlflow:  {result.tracking_uri}{hint}")
+
+
+def print_sweep_summary(console: Console, result: SweepResult) -> bool:
+    """What ``hpo sweep`` prints when the sweep ends: trial counts by state (completed, stopped
+    early, failed, interrupted), why the search stopped early when it did, the best trial and
+    its parameters, the Pareto set, each k-fold configuration's mean and test score, and where
+    the report (when written), results and runs are. Driver process.
+
+    Returns:
+        False when no trial produced a result (only the counts are printed; the caller
+        reports the failure, see :func:`failure_summary`).
+    """
+    best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
+    console.print()
+    labels = Counter(t.label for t in result.trials)
+    counts = f"{labels['completed']} completed, {labels['stopped early']} stopped early, {labels['failed']} failed"
+    if labels["interrupted"]:
+        counts += f", {labels['interrupted']} interrupted"
+    reason = f"; {result.stop_reason}" if result.stop_reason else ""
+    say(console, f"done in {result.wall_time_s or 0:.0f}s: {counts}{reason}")
+    if best is None or best.objective_best is None:
+        return False
+    say(console, f"best trial {best.trial_id}: {result.metric} = {best.objective_best:.6g}")
+    if result.pareto_trial_ids:
+        say(console, f"pareto set on {', '.join(result.objectives)}: {', '.join(result.pareto_trial_ids)}")
+    for k, v in best.params.items():
+        say(console, f"  {k}: {v}")
+    for kf in result.kfold:
+        mean = sum(kf.fold_scores) / len(kf.fold_scores) if kf.fold_scores else float("nan")
+        test = f"{kf.test_score:.6g}" if kf.test_score is not None else "failed"
+        folds = len(kf.fold_scores) + kf.failed_folds
+        failed = f" ({kf.failed_folds} failed)" if kf.failed_folds else ""
+        say(
+            console,
+            f"config #{kf.config_rank} ({kf.trial_id}): mean {kf.metric} over {len(kf.fold_scores)}/{folds} "
+            f"folds{failed} = {mean:.6g}, test = {test}",
+        )
+    _where(console, result, ("report:", SweepPaths(Path(result.output_dir)).report))
+    return True
+
+
+def print_train_summary(console: Console, result: SweepResult, cfg: SweepConfig) -> str | None:
+    """What ``hpo train`` prints when its run ends: epochs, workers, strategy and precision,
+    the metric's best (with its epoch) and last values, the last epoch's validation metrics,
+    and where the model, results and run are. Driver process.
+
+    Returns:
+        None, or why the run produced no model (``"training failed[: <error>]"``; nothing is
+        printed then).
+    """
+    run = result.trials[0] if result.trials else None
+    if run is None or run.label == "failed" or run.objective_best is None or run.objective_last is None:
+        return f"training failed{f': {run.error}' if run and run.error else ''}"
+    last = run.history[-1] if run.history else None
+    best_epoch = min(run.history, key=lambda e: cfg.goal_sign * e.objective).epoch if run.history else None
+    console.print()
+    say(
+        console,
+        f"done in {result.wall_time_s or 0:.0f}s: {len(run.history)} epochs, "
+        f"{cfg.backend.num_workers} worker(s), {cfg.backend.strategy}, {cfg.trainer.precision}",
+    )
+    say(console, f"{result.metric}: best {run.objective_best:.6g} (epoch {best_epoch}), last {run.objective_last:.6g}")
+    if last is not None:
+        shown = {k: v for k, v in last.metrics.items() if k.startswith(("validation/", "train/combined"))}
+        for k, v in sorted(shown.items()):
+            say(console, f"  {k}: {v:.6g}")
+    _where(console, result, ("model:", SweepPaths(Path(result.output_dir)).best_model))
+    return None
