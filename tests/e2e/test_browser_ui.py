@@ -1,0 +1,144 @@
+"""What a user opens after a sweep, in headless Chromium: the report, its HiPlot page, and the
+MLflow run list at the URL that ``hpo ui`` prints. One small real sweep (real Ray, real MLflow);
+``hpo ui`` runs as a subprocess on a free loopback port and is stopped by its process group.
+Each page is screenshotted into the test's folder (and ``$HPO_SHOTS_DIR`` when set) and its DOM,
+after the page's scripts ran, is checked."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from ..chromium import CHROMIUM, MISSING, dom, screenshot, visible_text
+from ..conftest import SWEEPS
+from .test_sweep_cli import SWEEP_TIMEOUT_S, run_cli
+
+UI_START_TIMEOUT_S = 120
+# The MLflow UI is a single-page app that fetches the runs after it loads: more virtual time.
+MLFLOW_BUDGET_MS = 30000
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(SWEEP_TIMEOUT_S + UI_START_TIMEOUT_S + 600),
+    pytest.mark.skipif(CHROMIUM is None, reason=MISSING),
+]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """``hpo sweep sweeps/breast_cancer_tiny.yaml`` run once; returns (output folder, its result)."""
+    from ludwig_hpo.results.io import read_result
+
+    cwd = tmp_path_factory.mktemp("ui-sweep")
+    proc = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "results", cwd=cwd)
+    assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    out = cwd / "results" / "breast-cancer-tiny"
+    return out, read_result(out / "results.json")
+
+
+def _read_url(proc: subprocess.Popen, lines: list[str], found: threading.Event) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if re.search(r"https?://\S+", line):
+            found.set()
+    found.set()  # the process ended; the caller sees no URL
+
+
+@pytest.fixture(scope="module")
+def ui_url(sweep):
+    """``hpo ui DIR --port P`` on 127.0.0.1: yields the URL it printed, once that answers."""
+    from ludwig_hpo.execution.cluster import free_port
+
+    out, _ = sweep
+    args = [sys.executable, "-m", "ludwig_hpo", "ui", str(out), "--host", "127.0.0.1", "--port", str(free_port())]
+    help_text = subprocess.run([*args[:4], "--help"], capture_output=True, text=True, timeout=120).stdout
+    if "--no-browser" in help_text:
+        args.append("--no-browser")
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
+    proc = subprocess.Popen(
+        args, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    lines: list[str] = []
+    found = threading.Event()
+    threading.Thread(target=_read_url, args=(proc, lines, found), daemon=True).start()
+    try:
+        assert found.wait(UI_START_TIMEOUT_S), f"hpo ui printed no URL in {UI_START_TIMEOUT_S}s: {''.join(lines)}"
+        urls = [m.group(0) for line in lines for m in [re.search(r"https?://\S+", line)] if m]
+        assert urls, f"hpo ui ended (exit {proc.poll()}) without a URL:\n{''.join(lines)}"
+        url = urls[0]
+        deadline = time.monotonic() + UI_START_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(url.split("#", 1)[0], timeout=10) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, f"hpo ui exited ({proc.returncode}):\n{''.join(lines)}"
+            assert time.monotonic() < deadline, f"{url} did not answer in {UI_START_TIMEOUT_S}s"
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def test_mlflow_run_list_shows_the_sweep_as_one_parent_run_with_its_children(ui_url, sweep, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    out, result = sweep
+    assert "#/experiments/" in ui_url, f"hpo ui printed {ui_url}, not the sweep experiment's run list"
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
+    experiment_id = re.search(r"#/experiments/([^/?]+)", ui_url).group(1)
+    runs = client.search_runs([experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("run_kind") == "sweep"]
+    assert len(parents) == 1 and len(runs) > len(result.trials), [r.data.tags.get("run_kind") for r in runs]
+
+    page, _ = dom(ui_url, tmp_path, budget_ms=MLFLOW_BUDGET_MS)
+    text = visible_text(page)
+    assert parents[0].info.run_name in text, f"no parent run in the run list: {text[:2000]}"
+    # the list's top level is the parent alone; its children fold under it
+    assert set(re.findall(r'role="row" row-index="\d+" row-id="([0-9a-f]+)"', page)) == {parents[0].info.run_id}
+    assert "ag-grid-expanders-visible" in page, "the run list shows no expandable parent"
+    assert f"{len(runs)} matching runs" in text, f"not every run of the sweep is in the list: {text[:2000]}"
+    shot = screenshot(ui_url, tmp_path / "mlflow-runs.png", size=(1600, 1000), budget_ms=MLFLOW_BUDGET_MS)
+    assert shot.stat().st_size > 20_000  # a blank page is a few kB
+
+
+def test_report_shows_every_trial_with_its_state(sweep, tmp_path):
+    out, result = sweep
+    page, console = dom((out / "report.html").as_uri(), tmp_path)
+    assert console == [], f"console messages: {console}"
+    for div_id in ("parallel-coordinates", "optimization-history", "learning-curves", "parameter-importance"):
+        match = re.search(rf'<div id="{div_id}" class="([^"]*)"', page)
+        assert match and "js-plotly-plot" in match.group(1), f"{div_id} was not rendered by plotly"
+    text = visible_text(page)
+    for trial in result.trials:
+        assert trial.trial_id in text
+    shot = screenshot((out / "report.html").as_uri(), tmp_path / "report.png", size=(1300, 5200))
+    assert shot.stat().st_size > 50_000
+
+
+def test_hiplot_page_draws_every_parameter(sweep, tmp_path):
+    out, result = sweep
+    page, console = dom((out / "hiplot.html").as_uri(), tmp_path)
+    assert console == [], f"console messages: {console}"
+    axes = re.findall(r'class="label-name[^>]*>([^<]*)', page)
+    for param in result.parameters:
+        if len({repr(t.params.get(param.path)) for t in result.trials}) > 1:  # HiPlot hides constant columns
+            assert param.path in axes, f"{param.path} has no HiPlot axis: {axes}"
+    shot = screenshot((out / "hiplot.html").as_uri(), tmp_path / "hiplot.png", size=(1300, 1400))
+    assert shot.stat().st_size > 20_000
