@@ -25,7 +25,7 @@ from .test_sweep_cli import SWEEP_TIMEOUT_S, run_cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * SWEEP_TIMEOUT_S + 120)]
 
-TRIAL_END = re.compile(r"trial_\w+ (finished|stopped early|failed)")
+TRIAL_END = re.compile(r"trial_\w+ (completed|finished|stopped early|failed)")
 
 
 def _processes() -> dict[int, tuple[int, bytes]]:
