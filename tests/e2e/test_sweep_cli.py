@@ -93,6 +93,8 @@ def test_console_prints_progress_best_and_where_results_are(tiny_sweep):
     assert f"report:  {Path('results') / 'breast-cancer-tiny' / 'report.html'}" in text
     assert "mlflow:  sqlite:///" in text
     assert "INFO" not in text and "Traceback" not in proc.stderr  # no wall of Ray / MLflow log lines
+    assert "\x1b" not in text and "\r" not in text  # piped: plain lines, no colours or cursor moves
+    assert re.search(r"^ +0 running, \d+ completed, .* of 4 \| best ", text, re.M)  # the counts after each end
 
 
 DECLARED = {"trainer.learning_rate", "combiner.output_size", "trainer.optimizer.type"}
