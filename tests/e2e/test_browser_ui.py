@@ -118,27 +118,78 @@ def test_mlflow_run_list_shows_the_sweep_as_one_parent_run_with_its_children(ui_
     assert shot.stat().st_size > 20_000  # a blank page is a few kB
 
 
-def test_report_shows_every_trial_with_its_state(sweep, tmp_path):
+def test_report_has_its_figures_table_toggle_and_trial_states(sweep, tmp_path):
+    from dashboards.report import (
+        CONTOUR_DIV_ID,
+        CURVES_DIV_ID,
+        HISTORY_DIV_ID,
+        IMPORTANCE_DIV_ID,
+        PARALLEL_DIV_ID,
+        RANK_DIV_ID,
+        SLICE_DIV_ID,
+        TRIALS_TABLE_ID,
+    )
+
     out, result = sweep
     page, console = dom((out / "report.html").as_uri(), tmp_path)
     assert console == [], f"console messages: {console}"
-    for div_id in ("parallel-coordinates", "optimization-history", "learning-curves", "parameter-importance"):
+    figures = (
+        PARALLEL_DIV_ID,
+        HISTORY_DIV_ID,
+        CURVES_DIV_ID,
+        IMPORTANCE_DIV_ID,
+        SLICE_DIV_ID,
+        CONTOUR_DIV_ID,
+        RANK_DIV_ID,
+    )
+    for div_id in figures:
         match = re.search(rf'<div id="{div_id}" class="([^"]*)"', page)
         assert match and "js-plotly-plot" in match.group(1), f"{div_id} was not rendered by plotly"
+    # a figure's y axes switch between log and linear scale (plotly's buttons)
+    assert {"log scale", "linear scale"} <= set(re.findall(r'data-unformatted="((?:log|linear) scale)"', page))
+    # the trials table sorts by every column, and words each trial's state as the console does
+    table = re.search(rf'<table id="{TRIALS_TABLE_ID}" class="([^"]*)">(.*?)</table>', page, re.DOTALL)
+    assert table and "sortable" in table.group(1).split(), "the trials table is not sortable"
+    headers = re.findall(r"<th ([^>]*)>", table.group(2))
+    assert headers and all('class="sortable' in h for h in headers), headers
+    assert sorted(re.findall(r'data-status="([^"]*)"', table.group(2))) == sorted(t.label for t in result.trials)
     text = visible_text(page)
+    counts = {label: sum(t.label == label for t in result.trials) for label in {t.label for t in result.trials}}
+    assert "completed" in counts, counts  # a sweep that finished has a trial that ran to its last epoch
+    for label, n in counts.items():
+        assert f"{n} {label}" in text, f"the summary does not say '{n} {label}': {text[:1500]}"
     for trial in result.trials:
         assert trial.trial_id in text
-    shot = screenshot((out / "report.html").as_uri(), tmp_path / "report.png", size=(1300, 5200))
+    shot = screenshot((out / "report.html").as_uri(), tmp_path / "report.png", size=(1400, 6400))
     assert shot.stat().st_size > 50_000
 
 
-def test_hiplot_page_draws_every_parameter(sweep, tmp_path):
+def _axes(page: str) -> dict[str, list[str]]:
+    """HiPlot's parallel-plot axes: ``{column: its tick labels}``."""
+    axes = {}
+    for group in re.split(r'<g class="dimension', page)[1:]:
+        name = re.search(r'class="label-name[^>]*>([^<]*)', group)
+        if name:
+            axes[name.group(1)] = [
+                t.strip() for t in re.findall(r'<g class="tick"[^>]*>.*?<text[^>]*>([^<]*)</text>', group, re.DOTALL)
+            ]
+    return axes
+
+
+def test_hiplot_page_draws_every_parameter_and_integers_as_integers(sweep, tmp_path):
     out, result = sweep
     page, console = dom((out / "hiplot.html").as_uri(), tmp_path)
     assert console == [], f"console messages: {console}"
-    axes = re.findall(r'class="label-name[^>]*>([^<]*)', page)
+    axes = _axes(page)
     for param in result.parameters:
-        if len({repr(t.params.get(param.path)) for t in result.trials}) > 1:  # HiPlot hides constant columns
-            assert param.path in axes, f"{param.path} has no HiPlot axis: {axes}"
-    shot = screenshot((out / "hiplot.html").as_uri(), tmp_path / "hiplot.png", size=(1300, 1400))
+        values = [t.params.get(param.path) for t in result.trials]
+        if len({repr(v) for v in values}) < 2:  # HiPlot hides a column with one value
+            continue
+        assert param.path in axes, f"{param.path} has no HiPlot axis: {list(axes)}"
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            assert all(re.fullmatch(r"-?\d+", tick) for tick in axes[param.path]), (param.path, axes[param.path])
+    if len({len(t.history) for t in result.trials}) > 1:
+        assert all(re.fullmatch(r"\d+", tick) for tick in axes["epochs"]), axes["epochs"]
+    assert set(axes["status"]) <= {"completed", "stopped early", "failed", "interrupted", "running"}, axes["status"]
+    shot = screenshot((out / "hiplot.html").as_uri(), tmp_path / "hiplot.png", size=(1400, 1400))
     assert shot.stat().st_size > 20_000
