@@ -21,6 +21,7 @@ from rich.console import Console
 
 from ludwig_hpo.config.describe import algorithm_text, trial_count_text
 from ludwig_hpo.config.loader import LoadedSweep
+from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
 from ludwig_hpo.driver.console import activity, say
 from ludwig_hpo.driver.journal import JournalSink, read_journal
@@ -40,6 +41,17 @@ from ludwig_hpo.tracking import layout
 if TYPE_CHECKING:
     from ludwig_hpo.driver.monitor import SweepMonitor
     from ludwig_hpo.results.live import LiveTrial, TrialDescription, TrialSink
+
+
+def search_line(cfg: SweepConfig) -> str:
+    """The line the search starts with: trial count, algorithm (a grid has no seed), scheduler,
+    epochs, objectives and time budget. Pure."""
+    hp, budget = cfg.hyperopt, cfg.hyperopt.executor.time_budget_s
+    return (
+        f"search: {trial_count_text(hp)}, {algorithm_text(hp)}, scheduler {hp.scheduler.type}, "
+        f"{cfg.trainer.epochs} epochs max, optimizing {', '.join(f'{k} ({g})' for k, g in cfg.objectives)}; "
+        f"time budget: {f'{budget:g}s' if budget else 'none'}"
+    )
 
 
 def time_budget_stop(budget_s: float | None, elapsed_s: float, planned: int, trials: list[LiveTrial]) -> str | None:
@@ -317,11 +329,7 @@ class Sweep:
 
         cfg, hp = self.cfg, self.cfg.hyperopt
         n, budget = hp.num_trials, hp.executor.time_budget_s
-        self._say(
-            f"search: {trial_count_text(hp)}, {algorithm_text(hp)}, scheduler {hp.scheduler.type}, "
-            f"{cfg.trainer.epochs} epochs max, optimizing {', '.join(f'{k} ({g})' for k, g in cfg.objectives)}; "
-            f"time budget: {f'{budget:g}s' if budget else 'none'}"
-        )
+        self._say(search_line(cfg))
         rungs: tuple[int, ...] = ()
         if hp.scheduler.type in ("async_hyperband", "asha"):
             rungs = asha_rungs(hp.scheduler.grace_period, hp.scheduler.reduction_factor, cfg.trainer.epochs)

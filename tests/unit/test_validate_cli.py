@@ -115,7 +115,12 @@ def test_a_grid_search_is_described_without_a_seed(tmp_path, monkeypatch):
     text = text.replace("{space: choice, categories: [8, 16]}", "{space: grid_search, values: [8, 16]}")
     text = text.replace("{space: choice, categories: [adam, sgd]}", "{space: grid_search, values: [adam, sgd]}")
     (tmp_path / "s.yaml").write_text(text)
-    assert algorithm_text(load_sweep(tmp_path / "s.yaml").config.hyperopt) == "grid search"
+    from ludwig_hpo.driver.sweep import search_line
+
+    cfg = load_sweep(tmp_path / "s.yaml").config
+    assert algorithm_text(cfg.hyperopt) == "grid search"
+    assert search_line(cfg).startswith("search: 8 trials (every point of the grid once), grid search, scheduler")
+    assert "None" not in search_line(cfg) and "seed" not in search_line(cfg)
     out = CliRunner().invoke(app, ["validate", "s.yaml"]).stdout
     assert "search: 8 trials (every point of the grid once); grid search\n" in out
     assert "None" not in out
