@@ -16,7 +16,7 @@ from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.driver.journal import read_journal
 from ludwig_hpo.driver.paths import SweepPaths, choose_output_dir
 from ludwig_hpo.driver.provenance import start_parent_run
-from ludwig_hpo.driver.state import SweepState, fingerprint
+from ludwig_hpo.driver.state import SweepKind, SweepState, fingerprint
 from ludwig_hpo.driver.sweep_run import SweepOutput
 from ludwig_hpo.errors import ConfigError, DataError, one_line_error
 from ludwig_hpo.results.records import TrialStatus
@@ -40,11 +40,13 @@ def create_output(
     console: Console,
     *,
     nest_under: str | None = None,
+    kind: SweepKind = "sweep",
 ) -> SweepOutput:
     """A new output folder (:func:`~ludwig_hpo.driver.paths.choose_output_dir`) holding
     ``sweep.yaml`` and ``state.json``, the tracking store (in a process of its own, see
     :mod:`ludwig_hpo.tracking.resolve` for which) and the parent run. On any error nothing of
-    it is left: the folders this call created are removed and the store is closed.
+    it is left: the folders this call created are removed and the store is closed. ``kind``
+    is in ``state.json`` from the start (an ``hpo train`` run stopped early is no sweep).
 
     Raises:
         DataError: the output folder cannot be created.
@@ -77,6 +79,7 @@ def create_output(
             parent_run_id=parent,
             tracking_uri=store.uri,
             dataset=str(dataset) if dataset else None,
+            kind=kind,
         )
         output = SweepOutput(paths, store, parent, state, resumed=False)
         output.enter(state.phase)

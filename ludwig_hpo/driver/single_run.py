@@ -95,23 +95,21 @@ def train_once(
         UserError: bad data, resources, cluster address or tracking store (before anything
             is created), or ``from_sweep`` holds no ``state.json``.
     """
-    from ludwig_hpo.driver.state import read_state, write_state
+    from ludwig_hpo.driver.state import read_state
     from ludwig_hpo.driver.sweep import Sweep
 
+    # the folder holds a training run, not a sweep, from its first state.json on: `hpo ui`
+    # does not take it for the newest sweep, even when the run is stopped before its end
     if from_sweep is None:
-        result = Sweep(single_run_sweep(loaded), console, output_root=output_root, address=address).run()
-    else:
-        state = read_state(from_sweep)
-        if state is None:
-            raise DataError(
-                f"no {SweepPaths(from_sweep).state.name} in this folder",
-                source=str(from_sweep),
-                fix="pass the output folder printed by 'hpo sweep'",
-            )
-        single = single_run_sweep(loaded, tracking_uri=state.tracking_uri)
-        result = Sweep(single, console, output_root=output_root, address=address, nest_under=state.parent_run_id).run()
-    # the folder holds a training run, not a sweep: `hpo ui` does not take it for the newest sweep
-    ran = read_state(Path(result.output_dir))
-    if ran is not None:
-        write_state(Path(result.output_dir), dataclasses.replace(ran, kind="train"))
-    return result
+        return Sweep(single_run_sweep(loaded), console, output_root=output_root, address=address, kind="train").run()
+    state = read_state(from_sweep)
+    if state is None:
+        raise DataError(
+            f"no {SweepPaths(from_sweep).state.name} in this folder",
+            source=str(from_sweep),
+            fix="pass the output folder printed by 'hpo sweep'",
+        )
+    single = single_run_sweep(loaded, tracking_uri=state.tracking_uri)
+    return Sweep(
+        single, console, output_root=output_root, address=address, nest_under=state.parent_run_id, kind="train"
+    ).run()

@@ -18,6 +18,8 @@ from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.errors import ConfigError
 
 Phase = Literal["search", "kfold", "report", "finished"]
+#: What an output folder holds: a sweep's, or an ``hpo train`` run's (a sweep of one trial).
+SweepKind = Literal["sweep", "train"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class SweepState:
     tracking_uri: str
     phase: Phase = "search"
     dataset: str | None = None
-    kind: Literal["sweep", "train"] = "sweep"
+    kind: SweepKind = "sweep"
 
     def at(self, phase: Phase) -> SweepState:
         return replace(self, phase=phase)

@@ -27,7 +27,7 @@ from ludwig_hpo.driver.console import activity, say
 from ludwig_hpo.driver.journal import JournalSink, read_journal
 from ludwig_hpo.driver.output import closing_parent_run, create_output, reopen_output
 from ludwig_hpo.driver.paths import KFOLD, SEARCH, Experiment
-from ludwig_hpo.driver.state import SweepState
+from ludwig_hpo.driver.state import SweepKind, SweepState
 from ludwig_hpo.driver.sweep_run import Prepared, SearchOutcome, SweepOutput, SweepRun
 from ludwig_hpo.driver.tune_run import TuneExperiment, best_checkpoints, fit_experiment
 from ludwig_hpo.execution.cluster import cluster_plan, existing_cluster, local_plan
@@ -91,6 +91,7 @@ class Sweep:
             --from-sweep``: the finished sweep's parent run), or None.
         retune_batch_size: probe ``batch_size: auto`` again instead of reusing the sizes
             persisted by earlier sweeps (the new sizes are persisted).
+        kind: ``train`` for an ``hpo train`` run (its ``state.json`` says so from the start).
     """
 
     def __init__(
@@ -105,11 +106,13 @@ class Sweep:
         address: str | None = None,
         retune_batch_size: bool = False,
         nest_under: str | None = None,
+        kind: SweepKind = "sweep",
     ) -> None:
         if resume is not None and resume_dir is None:
             raise ValueError("a resumed sweep needs its output folder (resume_dir)")
         self.address = address
         self.nest_under = nest_under
+        self.kind: SweepKind = kind
         self.t0 = time.time()  # the sweep's clock (the console's time stamps); reset by run()
         self.retune_batch_size = retune_batch_size
         self.loaded = loaded
@@ -169,7 +172,12 @@ class Sweep:
                 prepared = self._prepare(nodes)
                 if self.resume is None:
                     output = create_output(
-                        self.loaded, self.output_root, self.dataset, self.console, nest_under=self.nest_under
+                        self.loaded,
+                        self.output_root,
+                        self.dataset,
+                        self.console,
+                        nest_under=self.nest_under,
+                        kind=self.kind,
                     )
                 else:
                     output = reopen_output(self.loaded, *self.resume, self.console)

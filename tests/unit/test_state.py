@@ -74,3 +74,27 @@ def test_changed_keys_ignore_feature_order():
     b = {"input_features": [{"name": "y", "type": "category"}, {"name": "x", "type": "number"}]}
     assert changed_keys(a, b) == []
     assert changed_keys(a, {"input_features": a["input_features"][:1]}) == ["input_features[y].type"]
+
+
+@pytest.mark.parametrize("kind", ["sweep", "train"])
+def test_the_folder_kind_is_in_state_json_from_its_creation(tmp_path, monkeypatch, kind):
+    """An ``hpo train`` run stopped before its end is still no sweep (``hpo ui`` skips it):
+    the kind is written with the first ``state.json``, not after the run."""
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.driver.output import create_output
+    from ludwig_hpo.driver.ui import is_sweep_folder
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    loaded = load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "breast_cancer_tiny.yaml")
+    output = create_output(loaded, tmp_path, None, Console(file=io.StringIO()), kind=kind)
+    try:
+        state = read_state(output.paths.root)
+        assert state is not None and state.phase == "search" and state.kind == kind
+        assert is_sweep_folder(output.paths.root) is (kind == "sweep")
+    finally:
+        output.store.close()
