@@ -3,7 +3,7 @@ is built from. Pure: no store, no I/O (:mod:`dashboards.mlflow_source` reads the
 
 The names read here (params, tags, metrics of the parent run and its child runs) are those
 the sweep writes, from :mod:`ludwig_hpo.tracking.layout`: the parent's params ``metric``,
-``goal``, ``kfold.k`` and tags ``best_trial_id``, ``output_dir``, ``objectives``; each child's
+``goal``, ``kfold.k`` and tags ``best_trial_id``, ``output_dir``, ``objectives``, ``stop_reason``; each child's
 tags ``trial_id``, ``status``, ``stopped_by``, ``stopped_at_epoch``, ``error``, ``batch_size`` (read from the params when no tag holds it), k-fold runs'
 ``kfold``, ``config_rank``, ``source_trial_id``; params are dotted parameter paths; metrics
 ``objective`` and ``<split>/<feature>/<metric>`` with ``step`` = epoch. Runs in the process
@@ -178,6 +178,7 @@ def sweep_from_runs(
         tracking_uri=tracking_uri,
         objectives=tuple(k for k, _ in objectives),
         pareto_trial_ids=pareto,
+        stop_reason=parent.tags.get(layout.STOP_REASON_TAG) or None,
     )
 
 

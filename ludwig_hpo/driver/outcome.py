@@ -96,9 +96,13 @@ def sweep_description(result: SweepResult) -> str:
 
 
 def log_sweep_summary(result: SweepResult, store: Tracker, parent: str) -> None:
-    """Log :func:`summary_metrics` (step 0) and :func:`sweep_description` (the
-    :data:`~ludwig_hpo.tracking.layout.DESCRIPTION_TAG`) on the parent run. Driver only."""
+    """Log :func:`summary_metrics` (step 0), :func:`sweep_description` (the
+    :data:`~ludwig_hpo.tracking.layout.DESCRIPTION_TAG`) and the search's stop reason, if any
+    (:data:`~ludwig_hpo.tracking.layout.STOP_REASON_TAG`), on the parent run. Driver only."""
     metrics = summary_metrics(result)
     if metrics:
         store.log_metrics(parent, metrics, step=0)
-    store.set_tags(parent, {layout.DESCRIPTION_TAG: sweep_description(result)})
+    tags = {layout.DESCRIPTION_TAG: sweep_description(result)}
+    if result.stop_reason:
+        tags[layout.STOP_REASON_TAG] = result.stop_reason
+    store.set_tags(parent, tags)

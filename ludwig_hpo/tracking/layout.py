@@ -91,6 +91,9 @@ REGISTERED_MODEL_TAG: Final = "registered_model"  # <registered name>/<version>
 #: The run's description, markdown (MLflow's own tag, shown on the run's overview page): the
 #: best configuration, its scores and the k-fold and test scores of the top configurations.
 DESCRIPTION_TAG: Final = "mlflow.note.content"
+#: Why the search ended before its planned trials (``time budget reached after 2 of 8
+#: trials``); absent when every planned trial ran. Text, so a tag.
+STOP_REASON_TAG: Final = "stop_reason"
 
 # metrics
 #: ``best/<metric>``: the best trial's best value of the sweep's metric (step 0); also

@@ -64,6 +64,8 @@ KFOLD = {1: ("t_00003", [0.31, 0.29, 0.36], 0.33), 2: ("t_00000", [0.41, None, 0
 K = 3
 #: the sweep's own wall time, as the sweep logs it on the parent run
 WALL_TIME_S = 151.25
+#: why the search ended early, as the sweep tags its parent run
+STOP_REASON = "time budget reached after 5 of 8 trials"
 
 
 def write_store(root: Path) -> tuple[str, str]:
@@ -130,7 +132,7 @@ def write_store(root: Path) -> tuple[str, str]:
                     store.log_metrics(run, {L.OBJECTIVE_METRIC: value, f"{split}/label/loss": value}, step=epoch)
             store.set_tags(run, {L.STATUS_TAG: status})
             store.end_run(run, status)
-    store.set_tags(parent, {L.BEST_TRIAL_ID_TAG: "t_00003"})
+    store.set_tags(parent, {L.BEST_TRIAL_ID_TAG: "t_00003", L.STOP_REASON_TAG: STOP_REASON})
     store.log_metrics(parent, {L.SWEEP_WALL_TIME_METRIC: WALL_TIME_S}, step=0)
     store.end_run(parent, "FINISHED")
     return uri, parent

@@ -13,7 +13,7 @@ from dashboards.runs import RunSnapshot, parse_param, sweep_from_runs
 from ludwig_hpo.cli import app
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.results import ParamInfo
-from tests.dashboards.mlflow_fixture import EVIL, EXPERIMENT, METRIC, WALL_TIME_S, write_store
+from tests.dashboards.mlflow_fixture import EVIL, EXPERIMENT, METRIC, STOP_REASON, WALL_TIME_S, write_store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,6 +40,7 @@ def test_parent_run_gives_the_sweep(result, store):
     assert result.tracking_uri == uri
     # the sweep's own measurement (also in results.json and on the console), not the parent run's span
     assert result.wall_time_s == WALL_TIME_S
+    assert result.stop_reason == STOP_REASON  # as in results.json: the report says why the search ended
     assert [p.path for p in result.parameters] == [
         "trainer.learning_rate",
         "image.encoder.num_layers",

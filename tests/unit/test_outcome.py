@@ -3,6 +3,8 @@ confidence interval and the test score of each top configuration, and the run's 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ludwig_hpo.driver.outcome import log_sweep_summary, summary_metrics, sweep_description
@@ -51,7 +53,9 @@ def test_they_are_logged_on_the_parent_run(tmp_path):
 
     store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "outcome")
     parent = store.start_run("s-20260101-000000")
-    log_sweep_summary(_result(), store, parent)
+    reason = "time budget reached after 2 of 8 trials"
+    log_sweep_summary(dataclasses.replace(_result(), stop_reason=reason), store, parent)
     run = store.client.get_run(parent)
+    assert run.data.tags["stop_reason"] == reason
     assert run.data.metrics["kfold/1/test"] == 0.88
     assert run.data.tags["mlflow.note.content"] == sweep_description(_result())
