@@ -267,17 +267,19 @@ def is_score_metric(name: str) -> bool:
 
 
 def redundant_scores(names: set[str], keep: str | None = None) -> frozenset[str]:
-    """The ``<split>/combined/loss`` names among ``names`` that repeat the one output
-    feature's loss of their split (a sweep of one output feature: the combined loss is that
-    loss times its weight), except ``keep`` (the sweep's metric). A trial's run and its epoch
-    records do not hold them. Pure."""
+    """The scores among ``names`` that repeat another one: in a sweep of one output feature a
+    split's ``<split>/combined/loss`` is that feature's loss times its weight, the same curve.
+    Of each such pair the combined loss goes, unless ``keep`` (the sweep's metric) is a combined
+    loss: then the feature's losses go, in every split, so the metric keeps its name and each
+    curve is there once. A trial's run and its epoch records do not hold them. Pure."""
+    keep_combined = keep is not None and keep.endswith(COMBINED_LOSS_SUFFIX)
     out = set()
     for name in names:
-        if name.endswith(COMBINED_LOSS_SUFFIX) and name != keep:
+        if name.endswith(COMBINED_LOSS_SUFFIX):
             split = name[: -len(COMBINED_LOSS_SUFFIX)]
             losses = [n for n in names if n.startswith(split + "/") and n.endswith("/loss") and n != name]
             if len(losses) == 1 and losses[0].count("/") == 2:
-                out.add(name)
+                out.add(losses[0] if keep_combined else name)
     return frozenset(out)
 
 

@@ -124,6 +124,31 @@ def test_finished_trial_run_holds_declared_params_tags_config_metrics_and_time_s
     assert {a.path for a in store.client.list_artifacts(run.info.run_id)} == {"config.yaml"}
 
 
+def test_a_sweep_of_the_combined_loss_with_one_output_feature_logs_that_curve_once(store):
+    """The combined loss of one output feature is that feature's loss: the run holds it once,
+    under the sweep's metric (which the report reads), in every split."""
+    parent = store.start_run("sweep")
+    sink = MlflowSink(store, parent, config_text=lambda p: "", objective_key="validation/combined/loss")
+    mon = SweepMonitor(
+        epochs=2,
+        goal_sign=1.0,
+        sinks=[sink],
+        describe=lambda tid, cfg: TrialDescription(dict(cfg), {"phase": "search"}, f"trial_{tid}"),
+        objective_key="validation/combined/loss",
+    )
+    t = FakeTrial("c", {"trainer.learning_rate": 0.01})
+    mon.on_trial_start(0, [], t)
+    for e in (1, 2):
+        mon.on_trial_result(0, [], t, result(e, 1.0 / e, **{"train/y/loss": 2.0 / e, "train/combined/loss": 2.0 / e}))
+    mon.on_trial_complete(0, [], t)
+    run = run_of(store, sink, "c")
+    scores = {k for k in run.data.metrics if k.count("/") == 2}
+    assert scores == {"validation/combined/loss", "train/combined/loss", "validation/y/accuracy"}
+    history = store.client.get_metric_history(run.info.run_id, "validation/combined/loss")
+    assert [(m.step, m.value) for m in history] == [(1, 1.0), (2, 0.5)]
+    assert set(mon.trials["c"].history[-1].metrics) == scores  # the record holds what the run holds
+
+
 def test_early_stopped_trial_is_finished_with_its_rung_and_failed_trial_has_its_message_and_traceback(store, tmp_path):
     parent = store.start_run("sweep")
     mon, sink = monitor(store, parent, epochs=9, rungs=asha_rungs(1, 3, 9))

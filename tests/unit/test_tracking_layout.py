@@ -42,3 +42,18 @@ def test_composed_names():
     assert layout.version_tag("torch") == "version.torch"
     assert layout.registered_model_value("digits", "3") == "digits/3"
     assert layout.trial_run_name("a1b2") == "trial_a1b2"
+
+
+def test_one_output_features_loss_curve_is_kept_once_under_the_sweeps_metric():
+    names = {"train/y/loss", "train/combined/loss", "validation/y/loss", "validation/combined/loss", "validation/y/acc"}
+    # the default: the feature's own losses stay
+    assert layout.redundant_scores(names) == {"train/combined/loss", "validation/combined/loss"}
+    assert layout.redundant_scores(names, keep="validation/y/loss") == {
+        "train/combined/loss",
+        "validation/combined/loss",
+    }
+    # the sweep optimizes the combined loss: it keeps its name, the same curves under the feature's name go
+    assert layout.redundant_scores(names, keep="validation/combined/loss") == {"train/y/loss", "validation/y/loss"}
+    # two output features: the combined loss is a curve of its own
+    two = {"validation/y/loss", "validation/z/loss", "validation/combined/loss"}
+    assert layout.redundant_scores(two, keep="validation/combined/loss") == frozenset()
