@@ -4,7 +4,6 @@ the traceback. Heavy imports (Ray, torch, MLflow) happen inside the commands."""
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import signal
 import traceback
@@ -294,43 +293,9 @@ def validate(
     ),
 ) -> None:
     """Check a sweep file and its dataset without starting Ray; print what the sweep would do."""
-    from ludwig_hpo.config import load_sweep
-    from ludwig_hpo.config.describe import describe_search, describe_sweep
-    from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
-    from ludwig_hpo.driver.paths import choose_output_dir
-    from ludwig_hpo.execution.cluster import local_plan
-    from ludwig_hpo.execution.executor import choose_executor
-    from ludwig_hpo.tracking.resolve import resolve_tracking
+    from ludwig_hpo.driver.validate import validate_lines
 
-    # Every check runs before anything is printed: "valid" is said only of a file that passed them all.
-    loaded = load_sweep(sweep_file, dataset=dataset)
-    cfg = loaded.config
-    pbt = None
-    if cfg.hyperopt.scheduler.type == "pbt":
-        from ludwig_hpo.search.schedulers import pbt_checkpoints
-
-        pbt = pbt_checkpoints(cfg.hyperopt)
-    lines = [*describe_sweep(cfg), *describe_search(cfg, pbt_checkpoints=pbt)]
-    data = prepare(
-        load_dataframe(cfg.dataset.source, loaded.base_dir), cfg, dataset_folder(cfg.dataset.source, loaded.base_dir)
-    )
-    lines.append(
-        f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
-        f"features read and preprocessed without error"
-    )
-    lines.extend(f"data: {filled.text()}" for filled in data.filled)
-    plan = local_plan(cfg)
-    lines.append(f"resources: {plan.describe()}")
-    if (note := plan.concurrency_note()) is not None:
-        lines.append(note)
-    choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt")
-    lines.append(f"trial executor: {choice.executor} ({choice.reason})")
-    if cfg.kfold:
-        lines.append(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
-    results = choose_output_dir(loaded, None)
-    lines.append(f"results: {results}")
-    lines.append(f"mlflow: {resolve_tracking(cfg.tracking, cfg.name, os.environ, results).describe()}")
-    for line in [f"{sweep_file}: valid", *lines]:
+    for line in validate_lines(sweep_file, dataset):
         out.print(line)
 
 
@@ -377,55 +342,18 @@ def report(
     ),
 ) -> None:
     """Rebuild a sweep's report.html from MLflow alone (finished or still running)."""
-    from dashboards import build_report
-    from dashboards.mlflow_source import load_sweep_report
-    from ludwig_hpo.driver.paths import SweepPaths
-    from ludwig_hpo.errors import DataError
-    from ludwig_hpo.tracking.resolve import TRACKING_URI_ENV, existing_store_uri
+    from ludwig_hpo.driver.rebuild import rebuild_report
 
-    if results_dir is None and not (experiment or run_id):
-        raise DataError(
-            "nothing to report on",
-            key="hpo report",
-            fix="pass a sweep output folder, --experiment NAME or --run-id PARENT_RUN_ID",
-        )
-    if results_dir is not None and not results_dir.is_dir():
-        raise DataError("no such folder", source=str(results_dir), fix="pass the output folder printed by 'hpo sweep'")
-    given = SweepPaths(results_dir) if results_dir is not None else None
-    uri = tracking_uri
-    if uri is None and given is not None and given.mlflow_db.is_file():
-        uri = existing_store_uri(given.root)
-    uri = uri or os.environ.get(TRACKING_URI_ENV)
-    run_ids = None
-    if uri is None and given is not None and given.results.is_file():
-        result = _read_results_json(given.results)  # a sweep tracked on a server
-    elif uri is None:
-        raise DataError(
-            "no MLflow store to read",
-            source=str(results_dir) if results_dir else None,
-            fix="pass --tracking-uri (or set MLFLOW_TRACKING_URI), or a sweep output folder",
-        )
-    else:
-        result, run_ids = load_sweep_report(uri, experiment=experiment, run_id=run_id, output_dir=results_dir)
-    target = SweepPaths(output or results_dir or Path("hpo_reports") / result.name)
-    n = len(result.trials)
-    out.print(
-        f"{result.name}: {n} trial{'s' if n != 1 else ''}, {len(result.kfold)} k-fold configuration(s)"
-        f" from {uri or results_dir}"
+    page = rebuild_report(
+        results_dir,
+        experiment=experiment,
+        run_id=run_id,
+        tracking_uri=tracking_uri,
+        output=output,
+        mlflow_ui=mlflow_ui,
+        out=out,
     )
-    out.print(f"report: {build_report(result, target.report, target.hiplot, mlflow_ui_url=mlflow_ui, run_ids=run_ids)}")
-
-
-def _read_results_json(path: Path):
-    from ludwig_hpo.errors import DataError
-    from ludwig_hpo.results.io import read_result
-
-    try:
-        return read_result(path)
-    except (ValueError, KeyError, TypeError) as e:
-        raise DataError(
-            f"results.json is malformed ({type(e).__name__}: {e})", source=str(path), fix="rerun the sweep"
-        ) from None
+    out.print(f"report: {page}")
 
 
 @app.command(cls=_Command, epilog=_example("hpo ui results/breast-cancer-tiny --port 5001"))

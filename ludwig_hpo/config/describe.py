@@ -106,3 +106,14 @@ def describe_search(cfg: SweepConfig, *, pbt_checkpoints: tuple[int, int] | None
     width = max(len(p) for p in hp.parameters)
     lines += [f"  {p:<{width}}  {s.describe()}" for p, s in hp.parameters.items()]
     return lines
+
+
+def search_line(cfg: SweepConfig) -> str:
+    """The line the sweep's console starts its search with: trial count, algorithm (a grid has no seed), scheduler,
+    epochs, objectives and time budget. Pure."""
+    hp, budget = cfg.hyperopt, cfg.hyperopt.executor.time_budget_s
+    return (
+        f"search: {trial_count_text(hp)}, {algorithm_text(hp)}, scheduler {hp.scheduler.type}, "
+        f"{cfg.trainer.epochs} epochs max, optimizing {', '.join(f'{k} ({g})' for k, g in cfg.objectives)}; "
+        f"time budget: {f'{budget:g}s' if budget else 'none'}"
+    )

@@ -230,10 +230,13 @@ class ConsoleSink:
             redirect_stdout=True,
             redirect_stderr=True,
         ) as self._live:
+            refresher = self._live._refresh_thread
             try:
                 yield self
             finally:
                 self._live = None
+        if refresher is not None:  # rich only signals its redraw thread to stop: wait for it
+            refresher.join()
         if self.trials:  # the table is gone: its last counts stay as one line
             self._status_line()
 

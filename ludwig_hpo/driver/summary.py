@@ -1,12 +1,13 @@
 """What ``hpo sweep`` and ``hpo train`` print when they end: trial counts in the status
 vocabulary, the best trial, the k-fold scores, and where the results are (only paths that
-exist). Driver process only."""
+exist); and the batch-size cache's hits when the search ends. Driver process only."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -14,6 +15,35 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.driver.console import say
 from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.results import SweepResult, TrialRecord
+from ludwig_hpo.tracking import layout
+
+if TYPE_CHECKING:
+    from ludwig_hpo.driver.sweep_run import SweepRun
+
+
+def batch_cache_stats(run: SweepRun, cfg: SweepConfig, console: Console) -> None:
+    """Print the batch-size cache's hits and problems and log the hits and lookups on the
+    parent run (step 0), when a batch size of ``cfg`` is ``auto``; nothing otherwise. Driver
+    only, after the search (the cache is a Ray actor of the sweep's cluster).
+
+    Raises:
+        Exception: Ray's or the store's error.
+    """
+    import ray
+
+    if "auto" not in (cfg.trainer.batch_size, cfg.trainer.eval_batch_size):
+        return
+    stats = ray.get(run.ctx.batch_cache.stats.remote())
+    looked = stats["hits"] + stats["misses"]
+    say(
+        console,
+        f"batch-size cache: {stats['hits']} hits / {looked} lookups ({stats['persisted_hits']} from earlier "
+        f"sweeps; {stats['entries']} distinct model shapes tuned)",
+    )
+    for line in ray.get(run.ctx.batch_cache.problems.remote()):
+        say(console, f"warning: {line}")
+    counts = {layout.BATCH_SIZE_CACHE_HITS_METRIC: stats["hits"], layout.BATCH_SIZE_CACHE_LOOKUPS_METRIC: looked}
+    run.store.log_metrics(run.parent, counts, step=0)
 
 
 def failure_summary(trials: Sequence[TrialRecord]) -> str:

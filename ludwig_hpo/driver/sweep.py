@@ -19,17 +19,24 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from rich.console import Console
 
-from ludwig_hpo.config.describe import algorithm_text, trial_count_text
+from ludwig_hpo.config.describe import search_line
 from ludwig_hpo.config.loader import LoadedSweep
-from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
 from ludwig_hpo.driver.console import activity, say
+from ludwig_hpo.driver.finish import finish_sweep
 from ludwig_hpo.driver.journal import JournalSink, read_journal
 from ludwig_hpo.driver.output import closing_parent_run, create_output, reopen_output
 from ludwig_hpo.driver.paths import KFOLD, SEARCH, Experiment
 from ludwig_hpo.driver.state import SweepKind, SweepState
+from ludwig_hpo.driver.summary import batch_cache_stats
 from ludwig_hpo.driver.sweep_run import Prepared, SearchOutcome, SweepOutput, SweepRun
-from ludwig_hpo.driver.tune_run import TuneExperiment, best_checkpoints, fit_experiment
+from ludwig_hpo.driver.tune_run import (
+    TuneExperiment,
+    best_checkpoints,
+    fit_experiment,
+    pbt_search,
+    time_budget_stop,
+)
 from ludwig_hpo.execution.cluster import cluster_plan, existing_cluster, local_plan
 from ludwig_hpo.execution.executor import choose_executor
 from ludwig_hpo.execution.resources import NodeShape
@@ -40,39 +47,7 @@ from ludwig_hpo.tracking import layout
 
 if TYPE_CHECKING:
     from ludwig_hpo.driver.monitor import SweepMonitor
-    from ludwig_hpo.results.live import LiveTrial, TrialDescription, TrialSink
-
-
-def search_line(cfg: SweepConfig) -> str:
-    """The line the search starts with: trial count, algorithm (a grid has no seed), scheduler,
-    epochs, objectives and time budget. Pure."""
-    hp, budget = cfg.hyperopt, cfg.hyperopt.executor.time_budget_s
-    return (
-        f"search: {trial_count_text(hp)}, {algorithm_text(hp)}, scheduler {hp.scheduler.type}, "
-        f"{cfg.trainer.epochs} epochs max, optimizing {', '.join(f'{k} ({g})' for k, g in cfg.objectives)}; "
-        f"time budget: {f'{budget:g}s' if budget else 'none'}"
-    )
-
-
-def time_budget_stop(budget_s: float | None, elapsed_s: float, planned: int, trials: list[LiveTrial]) -> str | None:
-    """Why the search ended before its planned trials, when its time budget ended it:
-    ``"time budget reached after 3 of 8 trials"`` (with how many running trials it stopped),
-    else None. Pure; driver.
-
-    Args:
-        budget_s: ``hyperopt.executor.time_budget_s`` (None: no budget).
-        elapsed_s: seconds the search's Tune experiment ran (measured around it, so never
-            less than what Tune measured).
-        planned: trials the search was to run.
-        trials: the search's trials (started ones), as its monitor holds them.
-    """
-    if not budget_s:
-        return None
-    cut = sum(t.stopped_by == layout.STOPPED_BY_TIME_BUDGET for t in trials)
-    if not cut and (len(trials) >= planned or elapsed_s < budget_s):
-        return None
-    stopped = f" ({cut} running trial(s) stopped by it)" if cut else ""
-    return f"time budget reached after {len(trials)} of {planned} trials{stopped}"
+    from ludwig_hpo.results.live import TrialDescription, TrialSink
 
 
 class Sweep:
@@ -223,7 +198,7 @@ class Sweep:
                 run = SweepRun.start(output, prepared, self.loaded, journal, self.mode, persisted=persisted)
             search = self._search(run)
             output.enter("kfold")
-            self._batch_cache_stats(run)
+            batch_cache_stats(run, cfg, self.console)
             ranked = rank_trials(search.records, self.sign)
             best = ranked[0] if ranked else None
             if best is not None:
@@ -261,26 +236,9 @@ class Sweep:
             tracking_uri=output.store.uri,
             stop_reason=search.stop_reason,
         )
-        self._finish(output, result, best)
+        finish_sweep(output, result, best, self.cfg, self.console)
         output.enter("finished")
         return result
-
-    def _batch_cache_stats(self, run: SweepRun) -> None:
-        """Print and log the batch-size cache's hits when a batch size was ``auto``."""
-        import ray
-
-        if "auto" not in (self.cfg.trainer.batch_size, self.cfg.trainer.eval_batch_size):
-            return
-        stats = ray.get(run.ctx.batch_cache.stats.remote())
-        looked = stats["hits"] + stats["misses"]
-        self._say(
-            f"batch-size cache: {stats['hits']} hits / {looked} lookups ({stats['persisted_hits']} from earlier "
-            f"sweeps; {stats['entries']} distinct model shapes tuned)"
-        )
-        for line in ray.get(run.ctx.batch_cache.problems.remote()):
-            self._say(f"warning: {line}")
-        counts = {layout.BATCH_SIZE_CACHE_HITS_METRIC: stats["hits"], layout.BATCH_SIZE_CACHE_LOOKUPS_METRIC: looked}
-        run.store.log_metrics(run.parent, counts, step=0)
 
     def _pareto(self, records: tuple[TrialRecord, ...]) -> tuple[str, ...]:
         """The Pareto set of a multi-objective search (empty for one metric), printed."""
@@ -374,7 +332,7 @@ class Sweep:
             time_budget_s=budget or None,
         )
         if hp.scheduler.type == "pbt":
-            exp = self._pbt_search(exp)
+            exp = pbt_search(exp, hp)
         else:
             exp = dataclasses.replace(exp, search_alg=make_searcher(hp, cfg.objectives))
         started = time.time()
@@ -390,24 +348,6 @@ class Sweep:
             checkpoints=best_checkpoints(grid, monitor, self.mode),
             final_params={tid: dict(t.current) for tid, t in monitor.trials.items()},
             stop_reason=stop,
-        )
-
-    def _pbt_search(self, exp: TuneExperiment) -> TuneExperiment:
-        """PBT runs only with Tune's own random variant generator (it explores by itself)."""
-        from ray.tune.search import BasicVariantGenerator
-
-        from ludwig_hpo.search.space import encode_value, to_tune, tune_keyed
-
-        hp = self.cfg.hyperopt
-        points = [
-            tune_keyed({p: encode_value(hp.parameters[p], v) for p, v in point.items()})
-            for point in hp.search_alg.points_to_evaluate
-        ]
-        return dataclasses.replace(
-            exp,
-            param_space=tune_keyed({p: to_tune(s) for p, s in hp.parameters.items()}),
-            search_alg=BasicVariantGenerator(points_to_evaluate=points or None, random_state=hp.search_alg.seed),
-            num_samples=hp.executor.num_samples,  # Tune multiplies by the grid itself
         )
 
     # ------------------------------------------------------------------ k-fold
@@ -448,27 +388,3 @@ class Sweep:
             )
         runs = [(t.tags, t.record(self.sign)) for t in monitor.trials.values()]
         return aggregate_kfold(runs, k, metric)
-
-    # ------------------------------------------------------------------ finish
-    def _finish(self, output: SweepOutput, result: SweepResult, best: TrialRecord | None) -> None:
-        """``results.json``, the best trial on the parent run, and the report (when enabled)."""
-        from ludwig_hpo.driver.export import log_best_trial
-        from ludwig_hpo.driver.outcome import log_sweep_summary
-        from ludwig_hpo.results.io import write_result
-
-        paths, store, parent = output.paths, output.store, output.parent
-        write_result(result, paths.results)
-        store.log_artifact(parent, paths.results)
-        if result.wall_time_s is not None:
-            store.log_metrics(parent, {layout.SWEEP_WALL_TIME_METRIC: result.wall_time_s}, step=0)
-        if best is not None:
-            log_best_trial(best, self.metric, self.cfg.hyperopt.goal, store, parent)
-        log_sweep_summary(result, store, parent)
-        if self.cfg.report.enabled:
-            from dashboards import build_report
-
-            with activity(self.console, "writing the report"):
-                report = build_report(result, paths.report, paths.hiplot)
-            store.log_artifact(parent, report)
-            if paths.hiplot.exists():
-                store.log_artifact(parent, paths.hiplot)

@@ -7,12 +7,14 @@ sweep's Ray cluster.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.driver.journal import JournalEntry, ended_outside_state, restore_missing_checkpoints
 from ludwig_hpo.driver.paths import SEARCH, Experiment
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from ray.tune.search import SearchAlgorithm, Searcher
 
     from ludwig_hpo.driver.monitor import SweepMonitor
+    from ludwig_hpo.results.live import LiveTrial
 
 #: Sweeps up to this many trials save Tune's experiment state at every step of its loop.
 SAVE_EVERY_STEP_MAX_TRIALS = 200
@@ -227,3 +230,44 @@ def best_checkpoints(grid: ResultGrid, monitor: SweepMonitor, mode: str) -> dict
             if best is not None:
                 checkpoints[tid] = best.path
     return checkpoints
+
+
+def time_budget_stop(budget_s: float | None, elapsed_s: float, planned: int, trials: list[LiveTrial]) -> str | None:
+    """Why the search ended before its planned trials, when its time budget ended it:
+    ``"time budget reached after 3 of 8 trials"`` (with how many running trials it stopped),
+    else None. Pure; driver.
+
+    Args:
+        budget_s: ``hyperopt.executor.time_budget_s`` (None: no budget).
+        elapsed_s: seconds the search's Tune experiment ran (measured around it, so never
+            less than what Tune measured).
+        planned: trials the search was to run.
+        trials: the search's trials (started ones), as its monitor holds them.
+    """
+    if not budget_s:
+        return None
+    cut = sum(t.stopped_by == layout.STOPPED_BY_TIME_BUDGET for t in trials)
+    if not cut and (len(trials) >= planned or elapsed_s < budget_s):
+        return None
+    stopped = f" ({cut} running trial(s) stopped by it)" if cut else ""
+    return f"time budget reached after {len(trials)} of {planned} trials{stopped}"
+
+
+def pbt_search(exp: TuneExperiment, hp: HyperoptConfig) -> TuneExperiment:
+    """``exp`` searched by Tune's own random variant generator over ``hp``'s space (with its
+    ``points_to_evaluate`` first): PBT explores by itself and runs with no other search
+    algorithm. Pure; driver."""
+    from ray.tune.search import BasicVariantGenerator
+
+    from ludwig_hpo.search.space import encode_value, to_tune, tune_keyed
+
+    points = [
+        tune_keyed({p: encode_value(hp.parameters[p], v) for p, v in point.items()})
+        for point in hp.search_alg.points_to_evaluate
+    ]
+    return dataclasses.replace(
+        exp,
+        param_space=tune_keyed({p: to_tune(s) for p, s in hp.parameters.items()}),
+        search_alg=BasicVariantGenerator(points_to_evaluate=points or None, random_state=hp.search_alg.seed),
+        num_samples=hp.executor.num_samples,  # Tune multiplies by the grid itself
+    )

@@ -29,6 +29,8 @@ class Tracker(Protocol):
 
     #: The tracking URI the runs are written to (``sqlite:///...``, ``http://...``, a folder).
     uri: str
+    #: The MLflow experiment the runs are in (its id, as the UI's addresses name it).
+    experiment_id: str
 
     def start_run(
         self,

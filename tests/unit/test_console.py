@@ -222,7 +222,7 @@ def _ended(i: int, stopped_by: str | None = None) -> LiveTrial:
 
 
 def test_a_search_the_time_budget_ended_says_after_how_many_trials():
-    from ludwig_hpo.driver.sweep import time_budget_stop
+    from ludwig_hpo.driver.tune_run import time_budget_stop
 
     three = [_ended(1), _ended(2), _ended(3)]
     assert time_budget_stop(60.0, 61.0, 8, three) == "time budget reached after 3 of 8 trials"

@@ -121,3 +121,13 @@ def test_the_package_root_holds_at_most_five_modules():
 def test_packages_whose_contract_modules_are_imported_everywhere_import_nothing_on_import(package):
     eager = [name for _, name in _imports(MODULES[package]) if name.startswith("ludwig_hpo")]
     assert not eager, f"{package}/__init__.py imports {eager}: importing one of its modules would load them too"
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if m == "ludwig_hpo.cli" or m.startswith("ludwig_hpo.driver."))
+)
+def test_the_command_line_and_the_driver_are_small_modules_of_one_job(module):
+    """A command's body lives in a driver module of its own; the sweep's phases hand their
+    helpers to the modules whose job they are."""
+    lines = len(MODULES[module].read_text().splitlines())
+    assert lines <= 400, f"{module} has {lines} lines"

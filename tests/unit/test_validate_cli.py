@@ -115,7 +115,7 @@ def test_a_grid_search_is_described_without_a_seed(tmp_path, monkeypatch):
     text = text.replace("{space: choice, categories: [8, 16]}", "{space: grid_search, values: [8, 16]}")
     text = text.replace("{space: choice, categories: [adam, sgd]}", "{space: grid_search, values: [adam, sgd]}")
     (tmp_path / "s.yaml").write_text(text)
-    from ludwig_hpo.driver.sweep import search_line
+    from ludwig_hpo.config.describe import search_line
 
     cfg = load_sweep(tmp_path / "s.yaml").config
     assert algorithm_text(cfg.hyperopt) == "grid search"

@@ -1,0 +1,59 @@
+"""``hpo validate``: every check a sweep runs before it creates anything (the file, its
+dataset read and preprocessed, the resources, the executor, the tracking store's place), and
+what the sweep would do, without starting Ray. Runs in the command's own process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
+    """The lines ``hpo validate`` prints: ``<file>: valid``, then the sweep's features and
+    metric, the search, the data's rows per split, resources, executor, k-fold, the output
+    folder and the MLflow store. Every check runs before any line is made, so "valid" is said
+    only of a file that passed them all.
+
+    Args:
+        sweep_file: the sweep file (or a Ludwig config).
+        dataset: a CSV/Parquet file replacing ``dataset.source``.
+
+    Raises:
+        UserError: the file, its dataset or the resources are wrong (one line naming the fix).
+    """
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.config.describe import describe_search, describe_sweep
+    from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
+    from ludwig_hpo.driver.paths import choose_output_dir
+    from ludwig_hpo.execution.cluster import local_plan
+    from ludwig_hpo.execution.executor import choose_executor
+    from ludwig_hpo.tracking.resolve import resolve_tracking
+
+    loaded = load_sweep(sweep_file, dataset=dataset)
+    cfg = loaded.config
+    pbt = None
+    if cfg.hyperopt.scheduler.type == "pbt":
+        from ludwig_hpo.search.schedulers import pbt_checkpoints
+
+        pbt = pbt_checkpoints(cfg.hyperopt)
+    lines = [*describe_sweep(cfg), *describe_search(cfg, pbt_checkpoints=pbt)]
+    data = prepare(
+        load_dataframe(cfg.dataset.source, loaded.base_dir), cfg, dataset_folder(cfg.dataset.source, loaded.base_dir)
+    )
+    lines.append(
+        f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
+        f"features read and preprocessed without error"
+    )
+    lines.extend(f"data: {filled.text()}" for filled in data.filled)
+    plan = local_plan(cfg)
+    lines.append(f"resources: {plan.describe()}")
+    if (note := plan.concurrency_note()) is not None:
+        lines.append(note)
+    choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt")
+    lines.append(f"trial executor: {choice.executor} ({choice.reason})")
+    if cfg.kfold:
+        lines.append(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
+    results = choose_output_dir(loaded, None)
+    lines.append(f"results: {results}")
+    lines.append(f"mlflow: {resolve_tracking(cfg.tracking, cfg.name, os.environ, results).describe()}")
+    return [f"{sweep_file}: valid", *lines]
