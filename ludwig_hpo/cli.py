@@ -23,10 +23,18 @@ if TYPE_CHECKING:
 
 def _flags_without_type(params: list[Any]) -> list[Any]:
     """Help shows a flag as its name alone (``--restart``, not ``--restart <bool>``); every
-    other option names the value a person types (its metavar: ``--workers N``)."""
+    other option names the value a person types (its metavar: ``--workers N``); an argument
+    is its name alone (``SWEEP_FILE``, not ``SWEEP_FILE <path>``), in the usage line too
+    (``hpo sweep [OPTIONS] SWEEP_FILE``, ``[RESULTS_DIR]`` when it may be left out)."""
     for p in params:
         if getattr(p, "is_flag", False) and p.metavar is None:
             p.metavar = ""
+        elif isinstance(p, typer.core.TyperArgument):
+            name = p.metavar or (p.name or "").upper()
+            # in place of typer's type column and the braces around a required argument's usage
+            arg: Any = p
+            arg.display_type_rich = lambda ctx: None
+            arg._usage_display_name = functools.partial(str, name if p.required else f"[{name}]")
     return params
 
 
@@ -149,8 +157,7 @@ def sweep(
 ) -> None:
     """Run a sweep: search, k-fold re-evaluation of the best configurations, report.
 
-    If the output folder holds an unfinished sweep of the same file (interrupted or crashed),
-    it is resumed: finished trials are kept, the rest run."""
+    An unfinished sweep of this file in the output folder is resumed: finished trials are kept, the rest run."""
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.driver.paths import SweepPaths, default_output_dir
     from ludwig_hpo.driver.state import decide, read_state

@@ -202,7 +202,7 @@ COMMANDS = ["sweep", "resume", "train", "validate", "schema", "report", "ui"]
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_shows_values_as_a_person_writes_them_and_one_example(command):
     text = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "160"}).stdout
-    for machine in ("<bool>", "<list[", " range>", "[x>=", "<int>", "<str>"):
+    for machine in ("<bool>", "<list[", " range>", "[x>=", "<int>", "<str>", "<path>", "{"):
         assert machine not in text, machine
     assert len(re.findall(rf"Example: hpo {command}\b", text)) == 1
     assert "Usage:" in text
@@ -213,6 +213,25 @@ def test_help_options_name_their_values():
     assert re.search(r"--set\s+KEY=VALUE", text) and re.search(r"--num-workers\s+N\b", text)
     top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "160"}).stdout
     assert "<bool>" not in top and "--debug" in top
+
+
+@pytest.mark.parametrize(
+    ("command", "usage", "argument"),
+    [
+        ("sweep", "hpo sweep [OPTIONS] SWEEP_FILE", "SWEEP_FILE"),
+        ("resume", "hpo resume [OPTIONS] RESULTS_DIR", "RESULTS_DIR"),
+        ("report", "hpo report [OPTIONS] [RESULTS_DIR]", "RESULTS_DIR"),
+        ("ui", "hpo ui [OPTIONS] [RESULTS_DIR]", "RESULTS_DIR"),
+    ],
+)
+def test_help_names_arguments_as_a_person_writes_them_at_80_columns(command, usage, argument):
+    """The usage line as a person writes the command (``[...]``: may be left out) and the
+    argument by its name alone, its help beside it; every line fits 80 columns."""
+    text = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80"}, prog_name="hpo").stdout
+    assert f"Usage: {usage}" in text
+    row = next(line for line in text.splitlines() if line.startswith("│") and f" {argument} " in line)
+    assert re.search(rf"{argument}\s+[A-Z]", row) and "<" not in row
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def _ended(i: int, stopped_by: str | None = None) -> LiveTrial:
