@@ -5,6 +5,7 @@ inherited ``MLFLOW_RUN_ID`` (a sweep launched from inside another MLflow run) ch
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -106,6 +107,16 @@ def test_the_sweep_lands_completely_on_a_server_and_an_inherited_run_id_changes_
     assert not {k for k in after.data.tags if not k.startswith("mlflow.")} and not client.list_artifacts(outer)
     assert not client.search_runs([outer_exp, exp.experiment_id], f"tags.mlflow.parentRunId = '{outer}'")
     assert load_best_model_and_score_test_rows(mlflow_server, parent) > 0.7
+    # the sweep's own report links each trial to its run on the server (the server is its UI)
+    page = (tmp_path / "results" / "breast-cancer-tiny" / "report.html").read_text()
+    hrefs = re.findall(r'<a class="run-link" href="([^"]+)"', page)
+    trials = {
+        r.data.tags["trial_id"]: r.info.run_id
+        for r in runs
+        if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id and r.data.tags.get("phase") == "search"
+    }
+    assert trials and len(hrefs) == len(trials)
+    assert set(hrefs) == {f"{mlflow_server}/#/experiments/{exp.experiment_id}/runs/{rid}" for rid in trials.values()}
 
 
 @pytest.mark.timeout(SERVER_START_TIMEOUT_S + 60)
