@@ -127,6 +127,8 @@ def test_report_has_its_figures_table_toggle_and_trial_states(sweep, tmp_path):
         PARALLEL_DIV_ID,
         RANK_DIV_ID,
         SLICE_DIV_ID,
+        TRIALS_FILTER_ID,
+        TRIALS_STATUS_FILTER_ID,
         TRIALS_TABLE_ID,
     )
 
@@ -153,6 +155,10 @@ def test_report_has_its_figures_table_toggle_and_trial_states(sweep, tmp_path):
     headers = re.findall(r"<th ([^>]*)>", table.group(2))
     assert headers and all('class="sortable' in h for h in headers), headers
     assert sorted(re.findall(r'data-status="([^"]*)"', table.group(2))) == sorted(t.label for t in result.trials)
+    assert f'id="{TRIALS_FILTER_ID}"' in page
+    states = re.search(rf'<select id="{TRIALS_STATUS_FILTER_ID}"[^>]*>(.*?)</select>', page, re.DOTALL)
+    assert states, "no state filter above the trials table"
+    assert {t.label for t in result.trials} <= set(re.findall(r"<option[^>]*>([^<]*)</option>", states.group(1)))
     text = visible_text(page)
     counts = {label: sum(t.label == label for t in result.trials) for label in {t.label for t in result.trials}}
     assert "completed" in counts, counts  # a sweep that finished has a trial that ran to its last epoch
