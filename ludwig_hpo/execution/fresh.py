@@ -5,16 +5,56 @@ Built and fitted in the Tune trial actor; its ``num_workers`` ranks run
 ``ray.train.report`` (rank 0's reports reach Tune through ``TuneReportCallback``). A
 stable Train run name per trial (its trial id) lets a restored trial find the checkpoints
 its run kept under ``<storage_path>/<trial_id>/``.
+
+Ray Train starts a group again, without a word, when a worker died while the group started
+(its ``FailureConfig.controller_failure_limit`` is unlimited); :class:`StartAttempts` counts
+those starts in the trial's folder and rank 0's first report carries the count
+(``worker_group_restarts``), which the trial's MLflow run keeps as a tag.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.errors import TrialError, WorkerLostError, one_line_error
 from ludwig_hpo.execution.spec import TrialSpec
+
+#: Beside a fresh trial's checkpoints: how many times its current Train job started its worker
+#: group again after a failed start (written by :class:`StartAttempts`, read by every rank).
+RESTARTS_FILE = "worker_group_restarts.txt"
+
+
+def read_restarts(storage_path: str, trial_id: str) -> int:
+    """The group restarts of trial ``trial_id``'s current Train job (0 when none was recorded)."""
+    try:
+        return int((Path(storage_path) / trial_id / RESTARTS_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def _start_attempts_callback(storage_path: str, trial_id: str) -> Any:
+    """A Ray Train worker-group callback (built here so Train's internal base class is imported
+    only in the Tune trial actor) that writes, before each start of the job's worker group,
+    how many starts came before it in this job to ``<storage_path>/<trial_id>/`` (see
+    :data:`RESTARTS_FILE`). It runs in the job's Train controller actor; the file is written
+    before the group's workers exist, so their first report reads this start's count."""
+    from ray.train.v2._internal.execution.callback import WorkerGroupCallback
+
+    class StartAttempts(WorkerGroupCallback):
+        def __init__(self) -> None:
+            self.starts = 0
+
+        def before_worker_group_start(self, worker_group_context: Any) -> None:
+            folder = Path(storage_path) / trial_id
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{RESTARTS_FILE}.tmp").write_text(str(self.starts))
+            (folder / f"{RESTARTS_FILE}.tmp").replace(folder / RESTARTS_FILE)
+            self.starts += 1
+
+    return StartAttempts()
 
 
 def train_worker(spec: TrialSpec, data: list[Any]) -> None:
@@ -32,12 +72,15 @@ def train_worker(spec: TrialSpec, data: list[Any]) -> None:
 
     from ludwig_hpo.execution.worker import run_worker
     from ludwig_hpo.execution.worker_loss import remember_rank
+    from ludwig_hpo.train.report_keys import WORKER_GROUP_RESTARTS
 
     remember_rank()  # what a diagnosis of this process's death compares against
+    once = {WORKER_GROUP_RESTARTS: read_restarts(spec.storage_path, spec.trial_id)}
 
     def report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-        ray.train.report(metrics, checkpoint=ckpt)
+        ray.train.report({**metrics, **once}, checkpoint=ckpt)
+        once.clear()  # the first report only
 
     run_worker(
         spec,
@@ -57,12 +100,15 @@ def fit_fresh(
     cpus_per_worker: float,
     gpus_per_worker: float,
     loop: Callable[[TrialSpec, list[Any]], None] = train_worker,
+    callbacks: Sequence[Any] = (),
 ) -> None:
     """Build and fit one ``TorchTrainer`` of ``num_workers`` ranks for ``spec``; runs in the
     Tune trial actor and returns when the job ended.
 
-    The job keeps one checkpoint (the best by ``checkpoint_objective`` in ``spec.mode``) and
-    is not retried by Train (Tune's failure handling retries the trial).
+    The job keeps one checkpoint (the best by ``checkpoint_objective`` in ``spec.mode``) and a
+    failed training is not retried by Train (Tune's failure handling retries the trial). A
+    group whose start failed (a worker died before training began) Train starts again; the
+    trial's first report says how many times (``worker_group_restarts``).
 
     Args:
         data: a one-element list holding the prepared data's ``ObjectRef``.
@@ -70,6 +116,7 @@ def fit_fresh(
         gpus_per_worker: GPUs each rank reserves when ``use_gpu`` (1, or a fraction to share one).
         loop: what every rank runs (``train_worker``; a test's stand-in, which shares the job's
             set-up and failure handling).
+        callbacks: more Ray Train callbacks of the job (a test's stand-in for a failing start).
 
     Raises:
         WorkerLostError: a worker process died (which rank, where, how).
@@ -89,7 +136,11 @@ def fit_fresh(
             name=spec.trial_id,  # stable per trial: a restored trial resumes from its checkpoint
             storage_path=spec.storage_path,
             # ray.train.RunConfig is Train V2's at run time; its static type names V1's callback base.
-            callbacks=[TuneReportCallback()],  # type: ignore[list-item]
+            callbacks=[
+                TuneReportCallback(),  # type: ignore[list-item]
+                _start_attempts_callback(spec.storage_path, spec.trial_id),
+                *callbacks,
+            ],
             checkpoint_config=CheckpointConfig(
                 num_to_keep=1, checkpoint_score_attribute=CHECKPOINT_OBJECTIVE, checkpoint_score_order=spec.mode
             ),

@@ -36,7 +36,7 @@ from typing import Any
 from ludwig_hpo.execution.pool_records import GroupInfo, PoolsInfo, RunRecord, RunResult
 from ludwig_hpo.execution.pool_worker import PENDING_PREFIX, PoolWorker
 from ludwig_hpo.execution.spec import TrialSpec
-from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
+from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR, WORKER_GROUP_RESTARTS
 
 #: How often a running trial tells its group it is alive (seconds).
 HEARTBEAT_INTERVAL_S = 0.5
@@ -71,6 +71,8 @@ class _Run:
     epochs: int = 0
     #: the epochs rank 0 had reported when the stop was asked for (None: never asked)
     epochs_at_stop: int | None = None
+    #: how many starts of its group failed (a worker died) before the one it runs on
+    restarts: int = 0
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -82,6 +84,9 @@ class _Group:
     pids: list[int] = field(default_factory=list)
     run: _Run | None = None
     builds: int = 0
+    #: starts that failed since the group last ran a trial (a warm-up's failure is retried silently
+    #: by the next trial's start; that trial's first report says so)
+    failed_starts: int = 0
 
 
 def _failure(errors: dict[int, BaseException], world_size: int, restarted: bool) -> RunResult:
@@ -149,6 +154,7 @@ class WorkerPools:
         except BaseException:
             for w in workers:
                 ray.kill(w)
+            g.failed_starts += 1
             raise
         g.workers, g.pids, g.builds = workers, [a[3] for a in addrs], g.builds + 1
 
@@ -214,9 +220,11 @@ class WorkerPools:
         try:
             await self._ensure_built(g)
         except BaseException:
+            g.failed_starts = 0  # this trial fails with the start's error: that records it
             await self._release(g)
             raise
         assert g.workers is not None  # built above
+        run.restarts, g.failed_starts = g.failed_starts, 0
         me = ray.get_runtime_context().current_actor
         run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
         refs = [w.run.remote(spec, me, run.token) for w in g.workers]
@@ -278,6 +286,8 @@ class WorkerPools:
         run = self.runs.get(token)
         if run is None:
             return True
+        if not run.epochs:
+            metrics = {**metrics, WORKER_GROUP_RESTARTS: run.restarts}
         run.messages.append(metrics)
         run.epochs += 1
         run.event.set()

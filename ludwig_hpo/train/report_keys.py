@@ -43,6 +43,9 @@ BatchSizeSource = Literal["probe", "sweep cache", "persisted cache"]
 SOURCE_PROBE: BatchSizeSource = "probe"
 SOURCE_SWEEP_CACHE: BatchSizeSource = "sweep cache"
 SOURCE_PERSISTED_CACHE: BatchSizeSource = "persisted cache"
+#: First epoch of a fresh multi-worker trial: how many times Ray Train started its worker group
+#: again because a worker died while the group started (0: it started at once).
+WORKER_GROUP_RESTARTS = "worker_group_restarts"
 #: Added by Ray's ``TuneReportCallback`` to a fresh multi-worker trial's reports that carried a
 #: checkpoint: Train's persisted checkpoint folder.
 CHECKPOINT_PATH = "checkpoint_path"
@@ -92,10 +95,19 @@ class EpochReport(_EpochCounters, total=False):
     batch_size_source: BatchSizeSource
     checkpoint_epoch: int
     checkpoint_objective: float
+    worker_group_restarts: int
 
 
 #: Decided once inside a trial: logged once, as tags of its MLflow run.
-ONCE_KEYS = ("batch_size", "global_batch_size", "eval_batch_size", "world_size", "seed", BATCH_SIZE_SOURCE)
+ONCE_KEYS = (
+    "batch_size",
+    "global_batch_size",
+    "eval_batch_size",
+    "world_size",
+    "seed",
+    BATCH_SIZE_SOURCE,
+    WORKER_GROUP_RESTARTS,
+)
 #: Keys Tune adds to every result (its bookkeeping, not the trial's metrics).
 TUNE_KEYS = (
     "training_iteration",

@@ -151,11 +151,13 @@ def _sweep(
     on_result=None,
     name: str = "t",
     gated: tuple[float, ...] = (),
+    pools_cls: type | None = None,
     **trainer,
 ):
     """Run one trial per learning rate (in this order) with ``executor``; returns
     (recorder, pools info or None). The trials of the ``gated`` learning rates wait at their
-    first epoch boundary (:class:`GatedPools`)."""
+    first epoch boundary (:class:`GatedPools`). A ``pools_cls`` replaces the pools actor's class;
+    its warm-up then ends before the first trial starts."""
     import ray
     from ray import tune
 
@@ -175,11 +177,13 @@ def _sweep(
     pools = None
     if executor == "pooled":
         pools = (
-            ray.remote(GatedPools)
+            ray.remote(pools_cls or GatedPools)
             .options(num_cpus=0, max_concurrency=1000)
             .remote(concurrent, num_workers, 1.0, False, data_ref, gated=gated)
         )
-        pools.warm.remote()
+        warming = pools.warm.remote()
+        if pools_cls is not None:
+            ray.get(warming)
     ctx = TrialContext(
         raw=raw,
         data=data_ref,
@@ -242,6 +246,9 @@ def test_three_trials_in_a_row_on_one_warm_group_match_fresh_trials(cluster, tmp
             for k in KEYS:
                 assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), (lr, a["epoch"], k)
         assert p[lr][0]["world_size"] == 2
+        # each group started at its first try
+        assert f[lr][0]["worker_group_restarts"] == p[lr][0]["worker_group_restarts"] == 0
+        assert all("worker_group_restarts" not in r for r in f[lr][1:] + p[lr][1:])  # the first report only
     # the written checkpoints reached Tune (which keeps them in the trial's folder), the last
     # epoch's always; the folders rank 0 handed over are gone
     for rs in p.values():
@@ -457,3 +464,91 @@ def test_short_trials_reuse_the_first_trials_actors_and_start_no_other(cluster, 
     ).fit()
     assert list(rec.status.values()) == ["TERMINATED"] * 24
     assert len(trial_actors() - before) == 2
+
+
+def _first_start_loses_rank1(marker: str):
+    """A Ray Train worker-group callback: while ``marker`` does not exist, a start of the job's
+    group creates it and rank 1's process exits once the group's actors exist, before their
+    train context is set up (before the training function runs); later starts go on."""
+    from ray.train.v2._internal.execution.callback import WorkerGroupCallback
+
+    class FirstStartLosesRank1(WorkerGroupCallback):
+        def before_init_train_context(self, workers) -> dict:
+            from pathlib import Path
+
+            import ray
+
+            if not Path(marker).exists():
+                Path(marker).write_text("rank 1 exits")
+                ray.get(workers[1].actor.execute.remote(os._exit, 1))
+            return {}
+
+    return FirstStartLosesRank1()
+
+
+def _fresh_trial_whose_first_start_fails(config: dict, raw: dict, data: list) -> None:
+    from ray import tune
+
+    from ludwig_hpo.execution.fresh import fit_fresh
+    from ludwig_hpo.execution.spec import TrialSpec
+
+    spec = TrialSpec(raw=raw, trial_id=tune.get_context().get_trial_id(), storage_path=config["storage"], mode="max")
+    callbacks = [_first_start_loses_rank1(config["marker"])]
+    fit_fresh(spec, data, num_workers=2, use_gpu=False, cpus_per_worker=1.0, gpus_per_worker=1.0, callbacks=callbacks)
+
+
+def test_a_fresh_trial_whose_group_lost_a_worker_while_starting_says_so_in_its_first_report(cluster, tmp_path):
+    import ray
+    from ray import tune
+
+    raw, _, data = _loaded(epochs=2)
+    raw = {**raw, "backend": {**raw["backend"], "num_workers": 2}}
+    marker = tmp_path / "first-start-failed"
+    rec = _Recorder()
+    tune.Tuner(
+        tune.with_resources(
+            tune.with_parameters(_fresh_trial_whose_first_start_fails, raw=raw, data=[ray.put(data)]),
+            {"cpu": 0, "trial_slot": 1},
+        ),
+        param_space={"storage": str(tmp_path / "train"), "marker": str(marker)},
+        run_config=tune.RunConfig(
+            name="fresh-restart",
+            storage_path=str(tmp_path / "ray"),
+            verbose=0,
+            callbacks=[rec],
+            failure_config=tune.FailureConfig(max_failures=0),
+        ),
+    ).fit()
+    assert marker.is_file()  # the first start lost rank 1 (and Ray Train started the group again)
+    assert list(rec.status.values()) == ["TERMINATED"], rec.errors
+    (results,) = rec.results.values()
+    assert [r["epoch"] for r in results] == [1, 2]
+    assert results[0]["worker_group_restarts"] == 1 and results[0]["world_size"] == 2
+
+
+class FirstBuildLosesItsRanks(WorkerPools):
+    """The pools actor, except that its first group build loses its ranks (SIGKILL, once they
+    answered their address) before their set-up. Both: a rank left alone would wait in
+    ``torch.distributed``'s rendezvous for its lost peer."""
+
+    def __init__(self, *args, gated: tuple[float, ...] = ()) -> None:
+        super().__init__(*args)
+        self.calls = 0
+
+    async def _all(self, refs):
+        answers = await super()._all(refs)
+        self.calls += 1
+        if self.calls == 1:  # the first build's addresses: (node, ip, port, pid) per rank
+            for _, _, _, pid in answers:
+                os.kill(pid, signal.SIGKILL)
+        return answers
+
+
+def test_a_pooled_trial_whose_group_was_started_again_after_a_lost_worker_says_so(cluster, tmp_path):
+    rec, info = _sweep(tmp_path, "pooled", [1e-2, 3e-2], pools_cls=FirstBuildLosesItsRanks)
+    assert set(rec.status.values()) == {"TERMINATED"}, rec.errors
+    by_lr = _by_lr(rec)
+    first, second = by_lr[1e-2][0], by_lr[3e-2][0]  # in this order on the one group
+    assert first["worker_group_restarts"] == 1  # the warm-up's build failed; the first trial's start built it
+    assert second["worker_group_restarts"] == 0
+    assert [g["builds"] for g in info["groups"]] == [1]
