@@ -120,20 +120,34 @@ EPOCHS = 60
 
 
 def _mid_trial(out: Path) -> str | None:
-    """The trial id of a running trial with 10 to EPOCHS - 10 epochs logged, if any (far from
-    both ends, so it is mid-way when the kill lands, and past its first checkpoint: a trial
-    writes one when it has cost at most 2% of its training time)."""
+    """The trial id of a running trial with 10 to EPOCHS - 10 epochs logged, if any, far from
+    both ends (so it is mid-way when the kill lands) and with a checkpoint that Tune's saved
+    state came after (a trial writes one when it has cost at most 2% of its training time)."""
     try:
         client = _client(out)
         exp = client.get_experiment_by_name("breast-cancer-tiny")
         for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'"):
             if r.data.tags.get("phase") == "search":
                 steps = len(client.get_metric_history(r.info.run_id, METRIC))
-                if 10 <= steps <= EPOCHS - 10:
+                if 10 <= steps <= EPOCHS - 10 and _state_saved_after_checkpoint(out, r.data.tags["trial_id"]):
                     return r.data.tags["trial_id"]
     except Exception:  # the store is being written; try again
         return None
     return None
+
+
+def _state_saved_after_checkpoint(out: Path, trial_id: str) -> bool:
+    """Whether trial ``trial_id`` kept a checkpoint and Tune saved its experiment state after it
+    (what a resumed trial continues from: a checkpoint Tune's saved state knows)."""
+    from ludwig_hpo.driver.paths import SEARCH, SweepPaths
+
+    paths = SweepPaths(out)
+    kept = paths.kept_weights(trial_id)
+    states = list(paths.experiment(SEARCH).glob("experiment_state-*.json"))
+    try:
+        return bool(kept and states) and max(f.stat().st_mtime for f in states) > kept[-1].stat().st_mtime
+    except FileNotFoundError:  # a checkpoint replaced by a newer one, a state file by its next save
+        return False
 
 
 def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
