@@ -290,6 +290,11 @@ def test_a_time_budget_that_ends_the_search_says_so_and_no_missing_report_is_nam
         assert proc.returncode == 0, proc.stderr
     done = next(line for line in proc.stdout.splitlines() if line.startswith("done in "))
     assert f"; {reason}" in done
+    # the parent run holds it too: `hpo report` rebuilt from MLflow says why the search ended
+    from dashboards.mlflow_source import load_sweep_result
+
+    uri = f"sqlite:///{(out / 'mlflow.db').resolve()}"
+    assert load_sweep_result(uri, experiment="breast-cancer-tiny").stop_reason == result["stop_reason"]
     assert not (out / "report.html").exists() and "report:" not in proc.stdout
     for line in proc.stdout.splitlines():  # every path the console names exists
         if line.startswith(("output: ", "results: ")):
