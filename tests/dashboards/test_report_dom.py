@@ -124,6 +124,10 @@ def test_rows_link_to_their_mlflow_runs_when_the_ui_is_known(tmp_path, sweep):
     assert links[0] == "http://127.0.0.1:5000/#/experiments/7/runs/run00"
     plain = _build(sweep, tmp_path, run_ids=ids)  # a SQLite store without a UI: no links
     assert not [a for t, a in elements(plain, "a") if "run-link" in a.get("class", "")]
+    # ... and says how to get them
+    folder = sweep.output_dir or "DIR"
+    assert f"<code>hpo ui {folder}</code>, then <code>hpo report {folder} --mlflow-ui URL</code>" in plain
+    assert "--mlflow-ui URL" not in page
 
 
 def test_long_cells_are_shortened_with_the_full_text_as_tooltip(tmp_path, make_trial, make_sweep):
