@@ -28,13 +28,33 @@ ML_VIEW_QUERY = "workflowType=machine_learning"
 BROWSER_WAIT_S = 120.0
 
 
-def runs_url(host: str, port: int, experiment_id: str | None) -> str:
+def runs_url(host: str, port: int, experiment_id: str | None, view: str | None = None) -> str:
     """The UI's page of an experiment's run list in the machine-learning view, e.g.
     ``http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning``; the UI's
-    experiment list without ``experiment_id``. An IPv6 ``host`` is bracketed. Pure."""
+    experiment list without ``experiment_id``. ``view``: a further query, the shared view that
+    opens the list on the sweep's columns (:func:`ludwig_hpo.tracking.ui_view.write_sweep_view`).
+    An IPv6 ``host`` is bracketed. Pure."""
     shown = f"[{host}]" if ":" in host else host
     page = f"/experiments/{experiment_id}/runs" if experiment_id else "/experiments"
-    return f"http://{shown}:{port}/#{page}?{ML_VIEW_QUERY}"
+    query = f"{ML_VIEW_QUERY}&{view}" if view and experiment_id else ML_VIEW_QUERY
+    return f"http://{shown}:{port}/#{page}?{query}"
+
+
+def sweep_view(paths: SweepPaths, experiment_id: str | None) -> str | None:
+    """Write the sweep's run-list view (its metric and searched parameters as columns) on its
+    experiment and return its URL query; None for a folder without a sweep's parent run, or when
+    the store refuses the write (the UI then opens on its own columns)."""
+    from mlflow.exceptions import MlflowException
+
+    from ludwig_hpo.tracking.ui_view import write_sweep_view
+
+    state = read_state(paths.root)
+    if experiment_id is None or state is None:
+        return None
+    try:
+        return write_sweep_view(paths.tracking_uri, experiment_id, state.parent_run_id)
+    except MlflowException:
+        return None
 
 
 def is_sweep_folder(root: Path) -> bool:
@@ -156,7 +176,8 @@ def serve(results_dir: Path | None, *, host: str, port: int, browser: bool, out:
             fix="pass the output folder printed by 'hpo sweep'",
         )
     check_port(host, port)
-    url = runs_url(host, port, sweep_experiment_id(paths))
+    experiment_id = sweep_experiment_id(paths)
+    url = runs_url(host, port, experiment_id, sweep_view(paths, experiment_id))
     if chosen:
         out.print(chosen, highlight=False)
     out.print(f"MLflow UI for {paths.tracking_uri}\n  {url}\n(Ctrl-C stops it)", highlight=False, soft_wrap=True)

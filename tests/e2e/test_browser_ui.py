@@ -114,6 +114,13 @@ def test_mlflow_run_list_shows_the_sweep_as_one_parent_run_with_its_children(ui_
     assert set(re.findall(r'role="row" row-index="\d+" row-id="([0-9a-f]+)"', page)) == {parents[0].info.run_id}
     assert "ag-grid-expanders-visible" in page, "the run list shows no expandable parent"
     assert f"{len(runs)} matching runs" in text, f"not every run of the sweep is in the list: {text[:2000]}"
+    # the list opens on the sweep's columns: its metric (trials) and best metric (parent) drawn
+    # first, its parameters after them (the grid draws only the columns in the window)
+    assert "viewStateShareKey=" in ui_url, ui_url
+    for name in (result.metric, f"best/{result.metric}"):
+        assert name in text, f"no column {name!r} in the run list: {text[:2000]}"
+    view = next(v for k, v in client.get_experiment(experiment_id).tags.items() if "sharedViewState" in k)
+    assert all(f"params.`{p.path}`" in view for p in result.parameters), view
     shot = screenshot(ui_url, tmp_path / "mlflow-runs.png", size=(1600, 1000), budget_ms=MLFLOW_BUDGET_MS)
     assert shot.stat().st_size > 20_000  # a blank page is a few kB
 
