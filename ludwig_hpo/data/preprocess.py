@@ -114,15 +114,24 @@ def _rows(mask: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mask)
 
 
-def _to_binary(s: pd.Series, key: str, origin: DataOrigin) -> np.ndarray:
+def _refuse_missing(s: pd.Series, key: str, origin: DataOrigin, what: str, fix: str) -> None:
+    """Refuse a column with missing values, naming the file, the column and the first rows.
+
+    ``what`` follows the count (``"rows have no target value"``), ``fix`` is the one-line remedy.
+    Runs in the driver process. Raises DataError when any value of ``s`` is missing.
+    """
     missing = s.isna().to_numpy()
     if missing.any():
         raise DataError(
-            f"column {s.name!r}: {int(missing.sum())} missing values in a binary column ({origin.rows(_rows(missing))})",
+            f"column {s.name!r}: {int(missing.sum())} {what} ({origin.rows(_rows(missing))})",
             source=origin.source,
             key=key,
-            fix="fill or drop those rows",
+            fix=fix,
         )
+
+
+def _to_binary(s: pd.Series, key: str, origin: DataOrigin) -> np.ndarray:
+    _refuse_missing(s, key, origin, "missing values in a binary column", "fill or drop those rows")
     values = s.astype(str).str.strip().str.lower()
     uniq = sorted(set(values))
     if set(uniq) <= _TRUE | _FALSE:
@@ -385,11 +394,4 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
 
 def _require_targets(s: pd.Series, key: str, origin: DataOrigin) -> None:
     """Refuse a target column with missing values, naming the file, the column and the rows."""
-    missing = s.isna().to_numpy()
-    if missing.any():
-        raise DataError(
-            f"column {s.name!r}: {int(missing.sum())} rows have no target value ({origin.rows(_rows(missing))})",
-            source=origin.source,
-            key=key,
-            fix="drop or fill those rows",
-        )
+    _refuse_missing(s, key, origin, "rows have no target value", "drop or fill those rows")

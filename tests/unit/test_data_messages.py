@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from ludwig_hpo.data import load_dataframe, prepare
 from ludwig_hpo.data.origin import DataOrigin
-from ludwig_hpo.data.preprocess import FilledValues
+from ludwig_hpo.data.preprocess import FilledValues, _refuse_missing
 from ludwig_hpo.data.split import fixed_split_indices
 from ludwig_hpo.errors import DataError
 
@@ -147,3 +147,11 @@ def test_hpo_validate_says_which_missing_values_it_filled(tmp_path):
     result = CliRunner().invoke(app, ["validate", str(tmp_path / "sweep.yaml")])
     assert result.exit_code == 0, result.output
     assert "data: 3 missing values in x2 filled with the training mean (" in result.stdout
+
+
+def test_both_missing_value_refusals_share_one_message_shape():
+    s = pd.Series([1.0, None, 2.0, None], name="c")
+    with pytest.raises(DataError) as info:
+        _refuse_missing(s, "input_features[c]", DataOrigin("data.parquet"), "gaps", "fill them")
+    assert info.value.one_line() == "data.parquet: input_features[c]: column 'c': 2 gaps (data rows 2, 4); fix: fill them"
+    _refuse_missing(s.dropna(), "input_features[c]", DataOrigin("data.parquet"), "gaps", "fill them")
