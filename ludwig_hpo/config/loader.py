@@ -117,7 +117,10 @@ class _Param:
 def _check_searchable(p: _Param) -> None:
     leaves = [leaf for block in p.space.probe_values() for leaf in _leaf_paths(block)] if p.path == ROOT else [p.path]
     for leaf in leaves:
-        reason = _fixed_reason(leaf, p.features)
+        try:
+            reason = _fixed_reason(leaf, p.features)
+        except PathError as e:
+            raise p.error(str(e), fix=e.fix) from None
         if reason:
             raise p.error(
                 f"{leaf!r} cannot be searched: {reason}", fix="set it in the config instead of hyperopt.parameters"

@@ -127,6 +127,12 @@ CASES = {
         "error: nope.yaml: file not found; fix: check the path (it is relative to the current folder)",
         sweep_name="nope.yaml",
     ),
+    "parameter path with an unclosed quote": Case(
+        None,
+        'error: sweep.yaml:15:5: hyperopt.parameters.""a.b": path \'"a.b\' opens a quote " that does not close'
+        " before a '.'; fix: write the name in quotes followed by its fields, e.g. \"a.b\".encoder.type",
+        extra="    '\"a.b': {space: choice, categories: [1, 2]}\n",
+    ),
     "sweep file empty": Case(
         None, "error: sweep.yaml: the file is empty; fix: write a sweep file (see README.md)", sweep=b""
     ),
@@ -253,10 +259,12 @@ CASES = {
         "2 columns); fix: set 'column:' to one of the dataset's columns",
     ),
     "number column all NaN": Case(
-        edit(a=np.nan), "error: {dir}/data.csv: input_features[a]: column 'a': every training value is missing; " + MISSING
+        edit(a=np.nan),
+        "error: {dir}/data.csv: input_features[a]: column 'a': every training value is missing; " + MISSING,
     ),
     "category column all NaN": Case(
-        edit(c=None), "error: {dir}/data.csv: input_features[c]: column 'c': every training value is missing; " + MISSING
+        edit(c=None),
+        "error: {dir}/data.csv: input_features[c]: column 'c': every training value is missing; " + MISSING,
     ),
     "number column holds text": Case(
         edit(a=_set_rows(5, "abc")),
