@@ -153,5 +153,6 @@ def test_both_missing_value_refusals_share_one_message_shape():
     s = pd.Series([1.0, None, 2.0, None], name="c")
     with pytest.raises(DataError) as info:
         _refuse_missing(s, "input_features[c]", DataOrigin("data.parquet"), "gaps", "fill them")
-    assert info.value.one_line() == "data.parquet: input_features[c]: column 'c': 2 gaps (data rows 2, 4); fix: fill them"
+    line = info.value.one_line()
+    assert line == "data.parquet: input_features[c]: column 'c': 2 gaps (data rows 2, 4); fix: fill them"
     _refuse_missing(s.dropna(), "input_features[c]", DataOrigin("data.parquet"), "gaps", "fill them")
