@@ -29,10 +29,8 @@ from dashboards.report import (
 )
 from dashboards.slices import rank_info, slice_info
 from ludwig_hpo.results import KFoldRecord, ParamInfo
+from tests.dashboards.conftest import LAYERS, LR
 from tests.dashboards.page import by_id, elements, figure
-
-LR = ParamInfo("trainer.learning_rate", "loguniform", log=True, lower=1e-4, upper=1e-1)
-LAYERS = ParamInfo("image.encoder.num_layers", "randint", lower=1, upper=4)
 
 
 def _build(result, tmp_path: Path, **kwargs) -> str:
