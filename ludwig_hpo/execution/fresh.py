@@ -21,16 +21,13 @@ from typing import Any
 
 from ludwig_hpo.errors import TrialError, WorkerLostError, one_line_error
 from ludwig_hpo.execution.spec import TrialSpec
-
-#: Beside a fresh trial's checkpoints: how many times its current Train job started its worker
-#: group again after a failed start (written by :class:`StartAttempts`, read by every rank).
-RESTARTS_FILE = "worker_group_restarts.txt"
+from ludwig_hpo.train.report_keys import WORKER_GROUP_RESTARTS_FILE
 
 
 def read_restarts(storage_path: str, trial_id: str) -> int:
     """The group restarts of trial ``trial_id``'s current Train job (0 when none was recorded)."""
     try:
-        return int((Path(storage_path) / trial_id / RESTARTS_FILE).read_text())
+        return int((Path(storage_path) / trial_id / WORKER_GROUP_RESTARTS_FILE).read_text())
     except (FileNotFoundError, ValueError):
         return 0
 
@@ -39,7 +36,7 @@ def _start_attempts_callback(storage_path: str, trial_id: str) -> Any:
     """A Ray Train worker-group callback (built here so Train's internal base class is imported
     only in the Tune trial actor) that writes, before each start of the job's worker group,
     how many starts came before it in this job to ``<storage_path>/<trial_id>/`` (see
-    :data:`RESTARTS_FILE`). It runs in the job's Train controller actor; the file is written
+    :data:`WORKER_GROUP_RESTARTS_FILE`). It runs in the job's Train controller actor; the file is written
     before the group's workers exist, so their first report reads this start's count."""
     from ray.train.v2._internal.execution.callback import WorkerGroupCallback
 
@@ -50,8 +47,8 @@ def _start_attempts_callback(storage_path: str, trial_id: str) -> Any:
         def before_worker_group_start(self, worker_group_context: Any) -> None:
             folder = Path(storage_path) / trial_id
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{RESTARTS_FILE}.tmp").write_text(str(self.starts))
-            (folder / f"{RESTARTS_FILE}.tmp").replace(folder / RESTARTS_FILE)
+            (folder / f"{WORKER_GROUP_RESTARTS_FILE}.tmp").write_text(str(self.starts))
+            (folder / f"{WORKER_GROUP_RESTARTS_FILE}.tmp").replace(folder / WORKER_GROUP_RESTARTS_FILE)
             self.starts += 1
 
     return StartAttempts()

@@ -50,6 +50,10 @@ PHASE_KFOLD: Final = "kfold"
 #: training (runs, metrics, models), not of GenAI development (traces).
 EXPERIMENT_KIND_TAG: Final = "mlflow.experimentKind"
 EXPERIMENT_KIND_MODEL_TRAINING: Final = "custom_model_development"
+#: Experiment tag of the run-list view ``hpo ui`` opens (MLflow's shared-view tag prefix + our key);
+#: the UI applies it when the URL carries ``viewStateShareKey=<key>`` (see tracking/ui_view.py).
+SHARED_VIEW_TAG_PREFIX: Final = "mlflow.sharedViewState."
+SWEEP_VIEW_KEY: Final = "ludwig_hpo_sweep"
 
 # ------------------------------------------------------------------------------ parent run
 #: The parent run is named ``<sweep name>-<start time in this format>`` (local time).

@@ -17,12 +17,9 @@ from typing import Final
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.names import mlflow_key, name_of_key
 
-#: The prefix of the experiment tags the UI reads shared views from (MLflow's own name).
-SHARED_VIEW_TAG_PREFIX: Final = "mlflow.sharedViewState."
-#: The share key of a sweep's view: one per experiment, rewritten by every ``hpo ui``.
-SHARE_KEY: Final = "ludwig_hpo_sweep"
-#: The URL query that makes the UI apply the view.
-SHARE_QUERY: Final = f"viewStateShareKey={SHARE_KEY}"
+#: The URL query that makes the UI apply the sweep's view (one per experiment, rewritten by
+#: every ``hpo ui``).
+SHARE_QUERY: Final = f"viewStateShareKey={layout.SWEEP_VIEW_KEY}"
 
 
 def column(kind: str, key: str) -> str:
@@ -81,12 +78,17 @@ def write_sweep_view(tracking_uri: str, experiment_id: str, parent_run_id: str) 
     if not metric:
         return None
     children = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{layout.PARENT_RUN_ID_TAG}` = '{parent_run_id}'", max_results=1
+        [experiment_id],
+        filter_string=f"tags.`{layout.PARENT_RUN_ID_TAG}` = '{parent_run_id}' and "
+        f"tags.`{layout.RUN_KIND_TAG}` = '{layout.RUN_KIND_TRIAL}'",
+        max_results=1,
     )
     if children:
         searched = [name_of_key(k) for k in children[0].data.params]
     else:  # no trial has started: the best configuration's params, once the sweep wrote them
         names = (name_of_key(key) for key in params)
         searched = [n[len(layout.BEST_PARAM_PREFIX) :] for n in names if n.startswith(layout.BEST_PARAM_PREFIX)]
-    client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG_PREFIX + SHARE_KEY, view_state(metric, searched))
+    client.set_experiment_tag(
+        experiment_id, layout.SHARED_VIEW_TAG_PREFIX + layout.SWEEP_VIEW_KEY, view_state(metric, searched)
+    )
     return SHARE_QUERY

@@ -60,6 +60,10 @@ TRIAL_ID = "trial_id"
 #: what continuing after the written epoch needs.
 MODEL_FILE = "model.pt"
 TRAINER_STATE_FILE = "trainer_state.pt"
+#: In a fresh trial's storage folder, beside its checkpoints: how many times its current Train
+#: job started its worker group again after a failed start (written by the Train controller's
+#: callback, read by every rank for :data:`WORKER_GROUP_RESTARTS`).
+WORKER_GROUP_RESTARTS_FILE = "worker_group_restarts.txt"
 #: The running training loss over the epoch's batches (a score key of the train split).
 RUNNING_LOSS = "train/combined/running_loss"
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ludwig_hpo.execution import ray_temp
+
 from ..conftest import SWEEPS
 from .test_sweep_cli import run_cli
 
@@ -90,7 +92,7 @@ def _own_leftovers(marker: str) -> list[int]:
 def two_nodes():
     """(GCS address, dashboard URL, {node id: "head" | "second"}) of a running 2-node cluster."""
     # one private temp folder per node (their sockets would collide); short: socket paths are length-limited
-    temp_dirs = [tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp") for _ in range(2)]
+    temp_dirs = [tempfile.mkdtemp(prefix=ray_temp.PREFIX, dir=ray_temp.ROOT) for _ in range(2)]
     env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}, **RAY_ENV}
     gcs, dash = _port(), _port()
     address = f"127.0.0.1:{gcs}"

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ludwig_hpo.execution import ray_temp
+
 from ..conftest import SWEEPS
 from .test_sweep_cli import SWEEP_TIMEOUT_S, run_cli
 
@@ -67,7 +69,7 @@ def _kill_session(sid: int, *, keep_cluster_folder: bool = False) -> Path | None
     cluster's temp folder (a driver killed outright cannot; the next sweep's cluster does)
     unless ``keep_cluster_folder``; returns that folder. Ray names the cluster's session
     folder after the driver's PID, here ``sid``."""
-    cluster = next((p.parent for p in Path("/tmp").glob(f"hpo-ray-*/session_*_{sid}")), None)
+    cluster = next((p.parent for p in ray_temp.ROOT.glob(f"{ray_temp.PREFIX}*/session_*_{sid}")), None)
     sessions = _sweep_sessions(sid, cluster)  # before the kill: the daemons die with the driver
     try:
         os.killpg(sid, signal.SIGKILL)

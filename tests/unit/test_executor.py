@@ -80,7 +80,7 @@ def test_a_trial_context_refuses_an_unknown_mode():
 
 _EOF_DEATH = (
     "The actor died unexpectedly before finishing this task.\n\tclass_name: PoolWorker\n\tpid: 4242\n"
-    "\tip: 10.0.0.5\nThe actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+    "\tip: 127.0.0.1\nThe actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
     "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file."
 )
 
@@ -113,10 +113,10 @@ def test_a_lost_worker_is_one_line_naming_rank_pid_node_and_how_through_pickling
 
     from ludwig_hpo.errors import WorkerLoss, WorkerLostError, one_line_error
 
-    loss = WorkerLoss(1, 2, pid=4242, node="10.0.0.5", how="was killed by signal 9 (SIGKILL)")
+    loss = WorkerLoss(1, 2, pid=4242, node="127.0.0.1", how="was killed by signal 9 (SIGKILL)")
     err = pickle.loads(pickle.dumps(WorkerLostError(loss)))
     assert err.loss == loss
-    line = "rank 1 of 2 (pid 4242) on node 10.0.0.5 was killed by signal 9 (SIGKILL) during training"
+    line = "rank 1 of 2 (pid 4242) on node 127.0.0.1 was killed by signal 9 (SIGKILL) during training"
     assert str(err) == line
     # as Tune's error file holds it: a peer's collective error, then ours
     text = f"RuntimeError: rank 0: Connection reset by peer\n\nludwig_hpo.errors.WorkerLostError: {line}\n"
