@@ -15,8 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from ludwig_hpo.results.records import TrialStatus
-from ludwig_hpo.tracking import layout
+from ludwig_hpo.results.records import TrialStatus, ended_status
 from ludwig_hpo.train.report_keys import CHECKPOINT_PATH, OBJECTIVE, TIME_ATTR
 
 if TYPE_CHECKING:
@@ -51,16 +50,6 @@ class JournalEntry(_EntryKeys, total=False):
     ended: float | None
     checkpoint: str | None
     checkpoint_epoch: int | None
-
-
-def ended_status(status: TrialStatus, stopped_by: str | None) -> tuple[TrialStatus, str | None]:
-    """A recorded trial's ``(status, stopped_by)`` in the form the sweep writes: a trial
-    stopped early (by the scheduler or the time budget) is FINISHED with who stopped it;
-    KILLED means interrupted. Older journals and saved trial books hold early-stopped trials
-    as KILLED (with ``stopped_by`` None for the scheduler): they read as the new form. Pure."""
-    if status == "KILLED" and stopped_by != layout.STOPPED_BY_INTERRUPTED:
-        return "FINISHED", stopped_by or layout.STOPPED_BY_SCHEDULER
-    return status, stopped_by
 
 
 def _scalar(v: Any) -> bool:

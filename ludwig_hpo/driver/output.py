@@ -19,7 +19,7 @@ from ludwig_hpo.driver.provenance import start_parent_run
 from ludwig_hpo.driver.state import SweepKind, SweepState, fingerprint
 from ludwig_hpo.driver.sweep_run import SweepOutput
 from ludwig_hpo.errors import ConfigError, DataError, one_line_error
-from ludwig_hpo.results.records import TrialStatus
+from ludwig_hpo.results.records import TrialStatus, ended_status
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.resolve import resolve_tracking
 
@@ -138,7 +138,7 @@ def end_running_children(
     for tid, run_id in sorted(running.items()):
         entry = recorded.get(tid)
         if entry is not None:
-            ended, stopped_by = entry["status"], entry.get("stopped_by")
+            ended, stopped_by = ended_status(entry["status"], entry.get("stopped_by"))
             store.set_tags(
                 run_id, {layout.STATUS_TAG: ended, **({layout.STOPPED_BY_TAG: stopped_by} if stopped_by else {})}
             )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
+from ludwig_hpo.results.records import ended_status
 
 
 def _clean(v: Any) -> Any:
@@ -57,17 +58,21 @@ def read_result(path: Path) -> SweepResult:
             metrics={k: _number(x) for k, x in h["metrics"].items()},
         )
 
-    trials = tuple(
-        TrialRecord(
+    def trial(t: dict[str, Any]) -> TrialRecord:
+        # Files written before early-stopped trials were FINISHED hold them as KILLED.
+        status, stopped_by = ended_status(t["status"], t.get("stopped_by"))
+        return TrialRecord(
             **{
                 **t,
+                "status": status,
+                "stopped_by": stopped_by,
                 "objective_last": _number(t["objective_last"]),
                 "objective_best": _number(t["objective_best"]),
                 "history": tuple(epoch(h) for h in t["history"]),
             }
         )
-        for t in d["trials"]
-    )
+
+    trials = tuple(trial(t) for t in d["trials"])
     params = tuple(
         ParamInfo(**{**p, "categories": tuple(p["categories"]) if p["categories"] is not None else None})
         for p in d["parameters"]

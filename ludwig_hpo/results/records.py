@@ -28,7 +28,7 @@ def status_label(status: TrialStatus, stopped_by: str | None) -> StatusLabel:
     Args:
         status: the trial's status as MLflow records it (FINISHED, KILLED, FAILED, RUNNING).
         stopped_by: who stopped it before its last epoch (``"scheduler"``, ``"time budget"``,
-            ``"early stop"``, ``"interrupted"``), None when it ran every epoch.
+            ``"interrupted"``), None when it ran every epoch.
     """
     if status == "FAILED":
         return "failed"
@@ -37,6 +37,16 @@ def status_label(status: TrialStatus, stopped_by: str | None) -> StatusLabel:
     if stopped_by == layout.STOPPED_BY_INTERRUPTED or (status == "KILLED" and stopped_by is None):
         return "interrupted"
     return "stopped early" if stopped_by else "completed"
+
+
+def ended_status(status: TrialStatus, stopped_by: str | None) -> tuple[TrialStatus, str | None]:
+    """A recorded trial's ``(status, stopped_by)`` in the form the sweep writes: a trial
+    stopped early (by the scheduler or the time budget) is FINISHED with who stopped it;
+    KILLED means interrupted. Older journals and saved trial books hold early-stopped trials
+    as KILLED (with ``stopped_by`` None for the scheduler): they read as the new form. Pure."""
+    if status == "KILLED" and stopped_by != layout.STOPPED_BY_INTERRUPTED:
+        return "FINISHED", stopped_by or layout.STOPPED_BY_SCHEDULER
+    return status, stopped_by
 
 
 @dataclass(frozen=True)

@@ -152,3 +152,17 @@ def test_round_trip_pareto_set_and_old_files_without_it(tmp_path):
     del d["objectives"], d["pareto_trial_ids"]
     (tmp_path / "old.json").write_text(json.dumps(d))
     assert read_result(tmp_path / "old.json").pareto_trial_ids == ()
+
+
+def test_an_old_file_shows_a_trial_the_scheduler_stopped_as_stopped_early(tmp_path):
+    """Older versions wrote a trial the scheduler stopped as ``KILLED`` with ``stopped_by`` null;
+    it reads back as the sweep writes it now, so it shows "stopped early", not "interrupted"."""
+    write_result(make_result(), tmp_path / "r.json")
+    d = json.loads((tmp_path / "r.json").read_text())
+    d["trials"][0].update(status="KILLED", stopped_by=None)
+    (tmp_path / "old.json").write_text(json.dumps(d))
+    trial = read_result(tmp_path / "old.json").trials[0]
+    assert (trial.status, trial.stopped_by, trial.label) == ("FINISHED", "scheduler", "stopped early")
+    d["trials"][0].update(status="KILLED", stopped_by="interrupted")
+    (tmp_path / "old.json").write_text(json.dumps(d))
+    assert read_result(tmp_path / "old.json").trials[0].label == "interrupted"

@@ -108,3 +108,21 @@ def test_an_interruption_ends_the_runs_left_running_as_killed(output):
         assert tags[layout.STOPPED_BY_TAG] == layout.STOPPED_BY_INTERRUPTED
     finally:
         seen.store.close()
+
+
+def test_a_journal_of_an_older_version_ends_an_early_stopped_trial_as_finished(output):
+    """Older journals hold a trial the scheduler stopped as KILLED without ``stopped_by``: its
+    queued end is written as the sweep writes it now (FINISHED, stopped by the scheduler)."""
+    out, runs = output
+    entry = {"trial_id": "a", "experiment": "search", "status": "KILLED", "results": [{"objective": 0.5, "epoch": 1}]}
+    out.paths.journal.write_text(json.dumps(entry) + "\n")
+    with pytest.raises(KeyboardInterrupt), closing_parent_run(out, Console(file=io.StringIO())):
+        raise KeyboardInterrupt
+    seen = _reopen(out)
+    try:
+        assert _statuses(seen, runs)["a"] == "FINISHED"
+        tags = seen.store.client.get_run(runs["a"]).data.tags
+        assert tags[layout.STATUS_TAG] == "FINISHED"
+        assert tags[layout.STOPPED_BY_TAG] == layout.STOPPED_BY_SCHEDULER
+    finally:
+        seen.store.close()
