@@ -259,7 +259,8 @@ class ConsoleSink:
         self._refresh()
 
     def trial_retried(self, t: LiveTrial) -> None:
-        self._event(t, Text("failed", style="red"), f", running it again (retry {t.retries}): {t.error or ''}")
+        failed = status_label("FAILED", None)
+        self._event(t, Text(failed, style=_STYLE[failed]), f", running it again (retry {t.retries}): {t.error or ''}")
         self._refresh()
 
     def trial_started(self, t: LiveTrial) -> None:

@@ -15,6 +15,7 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.driver.console import say
 from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.results import SweepResult, TrialRecord
+from ludwig_hpo.results.records import STATUS_LABELS
 from ludwig_hpo.tracking import layout
 
 if TYPE_CHECKING:
@@ -80,9 +81,9 @@ def print_sweep_summary(console: Console, result: SweepResult) -> bool:
     best = next((t for t in result.trials if t.trial_id == result.best_trial_id), None)
     console.print()
     labels = Counter(t.label for t in result.trials)
-    counts = f"{labels['completed']} completed, {labels['stopped early']} stopped early, {labels['failed']} failed"
-    if labels["interrupted"]:
-        counts += f", {labels['interrupted']} interrupted"
+    # the ways a trial ends, each always counted but interruption, which is counted when it happened
+    ends = [w for w in STATUS_LABELS if w != "running" and (labels[w] or w != "interrupted")]
+    counts = ", ".join(f"{labels[w]} {w}" for w in ends)
     reason = f"; {result.stop_reason}" if result.stop_reason else ""
     say(console, f"done in {result.wall_time_s or 0:.0f}s: {counts}{reason}")
     if best is None or best.objective_best is None:

@@ -278,3 +278,24 @@ def test_the_report_says_why_the_search_ended(tmp_path):
     assert reason in page.read_text()
     page = build_report(_result(tmp_path), tmp_path / "report.html", tmp_path / "hiplot.html")
     assert "time budget reached" not in page.read_text()
+
+
+@pytest.mark.parametrize("module", ["console", "summary"])
+def test_state_words_printed_come_from_status_label(module):
+    """What the console prints about a trial's state is spelled by ``status_label`` (one
+    vocabulary): no printed f-string piece or ``Text`` is a state word typed on its own."""
+    import ast
+
+    from ludwig_hpo.results.records import STATUS_LABELS
+
+    path = Path(__file__).parents[2] / "ludwig_hpo" / "driver" / f"{module}.py"
+    printed = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            printed += [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Text" and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                printed.append(first.value)
+    # a piece that is a state word on its own (in a list of counts, a trial's word) is a state shown
+    assert [text for text in printed if text.strip(" ,") in STATUS_LABELS] == []
