@@ -19,6 +19,7 @@ from typing import Any
 
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.tracking.layout import EXPERIMENT_KIND_MODEL_TRAINING, EXPERIMENT_KIND_TAG, PARENT_RUN_ID_TAG
+from ludwig_hpo.tracking.models import log_model_folder, register_version
 from ludwig_hpo.tracking.names import ROOT_PARAM_KEY, mlflow_key
 from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.tracking.resolve import EMBEDDED_ARTIFACTS_FOLDER
@@ -51,6 +52,14 @@ def param_name(name: str) -> str:
 def metric_name(name: str) -> str:
     """A metric name as an MLflow metric key (:func:`~ludwig_hpo.tracking.names.mlflow_key`)."""
     return mlflow_key(name)
+
+
+def _tags(tags: dict[str, Any]) -> list[Any]:
+    """Tags as MLflow ``RunTag`` entities: keys as MLflow keys, values as strings cut to MLflow's tag length."""
+    from mlflow.entities import RunTag
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+    return [RunTag(mlflow_key(k), str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -278,17 +287,12 @@ class MlflowStore(Tracker):
         """:meth:`log_params`, :meth:`set_tags` and :meth:`log_metrics` in one write when within
         MLflow's per-request limits (each write to a SQLite store is a transaction, with a
         fixed cost of its own), else in as many as needed."""
-        from mlflow.entities import Metric, Param, RunTag
-        from mlflow.utils.validation import (
-            MAX_ENTITIES_PER_BATCH,
-            MAX_METRICS_PER_BATCH,
-            MAX_PARAMS_TAGS_PER_BATCH,
-            MAX_TAG_VAL_LENGTH,
-        )
+        from mlflow.entities import Metric, Param
+        from mlflow.utils.validation import MAX_ENTITIES_PER_BATCH, MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH
 
         now = int(time.time() * 1000)
         p = [Param(param_name(k), param_value(v)) for k, v in params.items()]
-        t = [RunTag(mlflow_key(k), str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        t = _tags(tags)
         m = [
             Metric(metric_name(k), float(v), now, step)
             for k, v in metrics.items()
@@ -314,11 +318,10 @@ class MlflowStore(Tracker):
         timestamp ms)``; non-finite and non-numeric values skipped) in one request, which
         MLflow's client splits at its per-request limits: one SQLite transaction for the
         events of a trial that queued up while the previous write ran."""
-        from mlflow.entities import Metric, Param, RunTag
-        from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+        from mlflow.entities import Metric, Param
 
         p = [Param(param_name(k), param_value(v)) for k, v in params.items()]
-        t = [RunTag(mlflow_key(k), str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
+        t = _tags(tags)
         m = [
             Metric(metric_name(k), float(v), ms, step)
             for k, v, step, ms in metrics
@@ -329,11 +332,9 @@ class MlflowStore(Tracker):
 
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         """Set tags (values as strings, cut to MLflow's tag length)."""
-        from mlflow.entities import RunTag
-        from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VAL_LENGTH
+        from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
 
-        items = [RunTag(mlflow_key(k), str(v)[:MAX_TAG_VAL_LENGTH]) for k, v in tags.items()]
-        for chunk in _chunks(items, MAX_PARAMS_TAGS_PER_BATCH):
+        for chunk in _chunks(_tags(tags), MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(run_id, tags=chunk)
 
     def last_step(self, run_id: str, metric: str = OBJECTIVE) -> int:
@@ -353,55 +354,22 @@ class MlflowStore(Tracker):
             self.client.log_artifact(run_id, str(path), artifact_path)
 
     def log_model(self, run_id: str, name: str, path: Path) -> str:
-        """Log the saved MLflow model folder ``path`` (holding ``MLmodel``) as an MLflow logged
-        model named ``name``, output of ``run_id`` (step 0), as ``mlflow.<flavor>.log_model``
-        does: the run's and the experiment's model views list it. Returns its model id
-        (``models:/<id>`` loads it, and so does ``runs:/<run_id>/<name>``).
+        """Log the saved MLflow model folder ``path`` as the logged model ``name`` of ``run_id``;
+        returns its model id (:func:`~ludwig_hpo.tracking.models.log_model_folder`).
 
         Raises:
             mlflow.exceptions.MlflowException: the store refused the model or its upload.
         """
-        from mlflow.entities import LoggedModelOutput, LoggedModelStatus
-        from mlflow.models import Model
-
-        saved = Model.load(str(path))
-        params = {k: str(v) for k, v in self.client.get_run(run_id).data.params.items()}
-        model = self.client.create_logged_model(self.experiment_id, name=name, source_run_id=run_id, params=params)
-        try:
-            # the MLmodel names where it lives, as a model logged by MLflow itself does
-            saved.model_id, saved.model_uuid, saved.run_id = model.model_id, model.model_id, run_id
-            saved.artifact_path = model.artifact_location
-            saved.save(str(Path(path) / "MLmodel"))
-            self.client.log_model_artifacts(model.model_id, str(path))
-            self.client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=0)])
-        except BaseException:
-            self.client.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
-            raise
-        self.client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
-        return str(model.model_id)
+        return log_model_folder(self.client, self.experiment_id, run_id, name, path)
 
     def register_model_version(self, name: str, run_id: str, artifact_path: str, model_id: str | None = None) -> str:
-        """Register a model of ``run_id`` as a new version of registered model ``name``
-        (created when missing): the logged model ``model_id`` when given, else the run's
-        artifact folder ``artifact_path``; returns the version number.
+        """Register a model of ``run_id`` as a new version of ``name``; returns the version
+        number (:func:`~ludwig_hpo.tracking.models.register_version`).
 
         Raises:
             mlflow.exceptions.MlflowException: the store refused the registration.
         """
-        from mlflow.exceptions import MlflowException
-
-        try:
-            self.client.create_registered_model(name)
-        except MlflowException as e:
-            if e.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-        if model_id is not None:
-            # the model's own location, not models:/<id>: MLflow resolves that URI through its
-            # process-global tracking URI, which need not be this store's
-            source = self.client.get_logged_model(model_id).artifact_location
-            return str(self.client.create_model_version(name, source, run_id=run_id, model_id=model_id).version)
-        source = f"{self.client.get_run(run_id).info.artifact_uri.rstrip('/')}/{artifact_path}"
-        return str(self.client.create_model_version(name, source, run_id=run_id).version)
+        return register_version(self.client, name, run_id, artifact_path, model_id)
 
     def log_text(self, run_id: str, text: str, file_name: str) -> None:
         """Write ``text`` as an artifact file of the run."""

@@ -1,4 +1,7 @@
-"""The best model as an MLflow logged model (PyTorch flavour), logged from the sweep driver.
+"""The best model as an MLflow logged model (PyTorch flavour), logged from the sweep driver;
+and the store's side of that job (:func:`log_model_folder`, :func:`register_version`, what
+:meth:`~ludwig_hpo.tracking.mlflow_store.MlflowStore.log_model` and
+:meth:`~ludwig_hpo.tracking.mlflow_store.MlflowStore.register_model_version` run).
 
 The model is saved with ``mlflow.pytorch.save_model`` into a temporary folder and logged as an
 MLflow logged model named ``model``, an output of the run, through the store's client (what
@@ -12,14 +15,15 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
-
-import pandas as pd
-import torch
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ludwig_hpo import __version__
 from ludwig_hpo.tracking.layout import MODEL_ARTIFACT
 from ludwig_hpo.tracking.protocol import Tracker
+
+if TYPE_CHECKING:  # torch and pandas load with the model, not with the store that imports this module
+    import pandas as pd
+    import torch
 
 
 class LoggedModel(NamedTuple):
@@ -34,6 +38,8 @@ class LoggedModel(NamedTuple):
 
 def _requirements() -> list[str]:
     from importlib.metadata import version
+
+    import torch
 
     return [
         f"torch=={torch.__version__.split('+')[0]}",
@@ -61,6 +67,8 @@ def log_pytorch_model(
         mlflow.exceptions.MlflowException: the store refused the upload or the registration.
     """
     import mlflow.pytorch
+    import pandas as pd
+    import torch
     from mlflow.models import infer_signature
 
     model = model.cpu().eval()
@@ -89,3 +97,59 @@ def log_pytorch_model(
         model_id = store.log_model(run_id, MODEL_ARTIFACT, path)
     version = store.register_model_version(register_as, run_id, MODEL_ARTIFACT, model_id) if register_as else None
     return LoggedModel(f"models:/{model_id}", model_id, version)
+
+
+def log_model_folder(client: Any, experiment_id: str, run_id: str, name: str, path: Path) -> str:
+    """Log the saved MLflow model folder ``path`` (holding ``MLmodel``) as an MLflow logged
+    model named ``name``, output of ``run_id`` (step 0), through ``client`` (an
+    ``mlflow.MlflowClient`` of the store holding experiment ``experiment_id``), as
+    ``mlflow.<flavor>.log_model`` does: the run's and the experiment's model views list it.
+    Returns its model id (``models:/<id>`` loads it, and so does ``runs:/<run_id>/<name>``).
+    Runs wherever the store's client lives (the driver, or the store process).
+
+    Raises:
+        mlflow.exceptions.MlflowException: the store refused the model or its upload.
+    """
+    from mlflow.entities import LoggedModelOutput, LoggedModelStatus
+    from mlflow.models import Model
+
+    saved = Model.load(str(path))
+    params = {k: str(v) for k, v in client.get_run(run_id).data.params.items()}
+    model = client.create_logged_model(experiment_id, name=name, source_run_id=run_id, params=params)
+    try:
+        # the MLmodel names where it lives, as a model logged by MLflow itself does
+        saved.model_id, saved.model_uuid, saved.run_id = model.model_id, model.model_id, run_id
+        saved.artifact_path = model.artifact_location
+        saved.save(str(Path(path) / "MLmodel"))
+        client.log_model_artifacts(model.model_id, str(path))
+        client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=0)])
+    except BaseException:
+        client.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
+        raise
+    client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    return str(model.model_id)
+
+
+def register_version(client: Any, name: str, run_id: str, artifact_path: str, model_id: str | None = None) -> str:
+    """Register a model of ``run_id`` as a new version of registered model ``name`` (created
+    when missing) through ``client`` (an ``mlflow.MlflowClient``): the logged model ``model_id``
+    when given, else the run's artifact folder ``artifact_path``; returns the version number.
+    Runs wherever the store's client lives (the driver, or the store process).
+
+    Raises:
+        mlflow.exceptions.MlflowException: the store refused the registration.
+    """
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    if model_id is not None:
+        # the model's own location, not models:/<id>: MLflow resolves that URI through its
+        # process-global tracking URI, which need not be this store's
+        source = client.get_logged_model(model_id).artifact_location
+        return str(client.create_model_version(name, source, run_id=run_id, model_id=model_id).version)
+    source = f"{client.get_run(run_id).info.artifact_uri.rstrip('/')}/{artifact_path}"
+    return str(client.create_model_version(name, source, run_id=run_id).version)

@@ -77,3 +77,19 @@ def test_a_committed_write_survives_the_driver_killed_right_after(tmp_path):
     (run,) = client.search_runs([client.get_experiment_by_name("unit").experiment_id])
     assert run.info.status == "FINISHED" and run.data.params == {"lr": "0.1"}
     assert run.data.tags["status"] == "FINISHED" and run.data.metrics == {"loss": 0.5}
+
+
+def test_every_way_of_writing_tags_cuts_long_values_to_mlflow_s_tag_length(store):
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+    from ludwig_hpo.tracking.mlflow_store import _tags
+
+    long = "x" * (MAX_TAG_VAL_LENGTH + 10)
+    cut = [(t.key, t.value) for t in _tags({"note": long, "n": 3})]
+    assert cut == [("note", long[:MAX_TAG_VAL_LENGTH]), ("n", "3")]
+    run = store.start_run("t")
+    store.set_tags(run, {"a": long})
+    store.log_batch(run, params={}, tags={"b": long}, metrics={}, step=0)
+    store.log_steps(run, params={}, tags={"c": long}, metrics=[])
+    tags = store.client.get_run(run).data.tags
+    assert {k: len(tags[k]) for k in "abc"} == dict.fromkeys("abc", MAX_TAG_VAL_LENGTH)
