@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.errors import DataError
 from ludwig_hpo.results import SweepResult
+
+if TYPE_CHECKING:
+    from dashboards.links import RunIds
 
 
 def rebuild_report(
@@ -29,11 +33,11 @@ def rebuild_report(
     (default: the folder's ``mlflow.db``, else ``MLFLOW_TRACKING_URI``); print what was read
     and return the written ``report.html`` (in ``output``, else ``results_dir``, else
     ``hpo_reports/<sweep name>``). With ``mlflow_ui`` (the UI's address) its trials link to
-    their runs.
+    their runs (for a report rebuilt from ``results.json``, found in the store it names).
 
     Raises:
-        DataError: nothing to report on, no such folder, no store to read, or a malformed
-            ``results.json``.
+        DataError: nothing to report on, no such folder, no store to read (or, with
+            ``mlflow_ui``, none to find the trials' runs in), or a malformed ``results.json``.
         TrackingError: the store cannot be read or holds no such sweep.
     """
     from dashboards import build_report
@@ -56,6 +60,8 @@ def rebuild_report(
     run_ids = None
     if uri is None and given is not None and given.results.is_file():
         result = read_results_json(given.results)  # a sweep tracked on a server
+        if mlflow_ui:
+            run_ids = _stored_run_ids(result, given.root)
     elif uri is None:
         raise DataError(
             "no MLflow store to read",
@@ -71,6 +77,32 @@ def rebuild_report(
         f" from {uri or results_dir}"
     )
     return build_report(result, target.report, target.hiplot, mlflow_ui_url=mlflow_ui, run_ids=run_ids)
+
+
+def _stored_run_ids(result: SweepResult, folder: Path) -> RunIds:
+    """Each trial's MLflow run, read from the store ``results.json`` names (the report's links
+    to the MLflow UI, for a report rebuilt from ``results.json``).
+
+    Raises:
+        DataError: ``results.json`` names no store, or it cannot be read or holds no such sweep.
+    """
+    from dashboards.mlflow_source import fetch_sweep_runs, trial_run_ids
+    from ludwig_hpo.errors import TrackingError
+
+    def unreachable(why: str) -> DataError:
+        return DataError(
+            f"--mlflow-ui needs the sweep's MLflow store ({why})", source=str(folder), fix="pass --tracking-uri URI"
+        )
+
+    if not result.tracking_uri:
+        raise unreachable("results.json names none")
+    try:
+        parent, children, _ = fetch_sweep_runs(
+            result.tracking_uri, output_dir=Path(result.output_dir) if result.output_dir else folder
+        )
+    except TrackingError as e:
+        raise unreachable(f"{result.tracking_uri}: {e.message}") from None
+    return trial_run_ids(parent, children)
 
 
 def read_results_json(path: Path) -> SweepResult:

@@ -324,3 +324,33 @@ def test_report_source_gives_each_trials_run(store):
     _, uri, parent = store
     result, ids = load_sweep_report(uri, run_id=parent)
     assert set(ids.by_trial) == {t.trial_id for t in result.trials} and ids.experiment_id
+
+
+def test_hpo_report_from_results_json_links_the_runs_of_the_store_it_names(store, tmp_path):
+    """A folder holding only ``results.json`` (a sweep tracked elsewhere): ``--mlflow-ui``
+    finds each trial's run in the store ``results.json`` names; without a store to read, one
+    line says how to pass it."""
+    from dataclasses import replace
+
+    from ludwig_hpo.results.io import write_result
+
+    root, uri, parent = store
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    write_result(
+        replace(load_sweep_result(uri, run_id=parent), output_dir=str(root.resolve())), folder / "results.json"
+    )
+    out = tmp_path / "linked"
+    ui = ["--mlflow-ui", "http://127.0.0.1:5000"]
+    res = CliRunner().invoke(app, ["report", str(folder), "-o", str(out), *ui])
+    assert res.exit_code == 0, res.output
+    page = (out / "report.html").read_text()
+    assert page.count('class="run-link" href="http://127.0.0.1:5000/#/experiments/') == 5  # every search trial
+
+    lost = replace(load_sweep_result(uri, run_id=parent), tracking_uri=f"sqlite:///{tmp_path / 'gone.db'}")
+    write_result(lost, folder / "results.json")
+    res = CliRunner().invoke(app, ["report", str(folder), "-o", str(tmp_path / "x"), *ui])
+    assert res.exit_code == 2, res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert "--mlflow-ui needs the sweep's MLflow store" in res.output and "pass --tracking-uri URI" in res.output
+    assert not (tmp_path / "x").exists() and not (tmp_path / "gone.db").exists()
