@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 
 import pytest
 
 from ..chromium import CHROMIUM, MISSING, dom, screenshot, visible_text
 from ..conftest import SWEEPS
+from ..servers import UI_START_TIMEOUT_S, stop_process_group, wait_until_answering
 from .test_sweep_cli import SWEEP_TIMEOUT_S, run_cli
 
-UI_START_TIMEOUT_S = 120
 # The MLflow UI is a single-page app that fetches the runs after it loads: more virtual time.
 MLFLOW_BUDGET_MS = 30000
 
@@ -75,25 +72,10 @@ def ui_url(sweep):
         urls = [m.group(0) for line in lines for m in [re.search(r"https?://\S+", line)] if m]
         assert urls, f"hpo ui ended (exit {proc.poll()}) without a URL:\n{''.join(lines)}"
         url = urls[0]
-        deadline = time.monotonic() + UI_START_TIMEOUT_S
-        while True:
-            try:
-                with urllib.request.urlopen(url.split("#", 1)[0], timeout=10) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, f"hpo ui exited ({proc.returncode}):\n{''.join(lines)}"
-            assert time.monotonic() < deadline, f"{url} did not answer in {UI_START_TIMEOUT_S}s"
-            time.sleep(0.5)
+        wait_until_answering(url.split("#", 1)[0], proc, output=lambda: "".join(lines))
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop_process_group(proc)
 
 
 def test_mlflow_run_list_shows_the_sweep_as_one_parent_run_with_its_children(ui_url, sweep, tmp_path):

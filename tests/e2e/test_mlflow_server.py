@@ -7,21 +7,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from ..conftest import SWEEPS
+from ..servers import UI_START_TIMEOUT_S, stop_process_group, wait_until_answering
 from .test_sweep_cli import SWEEP_TIMEOUT_S, check_sweep_tree, load_best_model_and_score_test_rows, run_cli
 
-SERVER_START_TIMEOUT_S = 120
-
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(SWEEP_TIMEOUT_S + SERVER_START_TIMEOUT_S + 60)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(SWEEP_TIMEOUT_S + UI_START_TIMEOUT_S + 60)]
 
 
 @pytest.fixture(scope="module")
@@ -57,25 +54,10 @@ def mlflow_server(tmp_path_factory):
     )
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + SERVER_START_TIMEOUT_S
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail(f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}")
-            time.sleep(1)
+        wait_until_answering(f"{uri}/health", proc, output=(root / "server.log").read_text)
         yield uri
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and its worker only
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc)  # its own session: the server and its worker only
         log.close()
 
 
@@ -119,7 +101,7 @@ def test_the_sweep_lands_completely_on_a_server_and_an_inherited_run_id_changes_
     assert set(hrefs) == {f"{mlflow_server}/#/experiments/{exp.experiment_id}/runs/{rid}" for rid in trials.values()}
 
 
-@pytest.mark.timeout(SERVER_START_TIMEOUT_S + 60)
+@pytest.mark.timeout(UI_START_TIMEOUT_S + 60)
 def test_hpo_ui_prints_the_run_list_of_the_sweeps_experiment_and_the_server_answers_it(tmp_path):
     """``hpo ui DIR --no-browser`` on 127.0.0.1 (a store with one parent run, no sweep needed):
     the printed URL is :func:`ludwig_hpo.driver.ui.runs_url` of the parent run's experiment, the
@@ -148,23 +130,12 @@ def test_hpo_ui_prints_the_run_list_of_the_sweeps_experiment_and_the_server_answ
         url = re.search(r"http://\S+", first).group(0)
         assert url == runs_url("127.0.0.1", port, store.experiment_id)
         page, api = url.split("#")[0], f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get"
-        deadline = time.time() + SERVER_START_TIMEOUT_S
-        while True:
-            try:
-                with urllib.request.urlopen(page, timeout=2) as r:
-                    assert r.status == 200 and "<html" in r.read().decode().lower()
-                    break
-            except OSError:
-                assert proc.poll() is None and time.time() < deadline, first + proc.stdout.read()
-                time.sleep(1)
+        wait_until_answering(page, proc, output=lambda: first + (proc.stdout.read() if proc.poll() is not None else ""))
+        with urllib.request.urlopen(page, timeout=10) as r:
+            assert r.status == 200 and "<html" in r.read().decode().lower()
         with urllib.request.urlopen(f"{api}?experiment_id={store.experiment_id}", timeout=10) as r:
             experiment = json.loads(r.read())["experiment"]
         assert r.status == 200 and experiment["name"] == "ui-sweep"
         assert {"key": "mlflow.experimentKind", "value": "custom_model_development"} in experiment["tags"]
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc)

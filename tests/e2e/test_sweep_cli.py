@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import SWEEPS
+from ..servers import UI_START_TIMEOUT_S, stop_process_group, wait_until_answering
 
 SWEEP_TIMEOUT_S = 540
 
@@ -310,11 +311,8 @@ def test_more_workers_than_cpus_is_an_error_before_any_trial(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(UI_START_TIMEOUT_S + 60)
 def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
-    import time
-    import urllib.request
-
     from ludwig_hpo.execution.cluster import free_port
 
     _, out = tiny_sweep
@@ -327,24 +325,11 @@ def test_hpo_ui_serves_the_sweep_store_on_loopback(tiny_sweep):
         start_new_session=True,
     )
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read()
-                time.sleep(1)
-        else:
-            pytest.fail("MLflow UI did not answer within 90 s")
+        # its output once it ended (reading a running server's pipe would block)
+        output = lambda: proc.stdout.read() if proc.poll() is not None else ""  # noqa: E731
+        wait_until_answering(f"http://127.0.0.1:{port}/health", proc, output=output)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc)
 
 
 @pytest.mark.parametrize(
