@@ -20,7 +20,7 @@ from typing import Any
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.tracking.layout import EXPERIMENT_KIND_MODEL_TRAINING, EXPERIMENT_KIND_TAG, PARENT_RUN_ID_TAG
 from ludwig_hpo.tracking.models import log_model_folder, register_version
-from ludwig_hpo.tracking.names import ROOT_PARAM_KEY, mlflow_key
+from ludwig_hpo.tracking.names import ROOT_PARAM_KEY, mlflow_key, name_of_key
 from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.tracking.resolve import EMBEDDED_ARTIFACTS_FOLDER
 from ludwig_hpo.train.report_keys import OBJECTIVE
@@ -341,6 +341,14 @@ class MlflowStore(Tracker):
         """The largest step logged for ``metric`` in ``run_id`` (0 when none): where a resumed
         trial's run continues."""
         return max((m.step for m in self.client.get_metric_history(run_id, metric_name(metric))), default=0)
+
+    def step_history(self, run_id: str) -> dict[str, dict[int, float]]:
+        """Every metric ``run_id`` logged, by name as written: ``{name: {step: value}}`` (what a
+        continued trial's record takes back when the driver's saved record is behind the run)."""
+        names = self.client.get_run(run_id).data.metrics
+        return {
+            name_of_key(key): {m.step: m.value for m in self.client.get_metric_history(run_id, key)} for key in names
+        }
 
     def end_run(self, run_id: str, status: str) -> None:
         """Close a run as ``FINISHED``, ``FAILED`` or ``KILLED``."""

@@ -261,6 +261,10 @@ class StoreProcess(Tracker):
         """As :meth:`MlflowStore.last_step <ludwig_hpo.tracking.mlflow_store.MlflowStore.last_step>`."""
         return self._call("last_step", run_id, metric)
 
+    def step_history(self, run_id: str) -> dict[str, dict[int, float]]:
+        """As :meth:`MlflowStore.step_history <ludwig_hpo.tracking.mlflow_store.MlflowStore.step_history>`."""
+        return self._call("step_history", run_id)
+
     def close_running_children(self, parent_id: str, tags: dict[str, Any]) -> list[str]:
         """As :meth:`MlflowStore.close_running_children
         <ludwig_hpo.tracking.mlflow_store.MlflowStore.close_running_children>`."""

@@ -106,6 +106,10 @@ class Tracker(Protocol):
         """The largest step logged for ``metric`` in ``run_id`` (0 when none)."""
         ...
 
+    def step_history(self, run_id: str) -> dict[str, dict[int, float]]:
+        """Every metric logged in ``run_id``, by name as written: ``{name: {step: value}}``."""
+        ...
+
     def close_running_children(self, parent_id: str, tags: dict[str, Any]) -> list[str]:
         """End every child run of ``parent_id`` still RUNNING as KILLED, with ``tags``; returns
         their run names."""

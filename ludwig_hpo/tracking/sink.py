@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ludwig_hpo.results.live import LiveTrial
+from ludwig_hpo.results.records import EpochRecord
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.protocol import Tracker
 from ludwig_hpo.train.report_keys import (
@@ -232,14 +233,16 @@ class MlflowSink:
     def trial_started(self, t: LiveTrial) -> None:
         if t.trial_id in self.run_ids:  # a resumed or retried trial continues its run
 
-            def reopen(run_id: str) -> int:
+            def reopen(run_id: str) -> tuple[int, dict[str, dict[int, float]]]:
                 self.store.reopen_run(run_id)
                 # the tags of how it ended before (an interruption) do not describe its new end
                 self.store.clear_tags(run_id, layout.END_STATE_TAGS)
-                return self.store.last_step(run_id, self._step_metric)
+                return self.store.last_step(run_id, self._step_metric), self.store.step_history(run_id)
 
             # waited for: the next results are logged from the step after the last one held
-            self._skip_to[t.trial_id] = self._writer.call(lambda: reopen(self._run_of(t.trial_id)))
+            last, held = self._writer.call(lambda: reopen(self._run_of(t.trial_id)))
+            self._skip_to[t.trial_id] = last
+            self._take_back_epochs(t, held, last)
             # logged again (MLflow keeps an equal value): a sweep that stopped before they were written
             self._log(t.trial_id, params=dict(t.params))
             return
@@ -254,6 +257,22 @@ class MlflowSink:
 
         self.run_ids[t.trial_id] = self._writer.submit(create)
         self._log(t.trial_id, params=params)
+
+    def _take_back_epochs(self, t: LiveTrial, held: dict[str, dict[int, float]], last: int) -> None:
+        """Append to a continued trial's record the epochs its run holds beyond it (driver only).
+
+        The record a resumed sweep starts from is the one Tune last saved, which can be behind the
+        trial's checkpoint by the results then in flight (logged to the run before the
+        interruption); the trial continues after its checkpoint, so without them the record would
+        miss those epochs. Its next results replace any epoch they report again.
+        """
+        objective = held.get(self._step_metric, {})
+        after = t.history[-1].epoch if t.history else 0
+        for epoch in range(after + 1, last + 1):
+            if epoch not in objective:
+                break
+            metrics = {k: v[epoch] for k, v in held.items() if layout.is_score_metric(k) and epoch in v}
+            t.history.append(EpochRecord(epoch=epoch, objective=objective[epoch], metrics=metrics))
 
     def trial_result(self, t: LiveTrial, result: dict[str, Any]) -> None:
         step = int(result[TIME_ATTR])

@@ -231,6 +231,10 @@ def test_a_resumed_sweep_keeps_one_run_per_trial_and_logs_each_epoch_once(store)
     runs = store.client.search_runs([store.experiment_id], "tags.trial_id = 'r'")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     assert [m.step for m in store.client.get_metric_history(runs[0].info.run_id, METRIC)] == [1, 2, 3]
+    # the restored record was behind the run (it holds no epoch): it takes epoch 1 back from the
+    # run, and the continued trial's epochs 2 and 3 replace what the run held for them
+    assert [h.epoch for h in mon2.trials["r"].history] == [1, 2, 3]
+    assert mon2.trials["r"].history[0].objective == pytest.approx(1.0)
 
 
 def test_a_trial_interrupted_then_finished_by_the_resumed_sweep_has_the_tags_of_its_final_end(store):
