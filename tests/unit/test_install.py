@@ -26,8 +26,8 @@ def _pip_commands(text: str) -> list[str]:
 
 def _readme_install() -> list[str]:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"## Install\n.*?```bash\n(.*?)```", readme, re.DOTALL)
-    assert block, "README.md has no '## Install' section with a bash block"
+    block = re.search(r"## Install and quick start\n.*?```bash\n(.*?)```", readme, re.DOTALL)
+    assert block, "README.md has no '## Install and quick start' section with a bash block"
     return _pip_commands(block.group(1))
 
 
@@ -35,7 +35,8 @@ def test_readme_installs_torch_from_pytorchs_cpu_index_before_the_package() -> N
     commands = _readme_install()
     assert len(commands) == 2, commands
     torch, package = commands
-    assert re.fullmatch(rf"pip install torch==[\d.]+ --index-url {re.escape(CPU_INDEX)}", torch), torch
+    # TORCH_SPEC (e.g. torch==2.13.0, PyPI's CUDA build) replaces the default: the CPU build
+    assert re.fullmatch(rf"pip install \$\{{TORCH_SPEC:-torch==[\d.]+ --index-url {re.escape(CPU_INDEX)}\}}", torch), torch
     assert "+cpu" not in torch  # macOS's CPU wheel has no local version; ==X.Y.Z matches X.Y.Z+cpu on Linux
     assert package == 'pip install -e ".[dev]"'
 
