@@ -29,14 +29,14 @@ import shutil
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.execution.pool_records import GroupInfo, PoolsInfo, RunRecord, RunResult
+from ludwig_hpo.execution.pool_state import PoolGroup, PoolRun
 from ludwig_hpo.execution.pool_worker import PENDING_PREFIX, PoolWorker
 from ludwig_hpo.execution.spec import TrialSpec
-from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR, WORKER_GROUP_RESTARTS
+from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
 
 #: How often a running trial tells its group it is alive (seconds).
 HEARTBEAT_INTERVAL_S = 0.5
@@ -53,40 +53,6 @@ def _drop_checkpoints(messages: list[dict[str, Any]]) -> None:
     for m in messages:
         if PENDING_CHECKPOINT_DIR in m:
             shutil.rmtree(m[PENDING_CHECKPOINT_DIR], ignore_errors=True)
-
-
-@dataclass
-class _Run:
-    """One trial on one group, as the pools actor sees it."""
-
-    token: str
-    trial_id: str
-    slot: int
-    started: float
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    result: RunResult | None = None
-    stop: bool = False
-    last_beat: float = 0.0
-    ended: float | None = None
-    epochs: int = 0
-    #: the epochs rank 0 had reported when the stop was asked for (None: never asked)
-    epochs_at_stop: int | None = None
-    #: how many starts of its group failed (a worker died) before the one it runs on
-    restarts: int = 0
-    event: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-@dataclass
-class _Group:
-    slot: int
-    #: the ranks' actor handles (rank order), or None while the group is down
-    workers: list[Any] | None = None
-    pids: list[int] = field(default_factory=list)
-    run: _Run | None = None
-    builds: int = 0
-    #: starts that failed since the group last ran a trial (a warm-up's failure is retried silently
-    #: by the next trial's start; that trial's first report says so)
-    failed_starts: int = 0
 
 
 def _failure(errors: dict[int, BaseException], world_size: int, restarted: bool) -> RunResult:
@@ -122,10 +88,10 @@ class WorkerPools:
     """
 
     def __init__(self, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list[Any]) -> None:
-        self.groups = [_Group(i) for i in range(groups)]
+        self.groups = [PoolGroup(i) for i in range(groups)]
         self.num_workers, self.cpus_per_worker, self.use_gpu = num_workers, cpus_per_worker, use_gpu
         self.data = data
-        self.runs: dict[str, _Run] = {}
+        self.runs: dict[str, PoolRun] = {}
         self.history: list[RunRecord] = []
         self._free: asyncio.Condition | None = None
         self._building: dict[int, asyncio.Future[None]] = {}
@@ -136,7 +102,7 @@ class WorkerPools:
         return self._free
 
     # ------------------------------------------------------------------ groups
-    async def _build(self, g: _Group) -> None:
+    async def _build(self, g: PoolGroup) -> None:
         import ray
 
         cls = ray.remote(PoolWorker).options(
@@ -180,7 +146,7 @@ class WorkerPools:
             raise next(iter(errors.values()))
         return answers
 
-    async def _ensure_built(self, g: _Group) -> None:
+    async def _ensure_built(self, g: PoolGroup) -> None:
         if g.workers is not None:
             return
         task = self._building.get(g.slot)
@@ -188,7 +154,7 @@ class WorkerPools:
             task = self._building[g.slot] = asyncio.ensure_future(self._build(g))
         await task
 
-    def _discard(self, g: _Group) -> None:
+    def _discard(self, g: PoolGroup) -> None:
         import ray
 
         for w in g.workers or []:
@@ -215,7 +181,7 @@ class WorkerPools:
         async with cond:
             await cond.wait_for(lambda: any(g.run is None for g in self.groups))
             g = next(g for g in self.groups if g.run is None)
-            run = _Run(uuid.uuid4().hex, spec.trial_id, g.slot, time.time(), last_beat=time.time())
+            run = PoolRun(uuid.uuid4().hex, spec.trial_id, g.slot, time.time(), last_beat=time.time())
             g.run = self.runs[run.token] = run
         try:
             await self._ensure_built(g)
@@ -224,20 +190,20 @@ class WorkerPools:
             await self._release(g)
             raise
         assert g.workers is not None  # built above
-        run.restarts, g.failed_starts = g.failed_starts, 0
+        g.hand_restarts_to(run)
         me = ray.get_runtime_context().current_actor
         run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
         refs = [w.run.remote(spec, me, run.token) for w in g.workers]
         asyncio.ensure_future(self._watch(g, run, refs))
         return run.token
 
-    async def _release(self, g: _Group) -> None:
+    async def _release(self, g: PoolGroup) -> None:
         cond = self._cond()
         async with cond:
             g.run = None
             cond.notify_all()
 
-    async def _watch(self, g: _Group, run: _Run, refs: list[Any]) -> None:
+    async def _watch(self, g: PoolGroup, run: PoolRun, refs: list[Any]) -> None:
         """Wait for every rank of ``run``; record its result; free (or rebuild) the group."""
         from ray.exceptions import RayActorError
 
@@ -263,18 +229,7 @@ class WorkerPools:
             outcomes = {t.result() for t in tasks}
             run.result = RunResult("stopped" if "stopped" in outcomes else "finished")
         run.ended = time.time()
-        self.history.append(
-            RunRecord(
-                trial_id=run.trial_id,
-                slot=g.slot,
-                start=run.started,
-                end=run.ended,
-                status=run.result.status,
-                build=g.builds,
-                epochs=run.epochs,
-                epochs_at_stop=run.epochs_at_stop,
-            )
-        )
+        self.history.append(run.record(g.builds))
         run.event.set()
         if run.stop:  # its trial is gone and will not collect the result
             _drop_checkpoints(run.messages)
@@ -286,11 +241,7 @@ class WorkerPools:
         run = self.runs.get(token)
         if run is None:
             return True
-        if not run.epochs:
-            metrics = {**metrics, WORKER_GROUP_RESTARTS: run.restarts}
-        run.messages.append(metrics)
-        run.epochs += 1
-        run.event.set()
+        run.add_report(metrics)
         return run.stop or time.time() - run.last_beat > HEARTBEAT_TIMEOUT_S
 
     async def poll(self, token: str, timeout_s: float) -> tuple[list[dict[str, Any]], RunResult | None]:
