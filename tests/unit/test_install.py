@@ -36,7 +36,9 @@ def test_readme_installs_torch_from_pytorchs_cpu_index_before_the_package() -> N
     assert len(commands) == 2, commands
     torch, package = commands
     # TORCH_SPEC (e.g. torch==2.13.0, PyPI's CUDA build) replaces the default: the CPU build
-    assert re.fullmatch(rf"pip install \$\{{TORCH_SPEC:-torch==[\d.]+ --index-url {re.escape(CPU_INDEX)}\}}", torch), torch
+    assert re.fullmatch(rf"pip install \$\{{TORCH_SPEC:-torch==[\d.]+ --index-url {re.escape(CPU_INDEX)}\}}", torch), (
+        torch
+    )
     assert "+cpu" not in torch  # macOS's CPU wheel has no local version; ==X.Y.Z matches X.Y.Z+cpu on Linux
     assert package == 'pip install -e ".[dev]"'
 
