@@ -86,7 +86,12 @@ def _rank0_lookup(cache: BatchSizeCache | None, key: str) -> dict | None:
 
 
 def _tune_one(
-    kind: str, probe_factory: Callable[[], Callable], max_size: int, key_parts: dict, cache: BatchSizeCache | None
+    kind: str,
+    probe_factory: Callable[[], Callable],
+    max_size: int,
+    key_parts: dict,
+    cache: BatchSizeCache | None,
+    rng_devices: list[torch.device],
 ) -> TunedSize:
     t0 = time.perf_counter()
     key = cache_key(**key_parts, max_size=max_size, kind=kind)
@@ -94,7 +99,10 @@ def _tune_one(
     if hit is not None:
         source = hit.get("source", SOURCE_SWEEP_CACHE)
         return TunedSize(int(hit["batch_size"]), source=source, seconds=time.perf_counter() - t0)
-    choice = search_batch_size(probe_factory(), max_size=max_size)
+    # the probes leave torch's random state as they found it: a trial trains the same whether
+    # its size was probed or came from a cache
+    with torch.random.fork_rng(devices=rng_devices):
+        choice = search_batch_size(probe_factory(), max_size=max_size)
     rank0 = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
     if cache is not None and rank0:
         cache.put(
@@ -141,25 +149,8 @@ def tune_batch_sizes(
 
     Runs on every rank; the result is identical on all ranks.
     """
-    with torch.random.fork_rng(devices=[dd.device] if dd.device.type == "cuda" else []):
-        return _tune_both(
-            cfg, module, optimizer, loss_of, dd, train_rows, eval_rows, world_size, local_world_size, cache
-        )
-
-
-def _tune_both(
-    cfg: SweepConfig,
-    module: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss_of: Callable[[dict, dict], torch.Tensor],
-    dd: DeviceData,
-    train_rows: np.ndarray,
-    eval_rows: np.ndarray,
-    world_size: int,
-    local_world_size: int,
-    cache: BatchSizeCache | None,
-) -> tuple[TunedSize, TunedSize]:
     tr = cfg.trainer
+    rng_devices = [dd.device] if dd.device.type == "cuda" else []
     dev, mem = _device_identity(dd.device)
     key_parts = {
         "architecture": describe_model(module),
@@ -185,6 +176,7 @@ def _tune_both(
             cap,
             key_parts,
             cache,
+            rng_devices,
         )
     else:
         train = TunedSize(min(tr.batch_size, per_worker))
@@ -192,7 +184,12 @@ def _tune_both(
     if tr.eval_batch_size == "auto":
         cap = max(1, min(MAX_EVAL_BATCH_SIZE, eval_per_worker))
         evaluation = _tune_one(
-            "eval", lambda: make_eval_probe(module, dd, eval_rows, seed=tr.seed, guard=guard()), cap, key_parts, cache
+            "eval",
+            lambda: make_eval_probe(module, dd, eval_rows, seed=tr.seed, guard=guard()),
+            cap,
+            key_parts,
+            cache,
+            rng_devices,
         )
     else:
         evaluation = TunedSize(tr.eval_batch_size)
