@@ -11,23 +11,23 @@ parameter paths are checked by the loader through :mod:`ludwig_hpo.config.paths`
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
-from ludwig_hpo.config.features import DefaultsConfig, InputFeature, OutputFeature, apply_feature_defaults
+from ludwig_hpo.config.backend import BackendConfig
+from ludwig_hpo.config.base import KeyedValueError, _Base
+from ludwig_hpo.config.combiners import CombinerConfig
+from ludwig_hpo.config.defaults import DefaultsConfig, apply_feature_defaults
+from ludwig_hpo.config.features import InputFeature
 from ludwig_hpo.config.hyperopt import HyperoptConfig
+from ludwig_hpo.config.metrics import METRICS
+from ludwig_hpo.config.outputs import OutputFeature
 from ludwig_hpo.config.paths import RawMapping
+from ludwig_hpo.config.preprocessing import GlobalPreprocessing
 from ludwig_hpo.config.schedulers import PbtScheduler, check_epochs
+from ludwig_hpo.config.trainer import TrainerConfig
 
-#: Metrics each output feature type reports, and whether larger is better.
-METRICS: dict[str, dict[str, bool]] = {
-    "category": {"loss": False, "accuracy": True},
-    "binary": {"loss": False, "accuracy": True, "roc_auc": True},
-    "number": {"loss": False, "mae": False},
-    "combined": {"loss": False},
-}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -59,73 +59,6 @@ class DatasetConfig(_Base):
     split: SplitConfig = SplitConfig()
 
 
-# ---------------------------------------------------------------------------- model
-class CombinerConfig(_Base):
-    """``concat``: concatenate encoder outputs, then ``num_fc_layers`` x (Linear(output_size), ReLU, dropout)."""
-
-    type: Literal["concat"] = "concat"
-    num_fc_layers: int = Field(default=1, ge=0, le=8)
-    output_size: int = Field(default=64, ge=1, le=4096)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-
-
-# ---------------------------------------------------------------------------- trainer
-class OptimizerConfig(_Base):
-    """The optimizer: ``adam``, ``adamw`` or ``sgd``, with ``weight_decay`` (all three) and
-    ``momentum`` (``sgd`` only)."""
-
-    type: Literal["adam", "adamw", "sgd"] = "adam"
-    weight_decay: float = Field(default=0.0, ge=0)
-    momentum: float = Field(default=0.9, ge=0, lt=1)
-
-
-class TrainerConfig(_Base):
-    """Training of one trial. ``batch_size`` is per DDP worker; ``auto`` lets each trial pick it
-    by a throughput search (at most ``max_batch_size``).
-
-    ``precision``: ``fp32``, or autocast to ``bf16`` / ``fp16`` (``fp16`` with a gradient
-    scaler). ``gradient_accumulation_steps``: batches per optimizer step (gradients are not
-    synchronized across workers on the accumulating batches). ``learning_rate_scaling``: the
-    learning rate actually used is ``learning_rate`` x 1 (``constant``), x world size
-    (``linear``) or x sqrt(world size) (``sqrt``). ``nan_policy``: what a NaN or infinite
-    training loss does (``fail`` the trial, or ``skip_batch``).
-    """
-
-    epochs: int = Field(default=10, ge=1, le=100_000)
-    learning_rate: float = Field(default=1e-3, gt=0)
-    batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
-    max_batch_size: int = Field(default=1024, ge=1)
-    eval_batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = 512
-    optimizer: OptimizerConfig = OptimizerConfig()
-    seed: int = 42
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    gradient_accumulation_steps: int = Field(default=1, ge=1, le=4096)
-    learning_rate_scaling: Literal["constant", "linear", "sqrt"] = "constant"
-    #: a NaN or infinite training loss: ``fail`` the trial (FAILED, the scheduler counts it as
-    #: the worst value), or ``skip_batch``: skip that batch's optimizer step (counted in
-    #: ``nonfinite_batches``) and fail only when a whole epoch is non-finite.
-    nan_policy: Literal["fail", "skip_batch"] = "fail"
-
-
-class BackendConfig(_Base):
-    """How each trial runs: ``num_workers`` workers (gloo on CPU, NCCL on GPU), one GPU each.
-
-    ``strategy``: ``ddp`` (every worker holds the whole model; gradients are all-reduced) or
-    ``fsdp`` (parameters, gradients and optimizer state sharded across the workers).
-    """
-
-    num_workers: int = Field(default=2, ge=1, le=4096)
-    use_gpu: Union[Literal["auto"], bool] = "auto"
-    strategy: Literal["ddp", "fsdp"] = "ddp"
-    cpus_per_worker: float = Field(default=1.0, gt=0)
-    #: ``fresh``: a new Ray Train job per trial; ``pooled``: warm worker groups started once
-    #: per sweep; ``auto``: pooled on CPU, fresh on GPU.
-    trial_executor: Literal["auto", "fresh", "pooled"] = "auto"
-    #: GPUs each worker reserves with ``use_gpu``: 1 (a GPU of its own; trials never share
-    #: one) or a fraction (several workers, possibly of different trials, share a GPU).
-    gpus_per_worker: float = Field(default=1.0, gt=0, le=1)
-
-
 class KFoldConfig(_Base):
     """After the search, re-run the ``top_k`` best configurations with ``k``-fold
     cross-validation on train+validation and once on the held-out test split."""
@@ -147,36 +80,6 @@ class ReportConfig(_Base):
     """``enabled``: write ``report.html`` after the search (and log it to the parent MLflow run)."""
 
     enabled: bool = True
-
-
-# ---------------------------------------------------------------------------- Ludwig preprocessing
-class LudwigSplitConfig(_Base):
-    """Ludwig's ``preprocessing.split``: ``random`` (``probabilities`` train/validation/test),
-    ``stratify`` (random, stratified on ``column``) or ``fixed`` (``column`` holds 0 = train,
-    1 = validation, 2 = test for each row)."""
-
-    type: Literal["random", "stratify", "fixed"] = "random"
-    column: str | None = None
-    probabilities: tuple[float, float, float] = (0.7, 0.1, 0.2)
-
-    @model_validator(mode="after")
-    def _fits(self) -> LudwigSplitConfig:
-        if self.type in ("fixed", "stratify") and not self.column:
-            raise RuleError(f"split type {self.type!r} needs column", fix="add column: <the split column's name>")
-        if self.type == "random" and self.column:
-            raise RuleError("column does not apply to a random split", fix="remove column, or use type: fixed")
-        if abs(sum(self.probabilities) - 1) > 1e-6 or min(self.probabilities) <= 0:
-            raise RuleError(
-                f"probabilities must be three positive fractions summing to 1, got {list(self.probabilities)}",
-                fix="use e.g. [0.7, 0.1, 0.2]",
-            )
-        return self
-
-
-class GlobalPreprocessing(_Base):
-    """Ludwig's top-level ``preprocessing``: only ``split`` is read."""
-
-    split: LudwigSplitConfig = LudwigSplitConfig()
 
 
 def _raw_scheduler(data: Any) -> RawMapping:

@@ -354,10 +354,14 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
             lookup = {v: i for i, v in enumerate(vocab)}
             inputs[feat.name] = values.map(lookup).fillna(0).to_numpy(np.int64)  # unseen -> 0
             meta[feat.name] = FeatureMeta(feat.name, "category", vocab=vocab)
-        else:  # image
+        elif feat.type == "image":
             x, stats = _image(s, key, train, feat, data_dir, origin)
             inputs[feat.name] = x
             meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
+        else:  # set, bag, sequence, timeseries, vector, date, h3
+            from ludwig_hpo.data.feature_types import encode_input
+
+            inputs[feat.name], meta[feat.name] = encode_input(feat, s, key, train, origin)
 
     for out in cfg.output_features:
         key = f"output_features[{out.name}]"
@@ -380,6 +384,10 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
         elif out.type == "binary":
             targets[out.name] = _to_binary(s, key, origin)
             meta[out.name] = FeatureMeta(out.name, "binary")
+        elif out.type not in ("number",):  # set, vector
+            from ludwig_hpo.data.feature_types import encode_output
+
+            targets[out.name], meta[out.name] = encode_output(out, s, key, train, origin)
         else:
             x, stats = _number(s, key, train, origin)
             targets[out.name] = x.astype(np.float32)

@@ -10,16 +10,14 @@ from torch import nn
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model.encoders import PassthroughEncoder, build_encoder
-from ludwig_hpo.model.outputs import OutputHead
+from ludwig_hpo.model.outputs import OutputHeads, _module_key
 
 
 def module_key(name: str) -> str:
     """A feature's name as a key of the model's ``nn.ModuleDict`` (torch refuses a ``.`` in a
     submodule's name): ``.`` as ``%2E`` and ``%`` as ``%25``, the name itself without either.
     The keys are also the state dict's, so names without them keep the keys they always had."""
-    if "." not in name and "%" not in name:
-        return name
-    return name.replace("%", "%25").replace(".", "%2E")
+    return _module_key(name)
 
 
 class ECDModel(nn.Module):
@@ -52,9 +50,7 @@ class ECDModel(nn.Module):
             width = c.output_size
         self.combiner = nn.Sequential(*layers)
         self.output_names = [f.name for f in cfg.output_features]
-        self.heads = nn.ModuleDict(
-            {module_key(f.name): OutputHead(f, meta[f.name], width) for f in cfg.output_features}
-        )
+        self.heads = OutputHeads(cfg.output_features, meta, width)
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
@@ -64,6 +60,12 @@ class ECDModel(nn.Module):
             self.widths = {name: cast(int, e.output_size) for name, e in self.encoders.items()}
         if "output_names" not in self.__dict__:  # pickled before feature names could hold a '.'
             self.output_names = list(self.heads.keys())
+        heads = self._modules["heads"]
+        if not isinstance(heads, OutputHeads):  # pickled when the heads were a plain ModuleDict
+            upgraded = OutputHeads.__new__(OutputHeads)
+            nn.ModuleDict.__init__(upgraded, dict(cast(nn.ModuleDict, heads).items()))
+            upgraded.output_names = list(self.output_names)
+            self._modules["heads"] = upgraded
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         table = getattr(inputs, "table", None)  # ludwig_hpo.train.data.Columns
@@ -82,7 +84,7 @@ class ECDModel(nn.Module):
                 dim=-1,
             )
         h = self.combiner(h)
-        return {name: self.heads[module_key(name)](h) for name in self.output_names}
+        return self.heads(h)
 
 
 def build_model(cfg: SweepConfig, meta: dict[str, FeatureMeta]) -> ECDModel:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ludwig_hpo.config import features
+from ludwig_hpo.config import encoders as cfgs
+from ludwig_hpo.config.features import InputFeature
 from ludwig_hpo.data.preprocess import FeatureMeta
 
 
@@ -32,7 +33,7 @@ class PassthroughEncoder(nn.Module):
 class DenseEncoder(nn.Module):
     """(batch, 1) -> (batch, output_size) through ``num_layers`` Linear-ReLU-Dropout blocks."""
 
-    def __init__(self, cfg: features.DenseEncoder) -> None:
+    def __init__(self, cfg: cfgs.DenseEncoder) -> None:
         super().__init__()
         self.net, self.output_size = _mlp(1, cfg.num_layers, cfg.output_size, cfg.dropout)
 
@@ -43,7 +44,7 @@ class DenseEncoder(nn.Module):
 class EmbedEncoder(nn.Module):
     """(batch,) int64 ids -> (batch, embedding_size); id 0 is the unknown category."""
 
-    def __init__(self, cfg: features.EmbedEncoder, vocab_size: int) -> None:
+    def __init__(self, cfg: cfgs.EmbedEncoder, vocab_size: int) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, cfg.embedding_size)
         self.drop = nn.Dropout(cfg.dropout)
@@ -60,7 +61,7 @@ class StackedCNNEncoder(nn.Module):
     pool is skipped once the map is smaller than 4 px), then Dropout -> Linear -> ReLU.
     """
 
-    def __init__(self, cfg: features.StackedCNNEncoder, shape: tuple[int, int]) -> None:
+    def __init__(self, cfg: cfgs.StackedCNNEncoder, shape: tuple[int, int]) -> None:
         super().__init__()
         h, w = shape
         blocks: list[nn.Module] = []
@@ -81,19 +82,19 @@ class StackedCNNEncoder(nn.Module):
         return self.head(self.conv(x.unsqueeze(1)))
 
 
-def build_encoder(feature: features.InputFeature, meta: FeatureMeta) -> nn.Module:
+def build_encoder(feature: InputFeature, meta: FeatureMeta) -> nn.Module:
     """The encoder for one input feature; its ``output_size`` attribute is the width it returns.
 
     Raises:
         ValueError: an encoder type without an implementation (the schema prevents it).
     """
     enc = feature.encoder
-    if isinstance(enc, features.PassthroughEncoder):
+    if isinstance(enc, cfgs.PassthroughEncoder):
         return PassthroughEncoder()
-    if isinstance(enc, features.DenseEncoder):
+    if isinstance(enc, cfgs.DenseEncoder):
         return DenseEncoder(enc)
-    if isinstance(enc, features.EmbedEncoder):
+    if isinstance(enc, cfgs.EmbedEncoder):
         return EmbedEncoder(enc, len(meta.vocab))
-    if isinstance(enc, features.StackedCNNEncoder):
+    if isinstance(enc, cfgs.StackedCNNEncoder):
         return StackedCNNEncoder(enc, (meta.shape[0], meta.shape[1]))
     raise ValueError(f"no encoder for {type(enc).__name__}")

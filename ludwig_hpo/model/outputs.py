@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ludwig_hpo.config import features
-from ludwig_hpo.config.schema import METRICS
+from ludwig_hpo.config.metrics import METRICS
+from ludwig_hpo.config.outputs import OutputFeature
 from ludwig_hpo.data.preprocess import FeatureMeta
 
 #: Metrics accumulated as per-sample sums (all of :data:`METRICS` but roc_auc, which needs every score).
@@ -24,7 +24,7 @@ SUMMED_METRICS = {t: tuple(m for m in ms if m != "roc_auc") for t, ms in METRICS
 class OutputHead(nn.Module):
     """(batch, combiner width) -> logits: category (batch, classes), binary / number (batch,)."""
 
-    def __init__(self, feature: features.OutputFeature, meta: FeatureMeta, in_size: int) -> None:
+    def __init__(self, feature: OutputFeature, meta: FeatureMeta, in_size: int) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         d = feature.decoder
@@ -43,6 +43,28 @@ class OutputHead(nn.Module):
         if isinstance(state.get("type"), str):  # a head pickled with its kind under ``type``
             state["kind"] = state.pop("type")
         super().__setstate__(state)
+
+
+class OutputHeads(nn.ModuleDict):
+    """Every output feature's head, keyed by :func:`~ludwig_hpo.model.build.module_key` of its name.
+
+    ``forward(hidden)`` takes the combiner's output, (batch, width), and returns
+    ``{output feature name: logits}`` (shapes as :class:`OutputHead`). Runs on every rank.
+    """
+
+    def __init__(self, output_features: list[OutputFeature], meta: dict[str, FeatureMeta], in_size: int) -> None:
+        super().__init__({_module_key(f.name): OutputHead(f, meta[f.name], in_size) for f in output_features})
+        self.output_names = [f.name for f in output_features]
+
+    def forward(self, hidden: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {name: self[_module_key(name)](hidden) for name in self.output_names}
+
+
+def _module_key(name: str) -> str:
+    """A feature's name as a submodule key (torch refuses a ``.``): ``.`` as ``%2E``, ``%`` as ``%25``."""
+    if "." not in name and "%" not in name:
+        return name
+    return name.replace("%", "%25").replace(".", "%2E")
 
 
 def loss(kind: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

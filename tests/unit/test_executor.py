@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ludwig_hpo.config.schema import BackendConfig
+from ludwig_hpo.config.backend import BackendConfig
 from ludwig_hpo.execution.executor import choose_executor
 from ludwig_hpo.execution.resources import plan_resources
 from ludwig_hpo.execution.trainable import trial_resources
