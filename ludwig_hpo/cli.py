@@ -124,6 +124,8 @@ _WORKERS_HELP = "Workers per trial (DDP world size); overrides backend.num_worke
 def _with_cli_overrides(loaded, num_workers: int | None, sets: list[str] | None = None):
     from ludwig_hpo.config.overrides import parse_set, with_overrides
 
+    for line in loaded.warnings:  # legacy Ludwig spellings upgraded by the loader
+        err.print(f"warning: {line}")
     if num_workers is not None:
         loaded = with_overrides(loaded, [("backend.num_workers", num_workers)], source="--num-workers")
     return with_overrides(loaded, [parse_set(s) for s in sets or []])

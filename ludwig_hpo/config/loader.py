@@ -22,6 +22,7 @@ from ludwig_hpo.config.paths import ROOT, PathError, RawMapping, apply_params, f
 from ludwig_hpo.config.reader import Marks, mark_for, read_sweep_file
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.config.spaces import INT_SPACES, LISTED_SPACES, ParamSpace
+from ludwig_hpo.config.upgrade import upgrade_located
 from ludwig_hpo.errors import ConfigError
 
 
@@ -41,6 +42,8 @@ class LoadedSweep:
     raw: RawMapping
     path: Path
     text: str
+    #: one line per legacy Ludwig spelling upgraded (:mod:`ludwig_hpo.config.upgrade`), to print once
+    warnings: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> Path:
@@ -203,6 +206,7 @@ def load_sweep(path: str | Path, dataset: str | Path | None = None) -> LoadedSwe
     parsed = read_sweep_file(path)
     text, raw, marks = parsed.text, parsed.raw, parsed.marks
     src = str(path)
+    raw, warnings, marks = upgrade_located(raw, marks, src)
     if "name" not in raw:
         raw = {"name": _name_from_file(path), **raw}
     if dataset is not None:
@@ -213,7 +217,7 @@ def load_sweep(path: str | Path, dataset: str | Path | None = None) -> LoadedSwe
     except ValidationError as e:
         raise to_config_error(e, raw, marks, src) from None
     _check_parameters(cfg, raw, marks, src)
-    return LoadedSweep(config=cfg, raw=raw, path=path, text=text)
+    return LoadedSweep(config=cfg, raw=raw, path=path, text=text, warnings=tuple(warnings))
 
 
 def resolve_trial_config(raw: RawMapping, params: Mapping[str, Any]) -> SweepConfig:

@@ -56,4 +56,4 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     results = choose_output_dir(loaded, None)
     lines.append(f"results: {results}")
     lines.append(f"mlflow: {resolve_tracking(cfg.tracking, cfg.name, os.environ, results).describe()}")
-    return [f"{sweep_file}: valid", *lines]
+    return [f"{sweep_file}: valid", *(f"warning: {w}" for w in loaded.warnings), *lines]
