@@ -1,24 +1,81 @@
 """Input features of the sweep file, one model per feature type, and their tagged union.
-Typed and frozen (pydantic); no I/O.
+Each type's ``encoder`` is a tagged union of Ludwig's encoders for it, with Ludwig's default
+encoder when ``encoder`` or its ``type`` is left out. Typed and frozen (pydantic); no I/O.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ludwig_hpo.config.base import default_type
-from ludwig_hpo.config.encoders import DenseEncoder, EmbedEncoder, PassthroughEncoder, StackedCNNEncoder
+from ludwig_hpo.config.base import RuleError, _Base, default_type
+from ludwig_hpo.config.encoders import (
+    CategoryOneHotEncoder,
+    CategoryPassthroughEncoder,
+    CategorySparseEncoder,
+    DenseEncoder,
+    EmbedEncoder,
+    PassthroughEncoder,
+    StackedCNNEncoder,
+)
+from ludwig_hpo.config.encoders_sequence import (
+    ParallelCNNEncoder,
+    RNNEncoder,
+    SequenceEmbedEncoder,
+    SequencePassthroughEncoder,
+    SequenceStackedCNNEncoder,
+)
+from ludwig_hpo.config.encoders_structured import (
+    DateEmbedEncoder,
+    DateWaveEncoder,
+    H3EmbedEncoder,
+    H3RNNEncoder,
+    H3WeightedSumEncoder,
+    SetEmbedEncoder,
+)
 from ludwig_hpo.config.feature_base import _Feature
-from ludwig_hpo.config.preprocessing import ImagePreprocessing, NumberPreprocessing
+from ludwig_hpo.config.preprocessing import (
+    BinaryPreprocessing,
+    CategoryPreprocessing,
+    ImagePreprocessing,
+    NumberPreprocessing,
+)
+from ludwig_hpo.config.type_preprocessing import (
+    BagPreprocessing,
+    DatePreprocessing,
+    H3Preprocessing,
+    SequencePreprocessing,
+    SetPreprocessing,
+    TimeseriesPreprocessing,
+    VectorPreprocessing,
+)
+
+#: Feature types of Ludwig this platform does not train yet.
+UNSUPPORTED_TYPES = ("text", "audio")
+
+ScalarEncoder = Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")]
+CategoryEncoder = Annotated[
+    Union[EmbedEncoder, CategorySparseEncoder, CategoryOneHotEncoder, CategoryPassthroughEncoder],
+    Field(discriminator="type"),
+]
+SequenceEncoder = Annotated[
+    Union[SequenceEmbedEncoder, ParallelCNNEncoder, SequenceStackedCNNEncoder, RNNEncoder, SequencePassthroughEncoder],
+    Field(discriminator="type"),
+]
+TimeseriesEncoder = Annotated[
+    Union[ParallelCNNEncoder, SequenceStackedCNNEncoder, RNNEncoder, SequencePassthroughEncoder, DenseEncoder],
+    Field(discriminator="type"),
+]
+DateEncoder = Annotated[Union[DateEmbedEncoder, DateWaveEncoder], Field(discriminator="type")]
+H3Encoder = Annotated[Union[H3EmbedEncoder, H3WeightedSumEncoder, H3RNNEncoder], Field(discriminator="type")]
 
 
 class NumberInputFeature(_Feature):
     """A numeric column, fed as (batch, 1) floats after ``preprocessing``."""
 
     type: Literal["number"]
-    encoder: Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")] = PassthroughEncoder()
+    encoder: ScalarEncoder = PassthroughEncoder()
     preprocessing: NumberPreprocessing = NumberPreprocessing()
     _fill = field_validator("encoder", mode="before")(default_type("passthrough"))
 
@@ -27,14 +84,17 @@ class BinaryInputFeature(_Feature):
     """A column of two distinct values, fed as (batch, 1) floats of 0 and 1."""
 
     type: Literal["binary"]
-    encoder: PassthroughEncoder = PassthroughEncoder()
+    encoder: ScalarEncoder = PassthroughEncoder()
+    preprocessing: BinaryPreprocessing = BinaryPreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("passthrough"))
 
 
 class CategoryInputFeature(_Feature):
     """A column of classes, fed as (batch,) ids (0 for a class unseen in the training split)."""
 
     type: Literal["category"]
-    encoder: EmbedEncoder = EmbedEncoder()
+    encoder: CategoryEncoder = EmbedEncoder()
+    preprocessing: CategoryPreprocessing = CategoryPreprocessing()
     _fill = field_validator("encoder", mode="before")(default_type("dense"))
 
 
@@ -47,7 +107,137 @@ class ImageInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("stacked_cnn"))
 
 
-InputFeature = Annotated[
-    Union[NumberInputFeature, BinaryInputFeature, CategoryInputFeature, ImageInputFeature],
-    Field(discriminator="type"),
-]
+class SetInputFeature(_Feature):
+    """A column of token strings, fed as (batch, vocabulary) multi-hot floats (index 0: unknown tokens)."""
+
+    type: Literal["set"]
+    encoder: SetEmbedEncoder = SetEmbedEncoder()
+    preprocessing: SetPreprocessing = SetPreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("embed"))
+
+
+class BagInputFeature(_Feature):
+    """A column of token strings, fed as (batch, vocabulary) token counts (index 0: unknown tokens)."""
+
+    type: Literal["bag"]
+    encoder: SetEmbedEncoder = SetEmbedEncoder()
+    preprocessing: BagPreprocessing = BagPreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("embed"))
+
+
+class VectorInputFeature(_Feature):
+    """A column of equal-length number lists, fed as (batch, size) floats."""
+
+    type: Literal["vector"]
+    encoder: ScalarEncoder = DenseEncoder()
+    preprocessing: VectorPreprocessing = VectorPreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("dense"))
+
+
+class TimeseriesInputFeature(_Feature):
+    """A column of number series, fed as (batch, length) floats, padded with ``padding_value``."""
+
+    type: Literal["timeseries"]
+    encoder: TimeseriesEncoder = ParallelCNNEncoder()
+    preprocessing: TimeseriesPreprocessing = TimeseriesPreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("parallel_cnn"))
+
+
+class DateInputFeature(_Feature):
+    """A column of dates, fed as (batch, 9) ints: year, month, day, weekday, day of the year,
+    hour, minute, second, second of the day (Ludwig's components)."""
+
+    type: Literal["date"]
+    encoder: DateEncoder = DateEmbedEncoder()
+    preprocessing: DatePreprocessing = DatePreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("embed"))
+
+
+class SequenceInputFeature(_Feature):
+    """A column of token strings, fed as (batch, length) token ids (0: padding, 1: unknown)."""
+
+    type: Literal["sequence"]
+    encoder: SequenceEncoder = SequenceEmbedEncoder()
+    preprocessing: SequencePreprocessing = SequencePreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("embed"))
+
+
+class H3InputFeature(_Feature):
+    """A column of h3 cell indexes, fed as (batch, 19) ints: mode, edge, resolution, base cell
+    and 15 child digits (7 past the cell's resolution), Ludwig's components."""
+
+    type: Literal["h3"]
+    encoder: H3Encoder = H3EmbedEncoder()
+    preprocessing: H3Preprocessing = H3Preprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("embed"))
+
+
+class UnsupportedInputFeature(_Base):
+    """A Ludwig feature type not trained yet (text, audio): refused with one line naming the
+    feature, before any other error about it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: Literal["text", "audio"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse(cls, data: Any) -> Any:
+        name = data.get("name") if isinstance(data, dict) else None
+        kind = data.get("type") if isinstance(data, dict) else "?"
+        fix = "use type sequence for a column of tokens, or remove the feature" if kind == "text" else None
+        raise RuleError(f"type {kind} is not supported yet (input feature {name!r})", fix=fix or "remove the feature")
+
+
+if TYPE_CHECKING:  # a validated feature is never an UnsupportedInputFeature (it always raises)
+    InputFeature = Annotated[
+        Union[
+            NumberInputFeature,
+            BinaryInputFeature,
+            CategoryInputFeature,
+            ImageInputFeature,
+            SetInputFeature,
+            BagInputFeature,
+            VectorInputFeature,
+            TimeseriesInputFeature,
+            DateInputFeature,
+            SequenceInputFeature,
+            H3InputFeature,
+        ],
+        Field(discriminator="type"),
+    ]
+else:
+    InputFeature = Annotated[
+        Union[
+            NumberInputFeature,
+            BinaryInputFeature,
+            CategoryInputFeature,
+            ImageInputFeature,
+            SetInputFeature,
+            BagInputFeature,
+            VectorInputFeature,
+            TimeseriesInputFeature,
+            DateInputFeature,
+            SequenceInputFeature,
+            H3InputFeature,
+            UnsupportedInputFeature,
+        ],
+        Field(discriminator="type"),
+    ]
+
+#: Each input feature model, by its ``type``.
+INPUT_MODELS: dict[str, type[_Feature]] = {
+    m.model_fields["type"].annotation.__args__[0]: m  # type: ignore[union-attr]  # a Literal's one value
+    for m in (
+        NumberInputFeature,
+        BinaryInputFeature,
+        CategoryInputFeature,
+        ImageInputFeature,
+        SetInputFeature,
+        BagInputFeature,
+        VectorInputFeature,
+        TimeseriesInputFeature,
+        DateInputFeature,
+        SequenceInputFeature,
+        H3InputFeature,
+    )
+}

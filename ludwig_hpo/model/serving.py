@@ -4,7 +4,10 @@ MLflow's pyfunc wrapper feeds a model one float32 tensor (a DataFrame's values) 
 one tensor back; :class:`FlatInputModel` adapts :class:`~ludwig_hpo.model.ECDModel` (a dict
 of per-feature tensors in, a dict of logits out) to that: columns in, predictions out.
 Inputs are the *prepared* values (see ``best_model/preprocessing.json``): numbers after
-normalization, category ids from the training vocabulary, image pixels after scaling.
+normalization, category ids from the training vocabulary, image pixels after scaling, and
+one column per element of the other types' prepared rows (a set's or bag's vocabulary
+entries, a vector's or timeseries' values, a sequence's token ids, a date's 9 and an h3
+cell's 19 components).
 """
 
 from __future__ import annotations
@@ -17,28 +20,40 @@ from torch import nn
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model.build import ECDModel
 
+#: Input types fed as one column per element of their prepared row (see :func:`input_columns`).
+_MULTI = frozenset({"image", "set", "bag", "vector", "timeseries", "sequence", "date", "h3"})
+#: Input types whose prepared values are integer ids or components.
+_INTEGER = frozenset({"category", "sequence", "date", "h3"})
+
 
 def _width(meta: FeatureMeta) -> int:
-    return int(np.prod(meta.shape)) if meta.type == "image" else 1
+    return int(np.prod(meta.shape)) if meta.type in _MULTI else 1
 
 
 def input_columns(input_names: list[str], meta: dict[str, FeatureMeta]) -> list[str]:
     """Column names of the flat input, in order: one per number / binary / category feature,
-    ``<image>[i]`` per pixel (row-major) of an image feature."""
+    ``<feature>[i]`` per element (row-major) of an image, set, bag, vector, timeseries,
+    sequence, date or h3 feature's prepared row."""
     cols: list[str] = []
     for name in input_names:
         m = meta[name]
-        cols += [f"{name}[{i}]" for i in range(_width(m))] if m.type == "image" else [name]
+        cols += [f"{name}[{i}]" for i in range(_width(m))] if m.type in _MULTI else [name]
     return cols
 
 
 def output_columns(output_names: list[str], meta: dict[str, FeatureMeta]) -> list[str]:
     """Column names of the prediction: ``<binary>`` (probability of true), ``<category>[<class>]``
-    (class probabilities), ``<number>`` (the value)."""
+    (class probabilities), ``<set>[<token>]`` (each token's probability), ``<vector>[i]``
+    (each element), ``<number>`` (the value)."""
     cols: list[str] = []
     for name in output_names:
         m = meta[name]
-        cols += [f"{name}[{v}]" for v in m.vocab] if m.type == "category" else [name]
+        if m.type in ("category", "set"):
+            cols += [f"{name}[{v}]" for v in m.vocab]
+        elif m.type == "vector":
+            cols += [f"{name}[{i}]" for i in range(int(m.shape[0]))]
+        else:
+            cols.append(name)
     return cols
 
 
@@ -69,6 +84,8 @@ class FlatInputModel(nn.Module):
                 out[name] = cols[:, 0].round().long()
             elif kind == "image":
                 out[name] = cols.reshape(len(x), *shape)
+            elif kind in _INTEGER:
+                out[name] = cols.round().long()
             else:
                 out[name] = cols
         return out
@@ -80,6 +97,10 @@ class FlatInputModel(nn.Module):
             z = logits[name]
             if kind == "category":
                 parts.append(torch.softmax(z, dim=-1))
+            elif kind == "set":
+                parts.append(torch.sigmoid(z))
+            elif kind == "vector":
+                parts.append(z)
             elif kind == "binary":
                 parts.append(torch.sigmoid(z).unsqueeze(-1))
             else:
