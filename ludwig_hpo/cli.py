@@ -9,51 +9,21 @@ import signal
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ludwig_hpo.cli_help import DATASET, TEST_SET, TRAINING_SET, VALIDATION_SET, Command, Group, refuse_split_files
 from ludwig_hpo.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
     from ludwig_hpo.driver.sweep import Sweep
 
 
-def _flags_without_type(params: list[Any]) -> list[Any]:
-    """Help shows a flag as its name alone (``--restart``, not ``--restart <bool>``); every
-    other option names the value a person types (its metavar: ``--workers N``); an argument
-    is its name alone (``SWEEP_FILE``, not ``SWEEP_FILE <path>``), in the usage line too
-    (``hpo sweep [OPTIONS] SWEEP_FILE``, ``[RESULTS_DIR]`` when it may be left out)."""
-    for p in params:
-        if getattr(p, "is_flag", False) and p.metavar is None:
-            p.metavar = ""
-        elif isinstance(p, typer.core.TyperArgument):
-            name = p.metavar or (p.name or "").upper()
-            # in place of typer's type column and the braces around a required argument's usage
-            arg: Any = p
-            arg.display_type_rich = lambda ctx: None
-            arg._usage_display_name = functools.partial(str, name if p.required else f"[{name}]")
-    return params
-
-
-class _Command(typer.core.TyperCommand):
-    """An ``hpo`` command (see :func:`_flags_without_type`)."""
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _flags_without_type(super().get_params(ctx))
-
-
-class _Group(typer.core.TyperGroup):
-    """The ``hpo`` group (see :func:`_flags_without_type`)."""
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _flags_without_type(super().get_params(ctx))
-
-
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -131,7 +101,7 @@ def _with_cli_overrides(loaded, num_workers: int | None, sets: list[str] | None 
     return with_overrides(loaded, [parse_set(s) for s in sets or []])
 
 
-@app.command(cls=_Command, epilog=_example("hpo sweep sweeps/breast_cancer_tiny.yaml --output results"))
+@app.command(cls=Command, epilog=_example("hpo sweep sweeps/breast_cancer_tiny.yaml --output results"))
 @_guard
 def sweep(
     sweep_file: Path = typer.Argument(..., metavar="SWEEP_FILE", help="The sweep YAML file."),
@@ -141,12 +111,10 @@ def sweep(
     restart: bool = typer.Option(
         False, "--restart", help="Discard an unfinished sweep of this name instead of resuming it."
     ),
-    dataset: Path | None = typer.Option(
-        None,
-        "--dataset",
-        metavar="FILE",
-        help="CSV/Parquet file replacing dataset.source (runs a Ludwig config unchanged).",
-    ),
+    dataset: Path | None = DATASET,
+    training_set: Path | None = TRAINING_SET,
+    validation_set: Path | None = VALIDATION_SET,
+    test_set: Path | None = TEST_SET,
     num_workers: int | None = typer.Option(None, "--num-workers", metavar="N", help=_WORKERS_HELP),
     address: str | None = typer.Option(
         None, "--address", envvar="RAY_ADDRESS", metavar="HOST:PORT", help=_ADDRESS_HELP
@@ -165,6 +133,7 @@ def sweep(
     from ludwig_hpo.driver.state import decide, read_state
     from ludwig_hpo.driver.sweep import Sweep
 
+    refuse_split_files(training_set, validation_set, test_set)
     loaded = _with_cli_overrides(load_sweep(sweep_file, dataset=dataset), num_workers)
     target = default_output_dir(loaded, output)
     decision, state = decide(target, loaded.text, loaded.raw, restart=restart)
@@ -187,7 +156,7 @@ def sweep(
     )
 
 
-@app.command(cls=_Command, epilog=_example("hpo resume results/breast-cancer-tiny"))
+@app.command(cls=Command, epilog=_example("hpo resume results/breast-cancer-tiny"))
 @_guard
 def resume(
     results_dir: Path = typer.Argument(..., metavar="RESULTS_DIR", help="The output folder of an unfinished sweep."),
@@ -245,14 +214,18 @@ def _handle_signals() -> None:
 
 
 @app.command(
-    cls=_Command,
+    cls=Command,
     epilog=_example("hpo train sweeps/breast_cancer_tiny.yaml --set trainer.learning_rate=0.01 --num-workers 2"),
 )
 @_guard
 def train(
     sweep_file: Path = typer.Argument(
-        ..., metavar="SWEEP_FILE", help="The sweep YAML file (its base configuration is trained)."
+        ..., metavar="CONFIG", help="A Ludwig config or a sweep file (its base configuration is trained)."
     ),
+    dataset: Path | None = DATASET,
+    training_set: Path | None = TRAINING_SET,
+    validation_set: Path | None = VALIDATION_SET,
+    test_set: Path | None = TEST_SET,
     num_workers: int | None = typer.Option(None, "--num-workers", metavar="N", help=_WORKERS_HELP),
     set_: list[str] | None = typer.Option(
         None,
@@ -273,12 +246,14 @@ def train(
         None, "--address", envvar="RAY_ADDRESS", metavar="HOST:PORT", help=_ADDRESS_HELP
     ),
 ) -> None:
-    """Train one configuration once as a Ray Train job, tracked in MLflow, model saved."""
+    """Train one configuration once as a Ray Train job (validated each epoch, scored on the test split at the end),
+    tracked in MLflow, model saved. CONFIG needs no hyperopt section."""
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.driver.single_run import best_config_of, train_once
     from ludwig_hpo.driver.summary import print_train_summary
 
-    loaded = load_sweep(sweep_file)
+    refuse_split_files(training_set, validation_set, test_set)
+    loaded = load_sweep(sweep_file, dataset=dataset, search=False)
     if from_sweep is not None:
         loaded = best_config_of(from_sweep, loaded)
     loaded = _with_cli_overrides(loaded, num_workers, set_)
@@ -293,22 +268,24 @@ def train(
         raise typer.Exit(1)
 
 
-@app.command(cls=_Command, epilog=_example("hpo validate sweeps/breast_cancer_tiny.yaml"))
+@app.command(cls=Command, epilog=_example("hpo validate sweeps/breast_cancer_tiny.yaml"))
 @_guard
 def validate(
     sweep_file: Path = typer.Argument(..., metavar="SWEEP_FILE", help="The sweep YAML file (or a Ludwig config)."),
-    dataset: Path | None = typer.Option(
-        None, "--dataset", metavar="FILE", help="CSV/Parquet file replacing dataset.source."
-    ),
+    dataset: Path | None = DATASET,
+    training_set: Path | None = TRAINING_SET,
+    validation_set: Path | None = VALIDATION_SET,
+    test_set: Path | None = TEST_SET,
 ) -> None:
-    """Check a sweep file and its dataset without starting Ray; print what the sweep would do."""
+    """Check a sweep file (or a Ludwig config, for hpo train) and its dataset without starting Ray; say what it does."""
     from ludwig_hpo.driver.validate import validate_lines
 
+    refuse_split_files(training_set, validation_set, test_set)
     for line in validate_lines(sweep_file, dataset):
         out.print(line)
 
 
-@app.command(cls=_Command, epilog=_example("hpo schema > sweep.schema.json"))
+@app.command(cls=Command, epilog=_example("hpo schema > sweep.schema.json"))
 @_guard
 def schema() -> None:
     """Print the JSON Schema of the sweep file (for editor completion and checks)."""
@@ -317,13 +294,14 @@ def schema() -> None:
     from ludwig_hpo.config.schema import SweepConfig
 
     doc = SweepConfig.model_json_schema()
-    # `name` defaults to the file's stem and `dataset` may come from --dataset (Ludwig configs)
-    doc["required"] = [k for k in doc.get("required", []) if k not in ("name", "dataset")]
+    # `name` defaults to the file's stem, `dataset` may come from --dataset, and a model config
+    # without `hyperopt` is trained by `hpo train` (Ludwig configs)
+    doc["required"] = [k for k in doc.get("required", []) if k not in ("name", "dataset", "hyperopt")]
     doc = {"$schema": "https://json-schema.org/draft/2020-12/schema", **doc, "title": "ludwig_hpo sweep file"}
     out.print(json.dumps(doc, indent=2), soft_wrap=True)
 
 
-@app.command(cls=_Command, epilog=_example("hpo report results/breast-cancer-tiny"))
+@app.command(cls=Command, epilog=_example("hpo report results/breast-cancer-tiny"))
 @_guard
 def report(
     results_dir: Path | None = typer.Argument(
@@ -365,7 +343,7 @@ def report(
     out.print(f"report: {page}")
 
 
-@app.command(cls=_Command, epilog=_example("hpo ui results/breast-cancer-tiny --port 5001"))
+@app.command(cls=Command, epilog=_example("hpo ui results/breast-cancer-tiny --port 5001"))
 @_guard
 def ui(
     results_dir: Path | None = typer.Argument(

@@ -121,6 +121,19 @@ def _locate(e: ErrorDetails) -> _Located:
     return _Located(e, model, cause.path if cause.path is not None else path, cause)
 
 
+#: Said of what a Ludwig config may hold but this platform does not train yet (a model type,
+#: a feature type, a key): the error that explains the others (an LLM config's unknown keys).
+UNSUPPORTED = "not supported yet"
+
+
+def _rank(x: _Located) -> tuple[int, int]:
+    """Which error explains the others (lowest first): something not supported yet, then an
+    unknown key, then other errors, then a missing key; a default's error before the
+    feature's it was merged into."""
+    unsupported = x.cause is not None and UNSUPPORTED in str(x.cause)
+    return (-1 if unsupported else _PRIORITY.get(x.error["type"], 1), 0 if x.path[:1] == ("defaults",) else 1)
+
+
 def _message_and_fix(chosen: _Located, located: list[_Located]) -> tuple[str, str | None]:
     e, model, path, cause = chosen
     typ, msg, got = e["type"], e["msg"], e.get("input")
@@ -165,7 +178,7 @@ def to_config_error(err: ValidationError, raw: RawMapping, marks: Marks, src: st
     """
     located = [_locate(e) for e in err.errors(include_url=False)]
     # defaults are merged into the features: an error in a default is reported at the default
-    chosen = min(located, key=lambda x: (_PRIORITY.get(x.error["type"], 1), 0 if x.path[:1] == ("defaults",) else 1))
+    chosen = min(located, key=_rank)
     key = display_key(raw, chosen.path) or "(top level)"
     if key_prefix:
         key = f"{key_prefix} -> {key}"

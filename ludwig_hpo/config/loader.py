@@ -32,8 +32,9 @@ class LoadedSweep:
 
     Attributes:
         config: the typed config.
-        raw: the file's mapping as parsed (parameters not applied); trials apply their
-            sampled values to it with :func:`resolve_trial_config`.
+        raw: the file's mapping as parsed (parameters not applied; the name, ``--dataset``
+            and a train-only search filled in); trials apply their sampled values to it
+            with :func:`resolve_trial_config`.
         path: the sweep file.
         text: the file's text (hashed and logged as an artifact).
     """
@@ -44,6 +45,9 @@ class LoadedSweep:
     text: str
     #: one line per legacy Ludwig spelling upgraded (:mod:`ludwig_hpo.config.upgrade`), to print once
     warnings: tuple[str, ...] = ()
+    #: the file has a ``hyperopt`` section; False: a model config for ``hpo train`` alone,
+    #: whose ``raw`` holds :func:`train_only_search` in its place
+    searched: bool = True
 
     @property
     def base_dir(self) -> Path:
@@ -187,8 +191,36 @@ def _name_from_file(path: Path) -> str:
     return name.replace("..", ".")
 
 
+#: What a sweep file without ``hyperopt`` is told to add (one line).
+SEARCH_EXAMPLE = "hyperopt: {parameters: {trainer.learning_rate: {space: loguniform, lower: 0.0001, upper: 0.1}}}"
+
+
+def train_only_search(raw: RawMapping) -> dict[str, Any]:
+    """The ``hyperopt`` section standing in for a missing one in a model config (a Ludwig
+    config trained by ``hpo train``): one point, the configured ``trainer.learning_rate``,
+    scored as Ludwig's trainer selects its best epoch (``trainer.validation_field`` /
+    ``validation_metric`` when written, else the combined validation loss). Pure."""
+    from ludwig_hpo.config.metrics import METRICS
+    from ludwig_hpo.config.trainer import TrainerConfig
+
+    written = raw.get("trainer")
+    trainer: dict[str, Any] = written if isinstance(written, dict) else {}
+    lr = trainer.get("learning_rate", TrainerConfig.model_fields["learning_rate"].default)
+    search: dict[str, Any] = {
+        "parameters": {"trainer.learning_rate": {"space": "choice", "categories": [lr]}},
+        "executor": {"num_samples": 1},
+    }
+    field, metric = trainer.get("validation_field"), trainer.get("validation_metric")
+    outputs = {f.get("name"): f.get("type") for f in raw.get("output_features") or [] if isinstance(f, dict)}
+    kind = "combined" if field in (None, "combined") else outputs.get(field)
+    if isinstance(metric, str) and isinstance(kind, str) and metric in METRICS.get(kind, {}):
+        better = "maximize" if METRICS[kind][metric] else "minimize"
+        search.update(output_feature=field or "combined", metric=metric, goal=better)
+    return search
+
+
 # ---------------------------------------------------------------------------- public
-def load_sweep(path: str | Path, dataset: str | Path | None = None) -> LoadedSweep:
+def load_sweep(path: str | Path, dataset: str | Path | None = None, *, search: bool = True) -> LoadedSweep:
     """Read and validate a sweep file (or a Ludwig config). Runs in the driver; touches
     nothing but the file.
 
@@ -197,10 +229,14 @@ def load_sweep(path: str | Path, dataset: str | Path | None = None) -> LoadedSwe
         dataset: a CSV / Parquet path (relative to the current folder) that replaces
             ``dataset.source`` (``hpo sweep CONFIG --dataset data.csv``, Ludwig's way). A
             file without ``name`` is named after the file's stem.
+        search: the file must have a ``hyperopt`` section (``hpo sweep``); False: a file
+            without one is a model config trained once (``hpo train``, ``hpo validate``),
+            validated with :func:`train_only_search` in its place (``searched`` False).
 
     Raises:
-        ConfigError: unreadable file, invalid YAML, unknown key, bad value, or a parameter
-            path / range that does not fit the config. ``str(error)`` is one line.
+        ConfigError: unreadable file, invalid YAML, no ``hyperopt`` section when ``search``,
+            unknown key, bad value, or a parameter path / range that does not fit the
+            config. ``str(error)`` is one line.
     """
     path = Path(path)
     parsed = read_sweep_file(path)
@@ -212,12 +248,22 @@ def load_sweep(path: str | Path, dataset: str | Path | None = None) -> LoadedSwe
     if dataset is not None:
         ds = raw.get("dataset")
         raw = {**raw, "dataset": {**(ds if isinstance(ds, dict) else {}), "source": str(Path(dataset).resolve())}}
+    searched = raw.get("hyperopt") is not None
+    if not searched:  # the model is checked first: its errors are the real ones
+        raw = {**raw, "hyperopt": train_only_search(raw)}
     try:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:
         raise to_config_error(e, raw, marks, src) from None
+    if search and not searched:
+        raise ConfigError(
+            "a sweep needs a hyperopt section (the parameters it searches); this file has none",
+            source=src,
+            key="hyperopt",
+            fix=f"add e.g. '{SEARCH_EXAMPLE}', or train this config once with 'hpo train {path}'",
+        )
     _check_parameters(cfg, raw, marks, src)
-    return LoadedSweep(config=cfg, raw=raw, path=path, text=text, warnings=tuple(warnings))
+    return LoadedSweep(config=cfg, raw=raw, path=path, text=text, warnings=tuple(warnings), searched=searched)
 
 
 def resolve_trial_config(raw: RawMapping, params: Mapping[str, Any]) -> SweepConfig:

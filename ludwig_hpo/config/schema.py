@@ -11,12 +11,13 @@ parameter paths are checked by the loader through :mod:`ludwig_hpo.config.paths`
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ludwig_hpo.config.backend import BackendConfig
-from ludwig_hpo.config.base import KeyedValueError, _Base
+from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
 from ludwig_hpo.config.combiners import CombinerConfig
 from ludwig_hpo.config.defaults import DefaultsConfig, apply_feature_defaults
 from ludwig_hpo.config.features import InputFeature
@@ -93,6 +94,86 @@ def _raw_scheduler(data: Any) -> RawMapping:
     return sch if isinstance(sch, dict) else {}
 
 
+# ---------------------------------------------------------------------------- Ludwig's other models
+#: Every feature type Ludwig documents; a type among them that has no model here is "not
+#: supported yet" rather than an unknown tag.
+LUDWIG_FEATURE_TYPES = (
+    "binary",
+    "number",
+    "category",
+    "set",
+    "bag",
+    "sequence",
+    "text",
+    "timeseries",
+    "image",
+    "audio",
+    "date",
+    "h3",
+    "vector",
+)
+#: Ludwig's model types other than ``ecd`` (the one trained here).
+UNSUPPORTED_MODEL_TYPES = ("llm", "gbm")
+#: Top-level keys Ludwig documents for its LLM model type, which is not supported yet.
+LUDWIG_LLM_KEYS = (
+    "base_model",
+    "model_name",
+    "prompt",
+    "adapter",
+    "quantization",
+    "generation",
+    "generation_config",
+    "model_parameters",
+)
+
+
+def feature_tags(union: Any) -> frozenset[str]:
+    """The ``type`` tags of a tagged feature union (``InputFeature``, ``OutputFeature``). Pure."""
+    while typing.get_origin(union) is typing.Annotated:
+        union = typing.get_args(union)[0]
+    tags: set[str] = set()
+    for model in typing.get_args(union):
+        tags.update(typing.get_args(model.model_fields["type"].annotation))
+    return frozenset(tags)
+
+
+def _unsupported_first(data: Any) -> None:
+    """The errors that explain every other one of a Ludwig config made for another model (a
+    model type, a feature type or an LLM key this platform does not train yet), raised
+    before the rest of the file is validated, so they are reported first.
+
+    Raises:
+        RuleError: at the key, saying it is not supported yet.
+    """
+    if not isinstance(data, dict):
+        return
+    model_type = data.get("model_type")
+    if model_type in UNSUPPORTED_MODEL_TYPES:
+        raise RuleError(
+            f"model_type {model_type} is not supported yet",
+            path=("model_type",),
+            fix="only model_type: ecd (the default) trains here",
+        )
+    for section, union in (("input_features", InputFeature), ("output_features", OutputFeature)):
+        features = data.get(section)
+        known = feature_tags(union)
+        for i, f in enumerate(features if isinstance(features, list) else []):
+            kind = f.get("type") if isinstance(f, dict) else None
+            if kind in LUDWIG_FEATURE_TYPES and kind not in known:
+                raise RuleError(
+                    f"{section[:-9]} feature type {kind} is not supported yet",
+                    path=(section, i, "type"),
+                    fix=f"use one of {', '.join(sorted(known))}, or leave this feature out",
+                )
+    for key in LUDWIG_LLM_KEYS:
+        if key in data:
+            raise RuleError(
+                f"{key!r} (a key of Ludwig's model_type llm) is not supported yet",
+                path=(key,),
+                fix="remove it: only model_type: ecd trains here",
+            )
+
+
 # ---------------------------------------------------------------------------- root
 class SweepConfig(_Base):
     """A whole sweep file, validated. ``base_dir`` (not a key) is the sweep file's folder."""
@@ -113,6 +194,12 @@ class SweepConfig(_Base):
     preprocessing: GlobalPreprocessing | None = None
     model_type: Literal["ecd"] = "ecd"
     ludwig_version: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _supported_model(cls, data: Any) -> Any:
+        _unsupported_first(data)
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -20,7 +20,8 @@ def summary_metrics(result: SweepResult) -> dict[str, float]:
     ``best/<split>/<feature>/<metric>`` for each score of the best trial at its best epoch
     except the sweep's metric (``best/<metric>`` holds it already), and per re-evaluated
     configuration ``kfold/<rank>/mean``, ``kfold/<rank>/ci95`` (half-width of the 95 % t
-    interval; two folds at least) and ``kfold/<rank>/test``. Non-finite values are left out."""
+    interval; two folds at least) and ``kfold/<rank>/test``, and the best trial's scores on the
+    test split (``test/<feature>/<metric>``, ``test/combined/loss``). Non-finite values are left out."""
     from dashboards.kfold import t_interval
 
     out: dict[str, float] = {}
@@ -29,6 +30,7 @@ def summary_metrics(result: SweepResult) -> dict[str, float]:
         epoch = best_epoch(best)
         scores = next((h.metrics for h in best.history if h.epoch == epoch), {})
         out.update({layout.best_metric(k): float(v) for k, v in scores.items() if k != result.metric})
+    out.update({k: float(v) for k, v in result.test_scores.items() if k.startswith(layout.TEST_SCORE_PREFIX)})
     for kf in result.kfold:
         folds = [float(v) for v in kf.fold_scores if math.isfinite(v)]
         if folds:
@@ -74,6 +76,9 @@ def sweep_description(result: SweepResult) -> str:
         "|---|---|",
         *(f"| `{path}` | {_value(v)} |" for path, v in best.params.items()),
     ]
+    if result.test_scores:
+        lines += ["", "Its best weights on the test split:", "", "| score | value |", "|---|---|"]
+        lines += [f"| `{k}` | {_value(v)} |" for k, v in sorted(result.test_scores.items())]
     if result.kfold:
         k = max(len(kf.fold_scores) + kf.failed_folds for kf in result.kfold)
         lines += [

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.driver.console import say
+from ludwig_hpo.driver.holdout import on_test_split
 from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.results import SweepResult, TrialRecord
 from ludwig_hpo.results.records import STATUS_LABELS
@@ -68,11 +69,23 @@ def _where(console: Console, result: SweepResult, first: tuple[str, Path]) -> No
     say(console, f"mlflow:  {result.tracking_uri}{hint}")
 
 
+def _test_lines(console: Console, result: SweepResult) -> None:
+    """The best trial's scores on the test split: the sweep's metric first, then the others."""
+    if not result.test_scores:
+        return
+    key = on_test_split(result.metric)
+    first = f"{key} = {result.test_scores[key]:.6g}" if key in result.test_scores else "scores"
+    say(console, f"test split (best weights of trial {result.best_trial_id}): {first}")
+    for k, v in sorted(result.test_scores.items()):
+        if k != key:
+            say(console, f"  {k}: {v:.6g}")
+
+
 def print_sweep_summary(console: Console, result: SweepResult) -> bool:
     """What ``hpo sweep`` prints when the sweep ends: trial counts by state (completed, stopped
     early, failed, interrupted), why the search stopped early when it did, the best trial and
-    its parameters, the Pareto set, each k-fold configuration's mean and test score, and where
-    the report (when written), results and runs are. Driver process.
+    its parameters and its scores on the test split, the Pareto set, each k-fold configuration's
+    mean and test score, and where the report (when written), results and runs are. Driver process.
 
     Returns:
         False when no trial produced a result (only the counts are printed; the caller
@@ -93,6 +106,7 @@ def print_sweep_summary(console: Console, result: SweepResult) -> bool:
         say(console, f"pareto set on {', '.join(result.objectives)}: {', '.join(result.pareto_trial_ids)}")
     for k, v in best.params.items():
         say(console, f"  {k}: {v}")
+    _test_lines(console, result)
     for kf in result.kfold:
         mean = sum(kf.fold_scores) / len(kf.fold_scores) if kf.fold_scores else float("nan")
         test = f"{kf.test_score:.6g}" if kf.test_score is not None else "failed"
@@ -110,7 +124,7 @@ def print_sweep_summary(console: Console, result: SweepResult) -> bool:
 def print_train_summary(console: Console, result: SweepResult, cfg: SweepConfig) -> str | None:
     """What ``hpo train`` prints when its run ends: epochs, workers, strategy and precision,
     the metric's best (with its epoch) and last values, the last epoch's validation metrics,
-    and where the model, results and run are. Driver process.
+    the scores on the test split, and where the model, results and run are. Driver process.
 
     Returns:
         None, or why the run produced no model (``"training failed[: <error>]"``; nothing is
@@ -132,5 +146,6 @@ def print_train_summary(console: Console, result: SweepResult, cfg: SweepConfig)
         shown = {k: v for k, v in last.metrics.items() if k.startswith(("validation/", "train/combined"))}
         for k, v in sorted(shown.items()):
             say(console, f"  {k}: {v:.6g}")
+    _test_lines(console, result)
     _where(console, result, ("model:", SweepPaths(Path(result.output_dir)).best_model))
     return None

@@ -24,6 +24,7 @@ from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
 from ludwig_hpo.driver.console import activity, say
 from ludwig_hpo.driver.finish import finish_sweep
+from ludwig_hpo.driver.holdout import score_best_on_test
 from ludwig_hpo.driver.journal import JournalSink, read_journal
 from ludwig_hpo.driver.output import closing_parent_run, create_output, reopen_output
 from ludwig_hpo.driver.paths import KFOLD, SEARCH, Experiment
@@ -201,6 +202,7 @@ class Sweep:
             batch_cache_stats(run, cfg, self.console)
             ranked = rank_trials(search.records, self.sign)
             best = ranked[0] if ranked else None
+            test_scores: dict[str, float] = {}
             if best is not None:
                 export_best(
                     best,
@@ -212,6 +214,7 @@ class Sweep:
                     parent=output.parent,
                     console=self.console,
                 )
+                test_scores = score_best_on_test(best, self.loaded, prepared.data, paths, self.console)
             kfold: tuple[KFoldRecord, ...] = ()
             if cfg.kfold is not None and ranked:
                 top = distinct_top(ranked, cfg.kfold.top_k)
@@ -235,6 +238,7 @@ class Sweep:
             output_dir=str(paths.root),
             tracking_uri=output.store.uri,
             stop_reason=search.stop_reason,
+            test_scores=test_scores,
         )
         finish_sweep(output, result, best, self.cfg, self.console)
         output.enter("finished")

@@ -7,12 +7,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+#: What ``hpo validate`` says of a model config without a ``hyperopt`` section.
+TRAIN_ONLY = "valid for hpo train; a sweep needs a hyperopt section"
+
 
 def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     """The lines ``hpo validate`` prints: ``<file>: valid``, then the sweep's features and
     metric, the search, the data's rows per split, resources, executor, k-fold, the output
     folder and the MLflow store. Every check runs before any line is made, so "valid" is said
-    only of a file that passed them all.
+    only of a file that passed them all. A file without ``hyperopt`` (a Ludwig model config)
+    is checked as ``hpo train`` runs it: ``<file>: valid for hpo train; a sweep needs a
+    hyperopt section``, then the same lines but the search's (its folder: ``<name>-train``).
 
     Args:
         sweep_file: the sweep file (or a Ludwig config).
@@ -25,18 +30,21 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     from ludwig_hpo.config.describe import describe_search, describe_sweep
     from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
     from ludwig_hpo.driver.paths import choose_output_dir
+    from ludwig_hpo.driver.single_run import single_run_sweep
     from ludwig_hpo.execution.cluster import local_plan
     from ludwig_hpo.execution.executor import choose_executor
     from ludwig_hpo.tracking.resolve import resolve_tracking
 
-    loaded = load_sweep(sweep_file, dataset=dataset)
+    loaded = load_sweep(sweep_file, dataset=dataset, search=False)
+    if not loaded.searched:
+        loaded = single_run_sweep(loaded)
     cfg = loaded.config
     pbt = None
     if cfg.hyperopt.scheduler.type == "pbt":
         from ludwig_hpo.search.schedulers import pbt_checkpoints
 
         pbt = pbt_checkpoints(cfg.hyperopt)
-    lines = [*describe_sweep(cfg), *describe_search(cfg, pbt_checkpoints=pbt)]
+    lines = [*describe_sweep(cfg), *(describe_search(cfg, pbt_checkpoints=pbt) if loaded.searched else [])]
     data = prepare(
         load_dataframe(cfg.dataset.source, loaded.base_dir), cfg, dataset_folder(cfg.dataset.source, loaded.base_dir)
     )
@@ -56,4 +64,8 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     results = choose_output_dir(loaded, None)
     lines.append(f"results: {results}")
     lines.append(f"mlflow: {resolve_tracking(cfg.tracking, cfg.name, os.environ, results).describe()}")
-    return [f"{sweep_file}: valid", *(f"warning: {w}" for w in loaded.warnings), *lines]
+    return [
+        f"{sweep_file}: {'valid' if loaded.searched else TRAIN_ONLY}",
+        *(f"warning: {w}" for w in loaded.warnings),
+        *lines,
+    ]

@@ -92,5 +92,7 @@ def read_result(path: Path) -> SweepResult:
             "objectives": tuple(d.get("objectives", ())),
             "pareto_trial_ids": tuple(d.get("pareto_trial_ids", ())),
             "stop_reason": d.get("stop_reason"),  # absent from files of sweeps that ran every trial
+            # absent from files written before the best trial was scored on the test split
+            "test_scores": {k: _number(v) for k, v in d.get("test_scores", {}).items()},
         }
     )

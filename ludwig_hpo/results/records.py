@@ -171,6 +171,9 @@ class SweepResult:
         pareto_trial_ids: trials not dominated on ``objectives`` (by their last epoch).
         stop_reason: why the search ended before running every planned trial (e.g.
             ``"time budget reached after 3 of 8 trials"``), None when it ran them all.
+        test_scores: the best trial's best weights scored on the test split, as Ludwig scores
+            each trial's model on its test set: ``{"test/<feature>/<metric>": value}``
+            (``test/combined/loss`` too); empty without a test split or saved weights.
     """
 
     name: str
@@ -186,3 +189,4 @@ class SweepResult:
     objectives: tuple[str, ...] = ()
     pareto_trial_ids: tuple[str, ...] = ()
     stop_reason: str | None = None
+    test_scores: dict[str, float] = field(default_factory=dict)

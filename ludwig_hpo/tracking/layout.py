@@ -110,6 +110,9 @@ KFOLD_METRIC_PREFIX: Final = "kfold/"
 KFOLD_MEAN: Final = "mean"
 KFOLD_CI95: Final = "ci95"
 KFOLD_TEST_SCORE: Final = "test"
+#: ``test/<feature>/<metric>`` and ``test/combined/loss`` (step 0): the best trial's best weights
+#: scored on the test split (the epoch report's score keys of the split ``test``).
+TEST_SCORE_PREFIX: Final = "test/"
 BATCH_SIZE_CACHE_HITS_METRIC: Final = "batch_size_cache_hits"
 BATCH_SIZE_CACHE_LOOKUPS_METRIC: Final = "batch_size_cache_lookups"
 #: The sweep's wall time in seconds as the sweep measured it (``results.json``'s ``wall_time_s``,

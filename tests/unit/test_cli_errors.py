@@ -139,3 +139,47 @@ def test_hpo_ui_on_a_taken_port_is_one_line_exit_2(tmp_path):
         res = CliRunner().invoke(app, ["ui", str(tmp_path), "--port", str(port)])
     assert res.exit_code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in res.output and "--port" in res.output
+
+
+# ---------------------------------------------------------------------------- Ludwig model configs
+MODEL = """\
+input_features:
+  - {name: alcohol, type: number}
+output_features:
+  - {name: kind, type: category}
+"""
+
+
+def test_a_sweep_of_a_model_config_says_in_one_line_what_to_add(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.yaml").write_text(MODEL)
+    code, err = _run("sweep", "model.yaml", "--dataset", str(_csv(tmp_path, 60)))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "hyperopt: a sweep needs a hyperopt section" in err
+    assert "hyperopt: {parameters: {trainer.learning_rate: {space: loguniform" in err and "hpo train model.yaml" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "model.yaml"]
+
+
+def test_hpo_train_takes_dataset_and_names_a_missing_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.yaml").write_text(MODEL)
+    code, err = _run("train", "model.yaml")
+    assert code == 2 and "dataset: required key is missing" in err and "--dataset data.csv" in err
+    code, err = _run("train", "model.yaml", "--dataset", "nope.csv")
+    assert code == 2 and "nope.csv" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["sweep", "train", "validate"])
+@pytest.mark.parametrize("flag", ["--training_set", "--validation-set", "--test_set"])
+def test_ludwigs_separate_split_files_are_one_line_not_supported_yet(tmp_path, command, flag):
+    (tmp_path / "model.yaml").write_text(MODEL)
+    code, err = _run(command, str(tmp_path / "model.yaml"), flag, "x.csv")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "separate split files are not supported yet" in err and "--dataset" in err
+
+
+def test_hpo_train_of_an_llm_config_names_its_model_type_first(tmp_path):
+    text = "model_type: llm\nbase_model: some/model\nadapter: {type: lora}\n" + MODEL.replace("number", "text")
+    (tmp_path / "llm.yaml").write_text(text)
+    code, err = _run("train", str(tmp_path / "llm.yaml"), "--dataset", "x.csv")
+    assert code == 2 and "model_type: model_type llm is not supported yet" in err

@@ -176,7 +176,7 @@ CASES = [
     ("bad-sweep-name", edit(("name: tiny", "name: a/b")), "name", "must be letters, digits", "1:1"),
     (
         "unknown-feature-type",
-        edit(("{name: size, type: number}", "{name: size, type: text}")),
+        edit(("{name: size, type: number}", "{name: size, type: numeric}")),
         "input_features[size]",
         "does not match any of the expected tags",
         "6:5",
@@ -210,7 +210,7 @@ CASES = [
             ("metric: loss", "metric: accuracy"),
         ),
         "hyperopt.metric",
-        "'accuracy' is not reported for a number output; use one of ['loss', 'mae']",
+        "'accuracy' is not reported for a number output; use one of ['loss', 'mae'",
         "14:3",
     ),
     (
@@ -318,9 +318,9 @@ CASES = [
     ),
     (
         "category-not-in-schema",
-        param("trainer.optimizer.type: {space: choice, categories: [adam, rmsprop]}"),
+        param("trainer.optimizer.type: {space: choice, categories: [adam, rmsprops]}"),
         'hyperopt.parameters."trainer.optimizer.type"',
-        "value 'rmsprop' is invalid for trainer.optimizer.type",
+        "value 'rmsprops' is invalid for trainer.optimizer",
         "18:5",
     ),
     (
@@ -384,7 +384,7 @@ def test_did_you_mean_nested(tmp_path):
 
 def test_unknown_key_without_close_match_lists_allowed_keys(tmp_path):
     err = load_error(write(tmp_path, edit(("  learning_rate: 0.01", "  zzz: 0.01"))))
-    assert err.fix.startswith("remove it (allowed keys: batch_size, epochs, eval_batch_size")
+    assert err.fix.startswith("remove it (allowed keys: batch_size, ") and ", epochs, " in err.fix
 
 
 def test_parameter_errors_say_how_to_fix(tmp_path):
@@ -490,3 +490,69 @@ def test_parameters_that_cannot_be_searched_or_do_not_fit_the_field(tmp_path, li
 )
 def test_odd_yaml_is_a_config_error_not_a_traceback(tmp_path, text, message):
     assert message in load_error(write(tmp_path, text)).message
+
+
+# ---------------------------------------------------------------------------- Ludwig model configs
+#: BASE without its name, dataset and hyperopt section: a Ludwig model config.
+MODEL = BASE.split("hyperopt:")[0].replace("name: tiny\ndataset:\n  source: sklearn:digits\n", "")
+
+
+def test_a_model_config_without_hyperopt_loads_for_training_alone(tmp_path):
+    loaded = load_sweep(write(tmp_path, MODEL, "my model.yaml"), dataset=tmp_path / "rows.csv", search=False)
+    assert not loaded.searched
+    assert loaded.config.name == "my-model"
+    assert loaded.config.dataset.source == str((tmp_path / "rows.csv").resolve())
+    hp = loaded.config.hyperopt  # one point: the configured learning rate, Ludwig's combined loss
+    assert hp.metric_key == "validation/combined/loss" and hp.goal == "minimize"
+    assert list(hp.parameters) == ["trainer.learning_rate"] and hp.num_trials == 1
+    assert hp.parameters["trainer.learning_rate"].probe_values() == [0.01]
+
+
+def test_a_sweep_of_a_file_without_hyperopt_says_what_to_add(tmp_path):
+    from ludwig_hpo.config.loader import SEARCH_EXAMPLE
+
+    err = load_error(write(tmp_path, MODEL + "dataset: {source: sklearn:digits}\n"))
+    assert err.key == "hyperopt" and "a sweep needs a hyperopt section" in err.message
+    assert SEARCH_EXAMPLE in err.fix and "hpo train" in err.fix
+    assert len(str(err).splitlines()) == 1
+    assert load_sweep(write(tmp_path, BASE)).searched  # a sweep file is searched
+
+
+def test_the_model_is_checked_before_the_missing_hyperopt_section(tmp_path):
+    err = load_error(write(tmp_path, MODEL.replace("epochs: 4", "epochs: ten") + "dataset: {source: x.csv}\n"))
+    assert err.key == "trainer.epochs"
+
+
+@pytest.mark.parametrize("kind", ["llm", "gbm"])
+def test_another_model_type_is_the_first_error_not_its_unknown_keys(tmp_path, kind):
+    text = f"model_type: {kind}\n" + BASE + "adapter: {type: lora}\nbase_model: x\nprompt: {template: hi}\n"
+    err = load_error(write(tmp_path, text))
+    assert (err.key, err.message) == ("model_type", f"model_type {kind} is not supported yet")
+    assert err.source.endswith(":1:1")
+
+
+def test_model_type_ecd_and_ludwig_version_are_accepted(tmp_path):
+    cfg = load_sweep(write(tmp_path, "model_type: ecd\nludwig_version: 0.10.4\n" + BASE)).config
+    assert cfg.model_type == "ecd"
+
+
+@pytest.mark.parametrize("key", ["base_model", "prompt", "adapter", "quantization", "generation"])
+def test_a_ludwig_llm_key_is_named_as_not_supported_yet(tmp_path, key):
+    err = load_error(write(tmp_path, BASE + f"{key}: {{x: 1}}\nbogus_key: 1\n"))
+    assert err.key == key and "not supported yet" in err.message
+
+
+@pytest.mark.parametrize("section", ["input_features", "output_features"])
+def test_an_unsupported_feature_type_comes_before_unknown_keys(tmp_path, section):
+    text = edit(
+        ("  learning_rate: 0.01\n", "  learning_rate: 0.01\n  not_a_trainer_key: 1\n"),
+        (f"{section}:\n", f"{section}:\n  - {{name: review, type: text, encoder: {{type: parallel_cnn}}}}\n"),
+    )
+    err = load_error(write(tmp_path, text + "unknown_top: 1\n"))
+    assert err.key.startswith(f"{section}[review]") and "text is not supported yet" in err.message
+
+
+def test_a_model_config_is_scored_as_its_trainer_selects_the_best_epoch(tmp_path):
+    text = MODEL.replace("  epochs: 4\n", "  epochs: 4\n  validation_field: label\n  validation_metric: accuracy\n")
+    hp = load_sweep(write(tmp_path, text), dataset="rows.csv", search=False).config.hyperopt
+    assert (hp.metric_key, hp.goal) == ("validation/label/accuracy", "maximize")

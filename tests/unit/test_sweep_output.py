@@ -126,3 +126,83 @@ def test_a_journal_of_an_older_version_ends_an_early_stopped_trial_as_finished(o
         assert tags[layout.STOPPED_BY_TAG] == layout.STOPPED_BY_SCHEDULER
     finally:
         seen.store.close()
+
+
+# ---------------------------------------------------------------------------- the test split
+def _finished(tmp_path, test_scores):
+    from ludwig_hpo.results import EpochRecord, SweepResult, TrialRecord
+
+    best = TrialRecord("t1", "FINISHED", {"trainer.learning_rate": 0.01}, 0.9, 0.9, history=(EpochRecord(1, 0.9, {}),))
+    return SweepResult(
+        name="s",
+        metric="validation/y/accuracy",
+        goal="maximize",
+        parameters=(),
+        trials=(best,),
+        best_trial_id="t1",
+        output_dir=str(tmp_path),
+        test_scores=test_scores,
+    )
+
+
+def test_the_best_trials_test_scores_reach_results_json_the_parent_run_and_the_console(tmp_path):
+    from ludwig_hpo.driver.outcome import summary_metrics, sweep_description
+    from ludwig_hpo.driver.summary import print_sweep_summary
+    from ludwig_hpo.results.io import read_result, write_result
+
+    scores = {"test/y/accuracy": 0.75, "test/y/loss": 0.5, "test/combined/loss": 0.5}
+    result = _finished(tmp_path, scores)
+    write_result(result, tmp_path / "results.json")
+    assert read_result(tmp_path / "results.json").test_scores == scores
+    assert {k: summary_metrics(result)[k] for k in scores} == scores
+    assert "| `test/y/accuracy` | 0.75 |" in sweep_description(result)
+    console = Console(file=io.StringIO(), width=200)
+    assert print_sweep_summary(console, result)
+    text = console.file.getvalue()
+    assert "test split (best weights of trial t1): test/y/accuracy = 0.75" in text
+    assert "  test/y/loss: 0.5" in text
+
+
+def test_results_json_of_an_older_version_reads_without_test_scores(tmp_path):
+    from ludwig_hpo.results.io import read_result, write_result
+
+    write_result(_finished(tmp_path, {}), tmp_path / "results.json")
+    d = json.loads((tmp_path / "results.json").read_text())
+    del d["test_scores"]
+    (tmp_path / "results.json").write_text(json.dumps(d))
+    assert read_result(tmp_path / "results.json").test_scores == {}
+
+
+def test_the_best_weights_are_scored_on_the_test_rows_as_the_trainer_scores_them(tmp_path):
+    """The driver's test score is the trial's evaluation of the exported weights on the test split."""
+    import torch
+
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.data import load_dataframe, prepare
+    from ludwig_hpo.driver.holdout import score_best_on_test
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.results import TrialRecord
+    from ludwig_hpo.train.data import DeviceData
+    from ludwig_hpo.train.evaluate import evaluate
+
+    from ..conftest import SWEEPS
+
+    loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
+    best = TrialRecord("t1", "FINISHED", {"trainer.learning_rate": 0.01, "combiner.output_size": 8}, 0.9, 0.9)
+    from ludwig_hpo.config.loader import resolve_trial_config
+
+    cfg = resolve_trial_config(loaded.raw, best.params)
+    data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta)
+    paths = SweepPaths(tmp_path)
+    paths.best_model.mkdir()
+    torch.save({"state_dict": model.state_dict(), "epoch": 1}, paths.best_weights)
+    console = Console(file=io.StringIO())
+    scores = score_best_on_test(best, loaded, data, paths, console)
+    want = evaluate(model, cfg, DeviceData(data, torch.device("cpu")), data.splits["test"], "test", 64)
+    assert set(scores) == set(want) and "test/malignant/roc_auc" in scores and "test/combined/loss" in scores
+    assert scores == pytest.approx(want)
+    paths.best_weights.unlink()  # nothing exported: nothing scored, and the console says so
+    assert score_best_on_test(best, loaded, data, paths, console) == {}
+    assert "no weights of the best trial t1" in console.file.getvalue()

@@ -1,0 +1,55 @@
+"""The best trial scored on the test split, as Ludwig's hyperopt scores each trial's model on
+its test set: the best weights ``best_model/model.pt`` holds, rebuilt with the best trial's
+configuration and evaluated on the test rows in the driver (CPU, one process). Driver only,
+after the best model's export."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from ludwig_hpo.config.loader import LoadedSweep
+from ludwig_hpo.data import PreparedData
+from ludwig_hpo.driver.console import say
+from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.results import TrialRecord
+from ludwig_hpo.tracking import layout
+
+#: Rows per forward pass when ``trainer.eval_batch_size`` is ``auto`` (the driver tunes nothing).
+EVAL_BATCH_SIZE = 512
+
+
+def on_test_split(metric: str) -> str:
+    """The test split's key of a ``<split>/<feature>/<metric>`` score: ``test/<feature>/<metric>``."""
+    return layout.TEST_SCORE_PREFIX + metric.split("/", 1)[-1]
+
+
+def score_best_on_test(
+    best: TrialRecord, loaded: LoadedSweep, data: PreparedData, paths: SweepPaths, console: Console
+) -> dict[str, float]:
+    """``{"test/<feature>/<metric>": value}`` (and ``test/combined/loss``) of the best trial's
+    exported best weights on the test split; empty when the split has no rows or no weights
+    were exported (a line says why).
+
+    Raises:
+        Exception: the model cannot be rebuilt from its weights (a bug, not a user mistake).
+    """
+    import torch
+
+    from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.train.data import DeviceData
+    from ludwig_hpo.train.evaluate import evaluate
+
+    rows = data.splits.get("test")
+    if rows is None or len(rows) == 0:
+        say(console, "test split: no rows; the best trial is not scored on it")
+        return {}
+    if not paths.best_weights.is_file():
+        say(console, f"test split: no weights of the best trial {best.trial_id}; it is not scored on it")
+        return {}
+    cfg = resolve_trial_config(loaded.raw, best.params)
+    model = build_model(cfg, data.meta)
+    model.load_state_dict(torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
+    size = cfg.trainer.eval_batch_size
+    batch = size if isinstance(size, int) else EVAL_BATCH_SIZE
+    return evaluate(model, cfg, DeviceData(data, torch.device("cpu")), rows, "test", batch)
