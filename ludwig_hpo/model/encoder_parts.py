@@ -109,7 +109,11 @@ class Conv1DLayer(nn.Module):
         super().__init__()
         k, stride, dil = int(spec["filter_size"]), int(spec.get("strides", 1)), int(spec.get("dilation_rate", 1))
         same = spec.get("padding", "same") == "same"
-        pad: int | str = "same" if same and stride == 1 else (((k - 1) * dil) // 2 if same else 0)
+        # "same" as torch computes it (left: half the total, right: the rest), padded by hand so
+        # an even filter width pads without torch's copy warning
+        total = dil * (k - 1) if same else 0
+        self.same_pad = (total // 2, total - total // 2) if same and stride == 1 else None
+        pad = 0 if self.same_pad is not None else (total // 2 if same else 0)
         n = int(spec["num_filters"])
         self.conv = nn.Conv1d(
             in_channels, n, k, stride=stride, padding=pad, dilation=dil, bias=bool(spec.get("use_bias", True))
@@ -124,7 +128,7 @@ class Conv1DLayer(nn.Module):
         self.pool = (int(size), int(spec.get("pool_strides") or size)) if size else None
         self.pool_same = spec.get("pool_padding", "same") == "same"
         self.pool_avg = spec.get("pool_function", "max") in ("average", "avg", "mean")
-        out = length if pad == "same" else (length + 2 * int(pad) - dil * (k - 1) - 1) // stride + 1
+        out = length if self.same_pad is not None else (length + 2 * pad - dil * (k - 1) - 1) // stride + 1
         if self.pool is not None:
             p, s = self.pool
             out = math.ceil(out / s) if self.pool_same else (out - p) // s + 1
@@ -134,7 +138,8 @@ class Conv1DLayer(nn.Module):
         self.output_size = n
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.conv(x.transpose(1, 2))
+        h = x.transpose(1, 2)
+        h = self.conv(F.pad(h, self.same_pad) if self.same_pad is not None else h)
         if self.batch_norm is not None:
             h = self.batch_norm(h)
         if self.layer_norm is not None:
