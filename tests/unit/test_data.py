@@ -176,7 +176,10 @@ def breast_cancer(tmp_path_factory):
 
 def test_prepare_zscore_fitted_on_train_only(breast_cancer, make_config):
     cfg = make_config(
-        [{"name": n, "type": "number"} for n in NUMBERS], [{"name": "malignant", "type": "binary"}], kfold={"k": 3}
+        [{"name": n, "type": "number"} for n in NUMBERS],
+        [{"name": "malignant", "type": "binary"}],
+        kfold={"k": 3},
+        dataset={"source": "sklearn:breast_cancer", "split": {"train": 0.7, "validation": 0.15, "test": 0.15}},
     )
     data = prepare(breast_cancer, cfg)
     train, val = data.splits["train"], data.splits["validation"]
@@ -185,7 +188,7 @@ def test_prepare_zscore_fitted_on_train_only(breast_cancer, make_config):
         x = data.inputs[name]
         assert x.shape == (569, 1) and x.dtype == np.float32
         assert x[train].mean() == pytest.approx(0.0, abs=1e-5)
-        assert x[train].std() == pytest.approx(1.0, abs=1e-4)
+        assert x[train].std(ddof=1) == pytest.approx(1.0, abs=1e-4), "pandas' (and Ludwig's) standard deviation"
         assert abs(x[val].mean()) > 1e-4, "validation rows are scaled with the training statistics"
         stats = data.meta[name].stats
         assert stats["mean"] == pytest.approx(breast_cancer[name].iloc[train].mean())
@@ -212,12 +215,12 @@ def test_prepare_minmax_and_none(breast_cancer, make_config):
     np.testing.assert_allclose(data.inputs["mean_area"][:, 0], breast_cancer["mean_area"], rtol=1e-6)
 
 
-def test_prepare_missing_numbers_filled_with_train_mean(make_config):
+def test_prepare_missing_numbers_filled_with_ludwigs_default_zero(make_config):
     df = pd.DataFrame({"x": [1.0, np.nan] * 20, "y": [0, 1] * 20})
     cfg = make_config(
-        [{"name": "x", "type": "number", "preprocessing": {"normalization": "none"}}], [{"name": "y", "type": "binary"}]
+        [{"name": "x", "type": "number", "preprocessing": {"normalization": None}}], [{"name": "y", "type": "binary"}]
     )
-    assert np.all(prepare(df, cfg).inputs["x"] == 1.0)
+    assert prepare(df, cfg).inputs["x"][:, 0].tolist() == [1.0, 0.0] * 20
 
 
 @pytest.fixture
@@ -273,7 +276,7 @@ def test_prepare_binary_from_strings(mixed_frame, make_config):
 def test_prepare_binary_two_arbitrary_labels(make_config):
     df = pd.DataFrame({"x": range(40), "y": ["cat", "dog"] * 20})
     data = prepare(df, make_config([{"name": "x", "type": "number"}], [{"name": "y", "type": "binary"}]))
-    assert data.targets["y"].tolist() == [0.0, 1.0] * 20, "the sorted second label is positive"
+    assert data.targets["y"].tolist() == [1.0, 0.0] * 20, "Ludwig's fallback true label: the sorted first"
 
 
 def test_prepare_number_target_and_image_input(make_config):
@@ -327,8 +330,6 @@ def test_prepare_single_class_target(make_config, out_type):
             [{"name": "x", "type": "binary"}],
             "needs 2 distinct values",
         ),
-        ({"x": [1, None] * 10, "y": [0, 1] * 10}, [{"name": "x", "type": "binary"}], "missing values in a binary"),
-        ({"x": [1.0] * 20, "y": [0, None] * 10}, [{"name": "x", "type": "number"}], "rows have no target value"),
     ],
 )
 def test_prepare_bad_columns(make_config, frame, inputs, message):

@@ -51,12 +51,12 @@ def test_line_numbers_count_quoted_line_breaks_and_skip_blank_lines(tmp_path, ma
 
 
 def test_a_parquet_file_names_1_based_data_rows(tmp_path, make_config):
-    df = _frame()
-    df.loc[[0, 9, 10, 11, 30], "y"] = None
+    df = _frame().assign(y=["no", "yes"] * 20)
+    df.loc[[9, 10, 11, 30], "y"] = "maybe"
     df.to_parquet(tmp_path / "data.parquet")
     err = _error(tmp_path / "data.parquet", make_config)
     assert err.source == str(tmp_path / "data.parquet") and err.key == "output_features[y]"
-    assert err.message == "column 'y': 5 rows have no target value (data rows 1, 10, 11 and 2 more)"
+    assert err.message.endswith("(data row 10 holds 'maybe')")
 
 
 def test_a_tsv_file_names_lines(tmp_path, make_config):
@@ -69,13 +69,13 @@ def test_a_tsv_file_names_lines(tmp_path, make_config):
     )
 
 
-def test_a_binary_column_with_missing_values_names_its_lines(tmp_path, make_config):
-    df = _frame().assign(b=["t", "f"] * 20)
-    df.loc[7, "b"] = None
+def test_a_binary_column_with_a_third_value_names_its_line(tmp_path, make_config):
+    df = _frame().assign(b=["cat", "dog"] * 20)
+    df.loc[7, "b"] = "cow"
     df.to_csv(tmp_path / "data.csv", index=False)
     err = _error(tmp_path / "data.csv", make_config, inputs=[{"name": "b", "type": "binary"}])
     assert err.source == str(tmp_path / "data.csv")
-    assert err.message == "column 'b': 1 missing values in a binary column (line 9)"
+    assert err.message.endswith("(line 9 holds 'cow')")
 
 
 def test_a_bundled_dataset_is_named_too(make_config):
@@ -106,8 +106,13 @@ def test_filled_values_are_recorded_and_said(make_config):
             "y": [0, 1] * 20,
         }
     )
+    mean = {"missing_value_strategy": "fill_with_mean"}
     cfg = make_config(
-        [{"name": "x1", "type": "number"}, {"name": "x2", "type": "number"}, {"name": "c", "type": "category"}],
+        [
+            {"name": "x1", "type": "number"},
+            {"name": "x2", "type": "number", "preprocessing": mean},
+            {"name": "c", "type": "category"},
+        ],
         BINARY_Y,
     )
     data = prepare(df, cfg)
@@ -146,7 +151,7 @@ def test_hpo_validate_says_which_missing_values_it_filled(tmp_path):
     )
     result = CliRunner().invoke(app, ["validate", str(tmp_path / "sweep.yaml")])
     assert result.exit_code == 0, result.output
-    assert "data: 3 missing values in x2 filled with the training mean (" in result.stdout
+    assert "data: 3 missing values in x2 filled with 0\n" in result.stdout, "Ludwig's default: fill_value 0.0"
 
 
 def test_both_missing_value_refusals_share_one_message_shape():
