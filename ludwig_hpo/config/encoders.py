@@ -9,9 +9,9 @@ date and h3 encoders in :mod:`~ludwig_hpo.config.encoders_structured`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ludwig_hpo.config.base import RuleError, _Base
 from ludwig_hpo.config.combiners import Activation, FCLayerConfig
@@ -111,3 +111,44 @@ class StackedCNNEncoder(_Base):
     kernel_size: int = Field(default=3, ge=1, le=7)
     dropout: float = Field(default=0.0, ge=0, lt=1)
     output_size: int = Field(default=64, ge=1, le=4096)
+
+
+class _Unsupported(_Base):
+    """An encoder Ludwig has that this platform does not build yet: refused in one line."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    _supported: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse(cls, data: Any) -> Any:
+        kind = data.get("type") if isinstance(data, dict) else data
+        raise RuleError(f"encoder type {kind!r} {NOT_YET}", fix=f"use {cls._supported}")
+
+
+class UnsupportedImageEncoder(_Unsupported):
+    """Ludwig's pretrained and other image encoders (RGB and more vision come later)."""
+
+    type: Literal[
+        "resnet",
+        "vit",
+        "mlp_mixer",
+        "unet",
+        "alexnet",
+        "convnext",
+        "densenet",
+        "efficientnet",
+        "googlenet",
+        "inceptionv3",
+        "maxvit",
+        "mnasnet",
+        "mobilenetv2",
+        "mobilenetv3",
+        "regnet",
+        "shufflenet_v2",
+        "squeezenet",
+        "swin_transformer",
+        "vgg",
+        "wide_resnet",
+    ]
+    _supported: ClassVar[str] = "stacked_cnn"

@@ -9,12 +9,20 @@ frozen; no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ludwig_hpo.config.base import RuleError, _Base
-from ludwig_hpo.config.encoders import NOT_YET, Activation, FCFields, FCLayerConfig, Initializer, _no_pretrained
+from ludwig_hpo.config.encoders import (
+    NOT_YET,
+    Activation,
+    FCFields,
+    FCLayerConfig,
+    Initializer,
+    _no_pretrained,
+    _Unsupported,
+)
 
 #: Ludwig's recurrent cell names (the ``block`` / ``cudnn`` / ``ln`` variants are torch's LSTM and GRU).
 CellType = Literal["rnn", "lstm", "lstm_block", "ln", "lstm_cudnn", "gru", "gru_block", "gru_cudnn"]
@@ -163,3 +171,10 @@ class RNNEncoder(_Embedding, FCFields):
         if v not in ("tanh", "relu"):
             raise RuleError(f"activation {v!r} of a recurrent cell {NOT_YET}", fix="use tanh or relu")
         return v
+
+
+class UnsupportedSequenceEncoder(_Unsupported):
+    """Ludwig's ``stacked_parallel_cnn``, ``cnnrnn`` and ``transformer`` sequence encoders."""
+
+    type: Literal["stacked_parallel_cnn", "cnnrnn", "transformer"]
+    _supported: ClassVar[str] = "embed, parallel_cnn, stacked_cnn, rnn or passthrough"

@@ -18,6 +18,7 @@ from ludwig_hpo.config.encoders import (
     EmbedEncoder,
     PassthroughEncoder,
     StackedCNNEncoder,
+    UnsupportedImageEncoder,
 )
 from ludwig_hpo.config.encoders_sequence import (
     ParallelCNNEncoder,
@@ -25,6 +26,7 @@ from ludwig_hpo.config.encoders_sequence import (
     SequenceEmbedEncoder,
     SequencePassthroughEncoder,
     SequenceStackedCNNEncoder,
+    UnsupportedSequenceEncoder,
 )
 from ludwig_hpo.config.encoders_structured import (
     DateEmbedEncoder,
@@ -60,18 +62,50 @@ CategoryEncoder = Annotated[
     Field(discriminator="type"),
 ]
 SequenceEncoder = Annotated[
-    Union[SequenceEmbedEncoder, ParallelCNNEncoder, SequenceStackedCNNEncoder, RNNEncoder, SequencePassthroughEncoder],
+    Union[
+        SequenceEmbedEncoder,
+        ParallelCNNEncoder,
+        SequenceStackedCNNEncoder,
+        RNNEncoder,
+        SequencePassthroughEncoder,
+        UnsupportedSequenceEncoder,
+    ],
     Field(discriminator="type"),
 ]
 TimeseriesEncoder = Annotated[
-    Union[ParallelCNNEncoder, SequenceStackedCNNEncoder, RNNEncoder, SequencePassthroughEncoder, DenseEncoder],
+    Union[
+        ParallelCNNEncoder,
+        SequenceStackedCNNEncoder,
+        RNNEncoder,
+        SequencePassthroughEncoder,
+        DenseEncoder,
+        UnsupportedSequenceEncoder,
+    ],
     Field(discriminator="type"),
 ]
+ImageEncoder = Annotated[Union[StackedCNNEncoder, UnsupportedImageEncoder], Field(discriminator="type")]
 DateEncoder = Annotated[Union[DateEmbedEncoder, DateWaveEncoder], Field(discriminator="type")]
 H3Encoder = Annotated[Union[H3EmbedEncoder, H3WeightedSumEncoder, H3RNNEncoder], Field(discriminator="type")]
 
 
-class NumberInputFeature(_Feature):
+class _Input(_Feature):
+    """What every input feature has besides its name and column: Ludwig's ``tied`` (sharing
+    another feature's encoder weights) is not supported yet."""
+
+    tied: str | None = None
+
+    @field_validator("tied")
+    @classmethod
+    def _not_tied(cls, v: str | None) -> str | None:
+        if v is not None:
+            raise RuleError(
+                f"tied (sharing the encoder of {v!r}) is not supported yet",
+                fix="remove tied: each feature gets its own encoder",
+            )
+        return v
+
+
+class NumberInputFeature(_Input):
     """A numeric column, fed as (batch, 1) floats after ``preprocessing``."""
 
     type: Literal["number"]
@@ -80,7 +114,7 @@ class NumberInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("passthrough"))
 
 
-class BinaryInputFeature(_Feature):
+class BinaryInputFeature(_Input):
     """A column of two distinct values, fed as (batch, 1) floats of 0 and 1."""
 
     type: Literal["binary"]
@@ -89,7 +123,7 @@ class BinaryInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("passthrough"))
 
 
-class CategoryInputFeature(_Feature):
+class CategoryInputFeature(_Input):
     """A column of classes, fed as (batch,) ids (0 for a class unseen in the training split)."""
 
     type: Literal["category"]
@@ -98,16 +132,16 @@ class CategoryInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("dense"))
 
 
-class ImageInputFeature(_Feature):
+class ImageInputFeature(_Input):
     """A column of image files or arrays, fed as (batch, height, width) floats after ``preprocessing``."""
 
     type: Literal["image"]
-    encoder: StackedCNNEncoder = StackedCNNEncoder()
+    encoder: ImageEncoder = StackedCNNEncoder()
     preprocessing: ImagePreprocessing = ImagePreprocessing()
     _fill = field_validator("encoder", mode="before")(default_type("stacked_cnn"))
 
 
-class SetInputFeature(_Feature):
+class SetInputFeature(_Input):
     """A column of token strings, fed as (batch, vocabulary) multi-hot floats (index 0: unknown tokens)."""
 
     type: Literal["set"]
@@ -116,7 +150,7 @@ class SetInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("embed"))
 
 
-class BagInputFeature(_Feature):
+class BagInputFeature(_Input):
     """A column of token strings, fed as (batch, vocabulary) token counts (index 0: unknown tokens)."""
 
     type: Literal["bag"]
@@ -125,7 +159,7 @@ class BagInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("embed"))
 
 
-class VectorInputFeature(_Feature):
+class VectorInputFeature(_Input):
     """A column of equal-length number lists, fed as (batch, size) floats."""
 
     type: Literal["vector"]
@@ -134,7 +168,7 @@ class VectorInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("dense"))
 
 
-class TimeseriesInputFeature(_Feature):
+class TimeseriesInputFeature(_Input):
     """A column of number series, fed as (batch, length) floats, padded with ``padding_value``."""
 
     type: Literal["timeseries"]
@@ -143,7 +177,7 @@ class TimeseriesInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("parallel_cnn"))
 
 
-class DateInputFeature(_Feature):
+class DateInputFeature(_Input):
     """A column of dates, fed as (batch, 9) ints: year, month, day, weekday, day of the year,
     hour, minute, second, second of the day (Ludwig's components)."""
 
@@ -153,7 +187,7 @@ class DateInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("embed"))
 
 
-class SequenceInputFeature(_Feature):
+class SequenceInputFeature(_Input):
     """A column of token strings, fed as (batch, length) token ids (0: padding, 1: unknown)."""
 
     type: Literal["sequence"]
@@ -162,7 +196,7 @@ class SequenceInputFeature(_Feature):
     _fill = field_validator("encoder", mode="before")(default_type("embed"))
 
 
-class H3InputFeature(_Feature):
+class H3InputFeature(_Input):
     """A column of h3 cell indexes, fed as (batch, 19) ints: mode, edge, resolution, base cell
     and 15 child digits (7 past the cell's resolution), Ludwig's components."""
 

@@ -211,3 +211,24 @@ def test_attention_reduction_and_unknown_tokenizers_are_refused_as_not_supported
         _feature("sequence", None, preprocessing={"tokenizer": "hf_tokenizer"})
     with pytest.raises(ValidationError, match="missing_value_strategy 'bfill' is not supported yet"):
         _feature("set", None, preprocessing={"missing_value_strategy": "bfill"})
+
+
+@pytest.mark.parametrize(
+    ("raw", "line"),
+    [
+        (
+            {"type": "sequence", "encoder": {"type": "transformer", "num_heads": 4}},
+            "encoder type 'transformer' is not supported yet",
+        ),
+        ({"type": "timeseries", "encoder": {"type": "cnnrnn"}}, "encoder type 'cnnrnn' is not supported yet"),
+        (
+            {"type": "image", "encoder": {"type": "resnet", "resnet_size": 50}},
+            "encoder type 'resnet' is not supported yet",
+        ),
+        ({"type": "number", "tied": "other"}, "tied (sharing the encoder of 'other') is not supported yet"),
+    ],
+)
+def test_ludwig_encoders_and_keys_not_built_yet_are_refused_by_name(raw, line):
+    with pytest.raises(ValidationError) as err:
+        ADAPTER.validate_python({"name": "x", **raw})
+    assert line in str(err.value) and len(err.value.errors()) == 1
