@@ -110,6 +110,9 @@ class Sweep:
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
         data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))
+        from ludwig_hpo.model.losses import check_losses
+
+        check_losses(cfg.output_features, data.meta, str(self.loaded.path))
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
         for filled in data.filled:

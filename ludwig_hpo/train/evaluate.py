@@ -10,7 +10,8 @@ import torch
 import torch.distributed as dist
 
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.model.outputs import SUMMED_METRICS, metric_sums, roc_auc
+from ludwig_hpo.model.losses import OutputLoss
+from ludwig_hpo.model.metrics import OutputMetrics
 from ludwig_hpo.train.data import DeviceData, batches, eval_shard
 from ludwig_hpo.train.strategy import AUTOCAST_DTYPES, autocast
 from ludwig_hpo.train.strategy import world as _world
@@ -37,9 +38,10 @@ def evaluate(
     """Metrics of ``model`` over all ``rows``, identical on every rank.
 
     Each rank scores its shard (``rows[rank::world]``, no padding); sums are all-reduced, so
-    every row counts exactly once. ROC AUC (binary outputs) gathers all scores. Keys:
-    ``"<split>/<feature>/<metric>"`` and ``"<split>/combined/loss"`` (the loss-weighted sum
-    of the output losses).
+    every row counts exactly once. ROC AUC (binary and category outputs) gathers all scores.
+    Keys: ``"<split>/<feature>/<metric>"`` for every metric of the output's type
+    (:data:`~ludwig_hpo.config.metrics.METRICS`) and ``"<split>/combined/loss"`` (the
+    loss-weighted sum of the output losses).
 
     Args:
         lockstep: every rank runs the same number of forward passes (an FSDP forward is a
@@ -50,10 +52,11 @@ def evaluate(
     model.eval()
     shard = eval_shard(rows, rank=rank, world_size=world)
     outputs = cfg.output_features
+    scorers = output_metrics(model, cfg)
     amp = AUTOCAST_DTYPES[cfg.trainer.precision] is not None
-    #: per-sample sums of each "<feature>/<metric>", added batch after batch (float64)
+    #: each output's per-sample sums, added batch after batch (float64)
     sums: dict[str, torch.Tensor] = {}
-    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in outputs if f.type == "binary"}
+    scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in outputs if scorers[f.name].gathers}
     labels: dict[str, list[torch.Tensor]] = {k: [] for k in scores}
     own = list(batches(shard, batch_size, dd.device, drop_last=False))
     if lockstep:
@@ -71,31 +74,53 @@ def evaluate(
             out = model(x)
         for f in outputs:
             logits = out[f.name].float()
-            for m, v in metric_sums(f.type, logits, y[f.name]).items():
-                k = f"{f.name}/{m}"
-                sums[k] = sums[k] + v if k in sums else v
+            v = scorers[f.name].sums(logits, y[f.name])
+            sums[f.name] = sums[f.name] + v if f.name in sums else v
             if f.name in scores:
-                scores[f.name].append(logits.cpu())
+                scores[f.name].append(scorers[f.name].scores(logits).cpu())
                 labels[f.name].append(y[f.name].cpu())
-    names = [f"{f.name}/{m}" for f in outputs for m in SUMMED_METRICS[f.type]]
-    count = torch.tensor(float(len(shard)), dtype=torch.float64, device=dd.device)
-    zero = torch.zeros((), dtype=torch.float64, device=dd.device)
+    sizes = [scorers[f.name].size for f in outputs]
+    count = torch.tensor([float(len(shard))], dtype=torch.float64, device=dd.device)
+    parts = [
+        sums.get(f.name, torch.zeros(n, dtype=torch.float64, device=dd.device))
+        for f, n in zip(outputs, sizes, strict=True)
+    ]
     # one vector, one all-reduce and one copy to the host for every summed metric
-    vec = all_reduce(torch.stack([sums.get(k, zero) for k in names] + [count])).tolist()
-    n = max(vec[-1], 1.0)
-    out_metrics = {f"{split}/{k}": vec[i] / n for i, k in enumerate(names)}
-    for name in scores:
-        local = (
-            torch.cat(scores[name]) if scores[name] else torch.zeros(0),
-            torch.cat(labels[name]) if labels[name] else torch.zeros(0),
-        )
-        gathered: list[Any] = [local]
-        if world > 1:
-            gathered = [None] * world
-            dist.all_gather_object(gathered, local)
-        s = torch.cat([g[0] for g in gathered]).numpy() if world > 1 else local[0].numpy()
-        truth = torch.cat([g[1] for g in gathered]).numpy() if world > 1 else local[1].numpy()
-        out_metrics[f"{split}/{name}/roc_auc"] = roc_auc(s, truth)
+    vec = all_reduce(torch.cat([*parts, count])).tolist()
+    n = vec[-1]
+    out_metrics: dict[str, float] = {}
+    at = 0
+    for f, size in zip(outputs, sizes, strict=True):
+        gathered = _gather(scores[f.name], labels[f.name], world) if f.name in scores else None
+        for m, value in scorers[f.name].finish(vec[at : at + size], n, gathered).items():
+            out_metrics[f"{split}/{f.name}/{m}"] = value
+        at += size
     out_metrics[f"{split}/combined/loss"] = sum(f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
     model.train()
     return out_metrics
+
+
+def output_metrics(model: torch.nn.Module, cfg: SweepConfig) -> dict[str, OutputMetrics]:
+    """Each output's :class:`OutputMetrics`: the model's heads' (resolved against the data when
+    the model was built), else made from the config alone (a model pickled without them)."""
+    heads = getattr(getattr(model, "module", model), "heads", None)
+    found = getattr(heads, "metrics", None)
+    if isinstance(found, dict) and all(f.name in found for f in cfg.output_features):
+        return found
+    return {f.name: OutputMetrics(f, None, OutputLoss(f, None)) for f in cfg.output_features}
+
+
+def _gather(scores: list[torch.Tensor], labels: list[torch.Tensor], world: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank's scores and targets, concatenated in rank order (the same on every rank)."""
+    local = (
+        torch.cat(scores) if scores else torch.zeros(0),
+        torch.cat(labels) if labels else torch.zeros(0),
+    )
+    if world == 1:
+        return local[0].numpy(), local[1].numpy()
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, local)
+    parts = [g for g in gathered if len(g[0])]
+    if not parts:
+        return local[0].numpy(), local[1].numpy()
+    return torch.cat([g[0] for g in parts]).numpy(), torch.cat([g[1] for g in parts]).numpy()

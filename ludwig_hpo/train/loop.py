@@ -20,6 +20,7 @@ import torch.distributed as dist
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.model import build_model
+from ludwig_hpo.model.losses import OutputLosses
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
 from ludwig_hpo.train.checkpoint import (
@@ -191,6 +192,7 @@ def train_loop(
     model.train()
 
     inner = unwrapped(model)
+    losses = OutputLosses(cfg.output_features, data.meta)  # class weights resolved against the data
     setup_s = time.perf_counter() - t_setup
     # Batch-size probes run on one rank's own module without collectives; a sharded model
     # has none, so FSDP probes a whole replica (a conservative memory estimate).
@@ -199,7 +201,7 @@ def train_loop(
 
     def probe_loss(x, y):
         with autocast(device, tr.precision):
-            return combined_loss(cfg, probe_model(x), y)
+            return combined_loss(cfg, probe_model(x), y, losses)
 
     train_bs, eval_bs = tune_batch_sizes(
         cfg,
@@ -225,9 +227,9 @@ def train_loop(
         (a tiny model's step is short enough that each no-op costs)."""
         if amp:
             with autocast(device, tr.precision):
-                loss = combined_loss(cfg, model(x), y)
+                loss = combined_loss(cfg, model(x), y, losses)
         else:
-            loss = combined_loss(cfg, model(x), y)
+            loss = combined_loss(cfg, model(x), y, losses)
         # the mean over the group's batches, as one batch of all of them would give
         part = loss / group_len if group_len > 1 else loss
         (scaler.scale(part) if scaled else part).backward()

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.model.outputs import loss as loss_fn
+from ludwig_hpo.model.losses import OutputLosses
 
 
 def make_optimizer(cfg: SweepConfig, params: Any, lr: float) -> torch.optim.Optimizer:
@@ -19,15 +19,15 @@ def make_optimizer(cfg: SweepConfig, params: Any, lr: float) -> torch.optim.Opti
     return cls(params, lr=lr, weight_decay=o.weight_decay)
 
 
-def combined_loss(cfg: SweepConfig, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The loss-weighted sum of the output losses (a 0-dim tensor). A weight of 1 and a single
-    output add no autograd node (the value is the same: ``1.0 * x + 0`` is ``x`` exactly)."""
-    total: torch.Tensor | None = None
-    for f in cfg.output_features:
-        part = loss_fn(f.type, logits[f.name], targets[f.name])
-        if f.loss_weight != 1:
-            part = f.loss_weight * part
-        total = part if total is None else total + part
-    if total is None:  # the schema requires at least one output feature
-        raise ValueError("the config has no output feature")
-    return total
+def combined_loss(
+    cfg: SweepConfig,
+    logits: dict[str, torch.Tensor],
+    targets: dict[str, torch.Tensor],
+    losses: OutputLosses | None = None,
+) -> torch.Tensor:
+    """Ludwig's combined loss: the ``loss.weight``-weighted sum of the output losses (a 0-dim
+    tensor). ``losses`` are the outputs' losses resolved against the data (class weights by
+    name, similarity matrices: :class:`~ludwig_hpo.model.losses.OutputLosses` of the data's
+    metadata); without them each loss is made from the config alone. A weight of 1 and a
+    single output add no autograd node. Every rank."""
+    return (losses or OutputLosses(cfg.output_features, None))(logits, targets)

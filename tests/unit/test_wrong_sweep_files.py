@@ -425,11 +425,11 @@ CASES = [
     (
         "several-metrics-unknown-metric",
         edit(
-            ("  metric: loss\n", "  metric: [loss, roc_auc]\n"),
+            ("  metric: loss\n", "  metric: [loss, jaccard]\n"),
             ("{type: async_hyperband, grace_period: 1}", "{type: fifo}"),
         ),
-        "sweep.yaml:10:18: hyperopt.metric[1]: 'roc_auc' is not reported for a category output; use one of "
-        "['accuracy', 'loss']",
+        "sweep.yaml:10:18: hyperopt.metric[1]: 'jaccard' is not reported for a category output; use one of "
+        "['accuracy', 'hits_at_k', 'loss', 'roc_auc']",
     ),
     # ---- the PBT scheduler
     (
