@@ -273,20 +273,6 @@ def _hyperopt(raw: RawMapping, st: UpgradeState) -> None:
         st.note((*at, "search_alg"), f"hyperopt.search_alg: {alg} is Ludwig's old form of search_alg: {{type: {alg}}}")
 
 
-def _backend(raw: RawMapping, st: UpgradeState) -> None:
-    backend = raw.get("backend")
-    if isinstance(backend, dict) and "cache_credentials" in backend:
-        creds = backend.setdefault("credentials", {})
-        if isinstance(creds, dict) and "cache" not in creds:
-            creds["cache"] = backend.pop("cache_credentials")
-            st.move(("backend", "cache_credentials"), ("backend", "credentials", "cache"))
-            st.note(
-                ("backend", "cache_credentials"),
-                "backend.cache_credentials: is Ludwig's old name for backend.credentials.cache:; "
-                "read as backend.credentials.cache:",
-            )
-
-
 def _upgrade(raw: RawMapping) -> tuple[RawMapping, UpgradeState]:
     raw = copy.deepcopy(raw)
     st = UpgradeState()
@@ -307,7 +293,6 @@ def _upgrade(raw: RawMapping) -> tuple[RawMapping, UpgradeState]:
     _defaults(raw, st)
     _trainer(raw, st)
     _hyperopt(raw, st)
-    _backend(raw, st)
     return raw, st
 
 
@@ -327,7 +312,7 @@ def upgrade(raw: RawMapping) -> tuple[RawMapping, list[str]]:
     learning-rate schedule keys -> ``trainer.learning_rate_scheduler``; ``hyperopt.sampler``
     and ``executor.search_alg`` -> ``search_alg`` (``num_samples``, ``scheduler`` into
     ``executor``), old executor types -> ``ray``, parameter paths spelled the old ways
-    (``training.x``, ``<feature>.<encoder option>``); ``backend.cache_credentials``.
+    (``training.x``, ``<feature>.<encoder option>``).
     """
     out, st = _upgrade(raw)
     return out, [line for _, line in st.notes]
