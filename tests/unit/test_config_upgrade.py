@@ -246,3 +246,21 @@ def test_an_error_in_a_moved_encoder_option_points_at_the_feature_level_key(tmp_
         load_sweep(path, dataset=tmp_path / "data.csv")
     assert info.value.source == f"{path}:5:5", info.value.one_line()
     assert info.value.key == "input_features[x].encoder.output_size"
+
+
+def test_hpo_sweep_and_train_print_each_warning_once_on_stderr(tmp_path, capsys):
+    from ludwig_hpo import cli
+
+    path = _write(
+        tmp_path,
+        "input_features: [{name: x, type: numerical}]\n"
+        "output_features: [{name: y, type: binary}]\n"
+        "training: {epochs: 1}\n"
+        "hyperopt: {parameters: {trainer.learning_rate: {space: choice, categories: [0.01]}}}\n",
+    )
+    loaded = load_sweep(path, dataset=tmp_path / "data.csv")
+    cli._with_cli_overrides(loaded, None, ["trainer.epochs=2"])  # what `hpo sweep` and `hpo train` call
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.startswith("warning: ")]
+    assert lines == [f"warning: {w}" for w in loaded.warnings] and len(lines) == 2
+    assert "warning" not in captured.out
