@@ -30,6 +30,7 @@ EXPECTED_REFUSED: dict[str, tuple[str, str]] = {
     "refused_gbm.yaml": ("model_type", "model_type gbm is not supported yet"),
     "refused_hyperopt_searcher.yaml": ("hyperopt", "search_alg.type 'hyperopt' is not supported yet"),
     "refused_checkpoints_per_epoch.yaml": ("trainer", "checkpoints_per_epoch is not supported yet"),
+    "refused_combiner_project_aggregate.yaml": ("combiners", "combiner type 'project_aggregate' is not supported yet"),
 }
 
 #: Fixtures written in Ludwig's legacy spellings, and upgrades each must report.
