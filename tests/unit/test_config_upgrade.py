@@ -264,3 +264,13 @@ def test_hpo_sweep_and_train_print_each_warning_once_on_stderr(tmp_path, capsys)
     lines = [line for line in captured.err.splitlines() if line.startswith("warning: ")]
     assert lines == [f"warning: {w}" for w in loaded.warnings] and len(lines) == 2
     assert "warning" not in captured.out
+
+
+@pytest.mark.parametrize("name", ["titanic_legacy.yaml", "wine_quality_legacy.yaml", "insurance_legacy_decoder.yaml"])
+def test_an_upgraded_config_upgrades_to_itself_silently(name):
+    from ludwig_hpo.config.reader import read_sweep_file
+
+    raw = read_sweep_file(Path(__file__).resolve().parents[1] / "fixtures" / "ludwig" / name).raw
+    once, warnings = upgrade(raw)
+    assert warnings
+    assert upgrade(once) == (once, [])
