@@ -1,6 +1,7 @@
-"""``hyperopt``: the search space, search algorithm (Optuna sampler or grid), objectives and
-budget, with the Tune scheduler of :mod:`ludwig_hpo.config.schedulers`. Typed and frozen; no
-I/O. Option names follow Ludwig and Ray Tune.
+"""``hyperopt``: the search space, objectives and metric, with the search algorithm of
+:mod:`ludwig_hpo.config.search_alg`, the budget of :mod:`ludwig_hpo.config.executor` and the
+Tune scheduler of :mod:`ludwig_hpo.config.schedulers`. Typed and frozen; no I/O. Option names
+and defaults follow Ludwig and Ray Tune.
 
 Rules that need only this section (sampler options, grid, ``points_to_evaluate``) are
 checked here; rules that need the features or the trainer live in
@@ -11,89 +12,27 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from ludwig_hpo.config.base import KeyedValueError, KeyPath, RuleError, _Base, default_type
+from ludwig_hpo.config.executor import ExecutorConfig, read_optuna_executor
 from ludwig_hpo.config.paths import ROOT, SECTIONS
 from ludwig_hpo.config.schedulers import FifoScheduler, PbtScheduler, Scheduler, check_pbt, pbt_mutable
+from ludwig_hpo.config.search_alg import SAMPLER_OPTIONS, Sampler, SearchAlgConfig
 from ludwig_hpo.config.spaces import LISTED_SPACES, GridSearchSpace, ParamSpace, grid_size
 from ludwig_hpo.tracking.layout import best_param
 from ludwig_hpo.tracking.names import MAX_KEY_LENGTH, mlflow_key
 
-Sampler = Literal["tpe", "random", "cmaes", "gp", "qmc", "nsga2"]
-#: Sampler options and the samplers that take them.
-SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "n_startup_trials": ("tpe", "cmaes", "gp"),
-    "multivariate": ("tpe",),
-    "population_size": ("nsga2", "cmaes"),
-    "qmc_type": ("qmc",),
-}
-
-
-class SearchAlgConfig(_Base):
-    """How trials' parameters are chosen.
-
-    ``type: optuna`` (default): an Optuna ``sampler`` behind Ray Tune's ``OptunaSearch``;
-    ``grid``: every point of the Cartesian product of the ``grid_search`` parameters once;
-    ``variant_generator`` / ``random`` (Ludwig, Ray Tune): independent random samples.
-    ``seed`` makes the suggested sequence reproducible. ``points_to_evaluate``: configurations
-    (``{parameter path: value}``, possibly partial) run first, in order.
-    """
-
-    type: Literal["optuna", "grid", "variant_generator", "random"] = "optuna"
-    sampler: Sampler = "tpe"
-    seed: int | None = None
-    n_startup_trials: int = Field(default=5, ge=0)
-    multivariate: bool = False
-    population_size: int | None = Field(default=None, ge=2)
-    qmc_type: Literal["sobol", "halton"] = "sobol"
-    points_to_evaluate: list[dict[str, Any]] = []
-
-    @model_validator(mode="after")
-    def _options_fit_sampler(self) -> SearchAlgConfig:
-        given = self.model_fields_set
-        if self.type != "optuna" and "sampler" in given:
-            raise RuleError(
-                f"sampler {self.sampler!r} is set but search_alg.type is {self.type!r}",
-                path=("hyperopt", "search_alg", "sampler"),
-                fix="remove sampler, or use type: optuna",
-            )
-        sampler = self.sampler if self.type == "optuna" else "random"
-        for option, samplers in SAMPLER_OPTIONS.items():
-            if option in given and sampler not in samplers:
-                raise RuleError(
-                    f"{option} does not apply to the {sampler!r} sampler (only to {', '.join(samplers)})",
-                    path=("hyperopt", "search_alg", option),
-                    fix=f"remove {option}",
-                )
-        return self
-
-    @property
-    def effective_sampler(self) -> str:
-        """The Optuna sampler actually used: ``random`` for the random types, ``grid`` for grid."""
-        if self.type == "grid":
-            return "grid"
-        return "random" if self.type in ("variant_generator", "random") else self.sampler
-
-
-class ExecutorConfig(_Base):
-    """``num_samples``: trials of the search (times the grid size when ``grid_search``
-    parameters exist). ``max_concurrent_trials``: ``auto`` = as many as the cluster fits.
-    ``time_budget_s``: stop starting trials after this many seconds (none: no limit).
-    ``type: ray`` is accepted for Ludwig configs (it is the only executor). ``max_failures``: run
-    a failed trial again up to this many times (for transient failures such as a lost worker)
-    before it counts as FAILED."""
-
-    type: Literal["ray"] = "ray"
-    num_samples: int = Field(default=10, ge=1, le=1_000_000)
-    max_concurrent_trials: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
-    time_budget_s: float | None = Field(default=None, gt=0)
-    max_failures: int = Field(default=0, ge=0, le=100)
-    scheduler: Scheduler | None = Field(
-        default=None, exclude=True, description="Ludwig's place of hyperopt.scheduler (read as hyperopt.scheduler)"
-    )
+__all__ = [
+    "SAMPLER_OPTIONS",
+    "ExecutorConfig",
+    "HyperoptConfig",
+    "Objective",
+    "Sampler",
+    "SearchAlgConfig",
+]
 
 
 class Objective(_Base):
@@ -140,7 +79,8 @@ class HyperoptConfig(_Base):
     split: Literal["train", "validation"] = "validation"
     output_feature: str = "combined"
     parameters: dict[str, ParamSpace] = Field(min_length=1)
-    search_alg: SearchAlgConfig = SearchAlgConfig()
+    #: Ludwig's default when the file has no search_alg: Ray Tune's random variant generator.
+    search_alg: SearchAlgConfig = SearchAlgConfig(type="variant_generator")
     scheduler: Scheduler = FifoScheduler()
     executor: ExecutorConfig = ExecutorConfig()
 
@@ -182,7 +122,10 @@ class HyperoptConfig(_Base):
     @model_validator(mode="before")
     @classmethod
     def _ludwig_executor_scheduler(cls, data: Any) -> Any:
-        # Ludwig writes the scheduler under hyperopt.executor.scheduler.
+        # Ludwig writes the scheduler under hyperopt.executor.scheduler; its optuna executor
+        # is the same search as an Optuna search_alg on the ray executor.
+        if isinstance(data, dict):
+            data = read_optuna_executor(data)
         ex = data.get("executor") if isinstance(data, dict) else None
         if isinstance(ex, dict) and "scheduler" in ex:
             if "scheduler" in data:
@@ -217,6 +160,19 @@ class HyperoptConfig(_Base):
                 fix="use search_alg: {type: random} with pbt",
             )
         return data
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _no_sample_from(cls, v: Any) -> Any:
+        # Ray Tune's sample_from takes a Python function, which a YAML file cannot hold.
+        for path, space in v.items() if isinstance(v, dict) else ():
+            if isinstance(space, dict) and space.get("space") == "sample_from":
+                raise RuleError(
+                    "space sample_from (a Python function of the other values) is not supported yet",
+                    path=("hyperopt", "parameters", path, "space"),
+                    fix="use choice, a '.' block of settings that belong together, or a numeric space",
+                )
+        return v
 
     @field_validator("split", mode="before")
     @classmethod

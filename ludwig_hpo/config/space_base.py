@@ -5,6 +5,7 @@ the concrete spaces are in :mod:`ludwig_hpo.config.spaces`.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from pydantic import model_validator
@@ -51,24 +52,28 @@ class Space(_Base):
         raise NotImplementedError  # pragma: no cover
 
 
+def snap_bounds(lower: float, upper: float, q: float) -> tuple[float, float]:
+    """The smallest and largest multiple of ``q`` in ``[lower, upper]`` (Ray Tune's
+    quantized bounds, rounded inwards; float noise of decimal steps removed). Pure."""
+    lo, hi = lower / q, upper / q
+    lo_i = round(lo) if abs(lo - round(lo)) <= 1e-9 * max(1.0, abs(lo)) else math.ceil(lo)
+    hi_i = round(hi) if abs(hi - round(hi)) <= 1e-9 * max(1.0, abs(hi)) else math.floor(hi)
+    return clean_float(lo_i * q), clean_float(hi_i * q)
+
+
 def check_step(kind: str, q: float, lower: float, upper: float, *, integer: bool) -> None:
     """Raise :class:`RuleError` unless ``q`` is a positive step (an integer for integer
-    spaces) that fits in ``[lower, upper]`` and divides both bounds."""
+    spaces) with at least one multiple in ``[lower, upper]``. Bounds need not be multiples of
+    ``q``: as in Ray Tune, the values are the multiples of ``q`` between them."""
     if q <= 0:
         raise RuleError(f"q must be > 0, but got q={q:g}", fix="use a positive step q")
     if integer and q != int(q):
         raise RuleError(f"q must be an integer for {kind}, but got q={q:g}", fix="use an integer q")
-    if q > upper - lower:
+    lo, hi = snap_bounds(lower, upper, q)
+    if lo > hi:
         raise RuleError(
-            f"q={q:g} is larger than the range upper - lower = {upper - lower:g}",
+            f"no multiple of q={q:g} lies in [{lower:g}, {upper:g}] (values are multiples of q)",
             fix="use a smaller q or wider bounds",
-        )
-    bad = [f"{n}={v:g}" for n, v in (("lower", lower), ("upper", upper)) if not is_multiple(v, q)]
-    if bad:
-        raise RuleError(
-            f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a multiple of q={q:g} "
-            "(values are rounded to multiples of q)",
-            fix="use bounds that are multiples of q",
         )
 
 

@@ -6,18 +6,22 @@ Bounds are always values, never exponents. Upper bounds, as in Ray Tune:
 space         values                                     upper bound
 ============  =========================================  ===========================
 uniform       floats in [lower, upper)                   exclusive
-quniform      lower, lower + q, ..., upper               inclusive (multiples of q)
+quniform      multiples of q in [lower, upper]           inclusive (multiples of q)
 loguniform    floats in [lower, upper), log scale        exclusive
-qloguniform   multiples of q in [lower, upper), log      inclusive (multiples of q)
+qloguniform   multiples of q in [lower, upper], log      inclusive (multiples of q)
 randn         normal(mean, sd) floats                    (none)
 qrandn        normal(mean, sd) rounded to multiples of q (none)
 randint       integers lower .. upper - 1                exclusive
-qrandint      lower, lower + q, ..., upper               inclusive (multiples of q)
+qrandint      multiples of q in [lower, upper]           inclusive (multiples of q)
 lograndint    integers lower .. upper - 1, log scale     exclusive
 qlograndint   multiples of q in [lower, upper], log      inclusive (multiples of q)
 choice        one of ``categories``                      -
 grid_search   every one of ``values`` (Cartesian grid)   -
 ============  =========================================  ===========================
+
+As in Ray Tune, the quantized spaces' values are the multiples of ``q`` between the bounds
+(bounds that are not multiples are rounded inwards). ``sample_from`` (a Python function) has
+no form in a YAML file: it is refused with one line.
 
 Each model checks its own bounds and raises :class:`RuleError` naming the rule and the fix;
 :meth:`problem_with` checks one value (``points_to_evaluate``, PBT mutations).
@@ -43,6 +47,7 @@ from ludwig_hpo.config.space_base import (
     clean_float,
     half_open_problem,
     is_number,
+    snap_bounds,
     step_problem,
     stepped_problem,
 )
@@ -65,7 +70,7 @@ class UniformSpace(BoundedSpace):
 
 
 class QUniformSpace(BoundedSpace):
-    """``lower, lower + q, ..., upper`` (uniform, rounded to multiples of ``q``; upper inclusive)."""
+    """The multiples of ``q`` in ``[lower, upper]`` (uniform, rounded to multiples of ``q``; upper inclusive)."""
 
     space: Literal["quniform"]
     q: float
@@ -75,12 +80,18 @@ class QUniformSpace(BoundedSpace):
         check_step(self.space, self.q, self.lower, self.upper, integer=False)
         return self
 
+    def grid_bounds(self) -> tuple[float, float]:
+        """The smallest and largest value: multiples of ``q`` inside the bounds."""
+        return snap_bounds(self.lower, self.upper, self.q)
+
     def describe(self) -> str:
-        n = round((self.upper - self.lower) / self.q) + 1
-        return f"quniform float in [{self.lower:g}, {self.upper:g}] step {self.q:g} ({n} values), linear scale"
+        lo, hi = self.grid_bounds()
+        n = round((hi - lo) / self.q) + 1
+        return f"quniform float in [{lo:g}, {hi:g}] step {self.q:g} ({n} values), linear scale"
 
     def probe_values(self) -> list[Any]:
-        return [self.lower, clean_float(self.lower + self.q), self.upper]
+        lo, hi = self.grid_bounds()
+        return sorted({lo, min(hi, clean_float(lo + self.q)), hi})
 
     def problem_with(self, value: Any) -> str | None:
         return stepped_problem(value, self.lower, self.upper, self.q)
@@ -112,11 +123,17 @@ class QLogUniformSpace(BoundedSpace, LogScaleSpace):
         check_step(self.space, self.q, self.lower, self.upper, integer=False)
         return self
 
+    def grid_bounds(self) -> tuple[float, float]:
+        """The smallest and largest value: multiples of ``q`` inside the bounds."""
+        return snap_bounds(self.lower, self.upper, self.q)
+
     def describe(self) -> str:
-        return f"qloguniform float in [{self.lower:g}, {self.upper:g}] step {self.q:g}, log scale"
+        lo, hi = self.grid_bounds()
+        return f"qloguniform float in [{lo:g}, {hi:g}] step {self.q:g}, log scale"
 
     def probe_values(self) -> list[Any]:
-        return [self.lower, clean_float(self.lower + self.q), self.upper]
+        lo, hi = self.grid_bounds()
+        return sorted({lo, min(hi, clean_float(lo + self.q)), hi})
 
     def problem_with(self, value: Any) -> str | None:
         return stepped_problem(value, self.lower, self.upper, self.q)
@@ -189,7 +206,7 @@ class RandIntSpace(_IntBounds):
 
 
 class QRandIntSpace(_IntBounds):
-    """``lower, lower + q, ..., upper``: multiples of ``q``, upper bound inclusive (Ray Tune)."""
+    """The multiples of ``q`` in ``[lower, upper]``, upper bound inclusive (Ray Tune)."""
 
     space: Literal["qrandint"]
     q: int = 1
@@ -200,15 +217,15 @@ class QRandIntSpace(_IntBounds):
         return self
 
     def inclusive_range(self) -> tuple[int, int]:
-        return self.lower, self.upper
+        lo, hi = snap_bounds(self.lower, self.upper, self.q)
+        return int(lo), int(hi)
 
     def describe(self) -> str:
-        return (
-            f"qrandint [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper} step {self.q}, linear scale"
-        )
+        lo, hi = self.inclusive_range()
+        return f"qrandint [{self.lower}, {self.upper}] = integers {lo}..{hi} step {self.q}, linear scale"
 
     def probe_values(self) -> list[Any]:
-        return sorted({self.lower, self.upper})
+        return sorted(set(self.inclusive_range()))
 
     def problem_with(self, value: Any) -> str | None:
         return super().problem_with(value) or step_problem(value, self.q)
@@ -238,15 +255,15 @@ class QLogRandIntSpace(_IntBounds, LogScaleSpace):
         return self
 
     def inclusive_range(self) -> tuple[int, int]:
-        return self.lower, self.upper
+        lo, hi = snap_bounds(self.lower, self.upper, self.q)
+        return int(lo), int(hi)
 
     def describe(self) -> str:
-        return (
-            f"qlograndint [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper} step {self.q}, log scale"
-        )
+        lo, hi = self.inclusive_range()
+        return f"qlograndint [{self.lower}, {self.upper}] = integers {lo}..{hi} step {self.q}, log scale"
 
     def probe_values(self) -> list[Any]:
-        return sorted({self.lower, self.upper})
+        return sorted(set(self.inclusive_range()))
 
     def problem_with(self, value: Any) -> str | None:
         return super().problem_with(value) or step_problem(value, self.q)

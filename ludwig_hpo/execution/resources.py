@@ -85,19 +85,23 @@ class ResourcePlan:
 
     def concurrency_note(self) -> str | None:
         """One line when ``max_concurrent_trials`` asks for more trials at once than the
-        cluster's resources hold (the plan runs fewer), saying why and how to get them; None
-        otherwise. Pure."""
+        cluster's resources hold (the plan runs fewer), saying what they would need and how to
+        get them; None otherwise. Pure."""
         asked, fit = self.requested_concurrent, self.fit_concurrent
         if asked is None or fit is None or asked <= fit:
             return None
         gpu = f" + {self.gpus_per_worker:g} GPU" if self.use_gpu else ""
-        need = asked * self.cpus_per_trial
+        need = f"{asked * self.cpus_per_trial:g} CPUs" + (f" / {asked * self.gpus_per_trial:g} GPUs" if gpu else "")
+        have = f"{self.cluster_cpus:g} CPUs" + (f" / {self.cluster_gpus:g} GPUs" if gpu else "")
+        lower = (
+            "hyperopt.executor.gpu_resources_per_trial"
+            if gpu and self.cluster_gpus < asked * self.gpus_per_trial
+            else ("hyperopt.executor.cpu_resources_per_trial (backend.cpus_per_worker)")
+        )
         return (
-            f"note: max_concurrent_trials {asked} lowered to {fit}: a trial takes {self.num_workers} worker(s) x "
-            f"{self.cpus_per_worker:g} CPU{gpu} and the cluster has {self.cluster_cpus:g} CPU / "
-            f"{self.cluster_gpus:g} GPU; for {asked} at once, lower backend.num_workers or "
-            f"backend.cpus_per_worker, or run on {need:g} CPUs"
-            + (f" / {asked * self.gpus_per_trial:g} GPUs" if self.use_gpu else "")
+            f"note: max_concurrent_trials {asked} cannot be honoured: {asked} concurrent trials of "
+            f"{self.num_workers} worker(s) x {self.cpus_per_worker:g} CPU{gpu} need {need}; this cluster has {have}, "
+            f"so {fit} run at once: lower {lower} or backend.num_workers, or run on {need}"
         )
 
 

@@ -5,9 +5,10 @@ Optuna has no normal law, no quantized log law and its integer upper bounds are 
 so a few spaces are sampled in a helper space and *decoded* into the sweep file's value:
 
 - ``randint`` / ``lograndint`` ``[lower, upper)`` -> ``IntDistribution(lower, upper - 1)``;
-  ``qrandint`` ``[lower, upper]`` step ``q`` -> ``IntDistribution(lower, upper, step=q)``.
-- ``quniform`` -> ``FloatDistribution(lower, upper, step=q)``; ``qloguniform`` /
-  ``qlograndint`` -> a log distribution over ``[lower, upper]``, rounded to multiples of ``q``.
+  ``qrandint`` ``[lower, upper]`` step ``q`` -> ``IntDistribution(lo, hi, step=q)``, where
+  ``lo`` / ``hi`` are the smallest and largest multiples of ``q`` in the bounds (Ray Tune's).
+- ``quniform`` -> ``FloatDistribution(lo, hi, step=q)``; ``qloguniform`` / ``qlograndint`` ->
+  a log distribution over ``[lo, hi]``, rounded to multiples of ``q``.
 - ``randn`` / ``qrandn`` -> a uniform ``u`` in ``[1e-6, 1 - 1e-6]``, decoded as
   ``mean + sd * Phi^-1(u)`` (then rounded to multiples of ``q``).
 - ``choice`` / ``grid_search`` whose values are not all scalars -> categorical over indices
@@ -72,17 +73,17 @@ def to_optuna(space: ParamSpace) -> BaseDistribution:
         TypeError: ``space`` is not a sweep-file space model.
     """
     if isinstance(space, QUniformSpace):
-        return FloatDistribution(space.lower, space.upper, step=space.q)
+        return FloatDistribution(*space.grid_bounds(), step=space.q)
     if isinstance(space, QLogUniformSpace):
-        return FloatDistribution(space.lower, space.upper, log=True)
+        return FloatDistribution(*space.grid_bounds(), log=True)
     if isinstance(space, (UniformSpace, LogUniformSpace)):
         return FloatDistribution(space.lower, space.upper, log=isinstance(space, LogUniformSpace))
     if isinstance(space, NORMAL_SPACES):
         return FloatDistribution(NORMAL_EPS, 1 - NORMAL_EPS)
     if isinstance(space, QRandIntSpace):
-        return IntDistribution(space.lower, space.upper, step=int(space.q))
+        return IntDistribution(*space.inclusive_range(), step=int(space.q))
     if isinstance(space, QLogRandIntSpace):
-        return IntDistribution(space.lower, space.upper, log=True)
+        return IntDistribution(*space.inclusive_range(), log=True)
     if isinstance(space, (RandIntSpace, LogRandIntSpace)):
         return IntDistribution(space.lower, space.upper - 1, log=isinstance(space, LogRandIntSpace))
     if isinstance(space, LISTED_SPACES):
@@ -107,9 +108,9 @@ def decode_value(space: ParamSpace, sampled: Any) -> Any:
         v = space.mean + space.sd * float(ndtri(sampled))
         return clean_float(_snap(v, space.q)) if isinstance(space, QRandnSpace) else v
     if isinstance(space, QLogRandIntSpace):
-        return int(_clip(_snap(sampled, space.q), space.lower, space.upper))
+        return int(_clip(_snap(sampled, space.q), *space.inclusive_range()))
     if isinstance(space, (QUniformSpace, QLogUniformSpace)):
-        return clean_float(_clip(_snap(sampled, space.q), space.lower, space.upper))
+        return clean_float(_clip(_snap(sampled, space.q), *space.grid_bounds()))
     return sampled
 
 

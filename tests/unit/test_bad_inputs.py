@@ -321,6 +321,7 @@ CASES = {
         "x batch_size 512 needs 1024 rows, but the train split has 84; fix: "
         "lower trainer.batch_size (it is per worker) or use batch_size: auto",
         trainer=", batch_size: 512",
+        extra="backend: {num_workers: 2}\n",
     ),
     # -------------------------------------------------------------- image files
     "image file missing": Case(

@@ -121,3 +121,81 @@ def test_a_lost_worker_is_one_line_naming_rank_pid_node_and_how_through_pickling
     # as Tune's error file holds it: a peer's collective error, then ours
     text = f"RuntimeError: rank 0: Connection reset by peer\n\nludwig_hpo.errors.WorkerLostError: {line}\n"
     assert one_line_error(text) == f"WorkerLostError: {line}"
+
+
+# ---------------------------------------------------------------------------- Ludwig's backend
+def test_a_trial_without_backend_is_one_worker_as_ludwig_trains_it():
+    b = BackendConfig()
+    assert (b.num_workers, b.use_gpu, b.strategy) == (1, "auto", "ddp")
+    assert BackendConfig.model_validate({"type": "local"}).num_workers == 1
+
+
+def test_ludwigs_ray_backend_trainer_section_sets_the_workers():
+    b = BackendConfig.model_validate(
+        {
+            "type": "ray",
+            "trainer": {
+                "num_workers": 3,
+                "use_gpu": True,
+                "strategy": {"type": "fsdp"},
+                "resources_per_worker": {"CPU": 2, "GPU": 0.5},
+            },
+            "processor": {"type": "dask", "parallelism": 4},
+            "cache_dir": "s3://bucket/cache",
+            "cache_credentials": {"key": "x"},
+            "loader": {"fully_executed": False, "window_size_bytes": 500},
+        }
+    )
+    assert (b.num_workers, b.use_gpu, b.strategy, b.cpus_per_worker, b.gpus_per_worker) == (3, True, "fsdp", 2, 0.5)
+    assert BackendConfig.model_validate({"trainer": {"resources_per_worker": {"GPU": 0}}}).use_gpu is False
+    # the flat keys (and so --num-workers) win over the trainer section's
+    assert BackendConfig.model_validate({"num_workers": 4, "trainer": {"num_workers": 2}}).num_workers == 4
+
+
+@pytest.mark.parametrize(
+    ("backend", "message"),
+    [
+        ({"type": "local", "num_workers": 2}, "backend type local trains each trial in one process"),
+        ({"type": "deepspeed"}, "backend type 'deepspeed' is not supported yet"),
+        ({"type": "ray", "trainer": {"strategy": "deepspeed"}}, "strategy 'deepspeed' is not supported yet"),
+        ({"trainer": {"strategy": {"type": "ddp", "find_unused": True}}}, "option 'find_unused' is not supported"),
+        ({"trainer": {"max_retries": 3}}, "backend.trainer.max_retries is not supported yet"),
+        ({"trainer": {"resources_per_worker": {"CPU": 1, "TPU": 1}}}, "custom resource 'TPU' per worker"),
+    ],
+)
+def test_ludwig_backend_keys_not_supported_are_one_line(backend, message):
+    with pytest.raises(ValidationError, match=message):
+        BackendConfig.model_validate(backend)
+
+
+@pytest.mark.parametrize(
+    ("backend", "executor", "expected"),
+    [
+        ({}, {"cpu_resources_per_trial": 2}, (1, 2.0, "auto", 1.0)),
+        ({"type": "ray", "trainer": {"num_workers": 2}}, {"cpu_resources_per_trial": 4}, (2, 2.0, "auto", 1.0)),
+        ({}, {"gpu_resources_per_trial": 0}, (1, 1.0, False, 1.0)),
+        ({}, {"cpu_resources_per_trial": 3, "gpu_resources_per_trial": 1}, (1, 3.0, True, 1.0)),
+        ({"num_workers": 2}, {"gpu_resources_per_trial": 1}, (2, 1.0, True, 0.5)),
+    ],
+)
+def test_ludwigs_resources_per_trial_become_the_workers_resources(backend, executor, expected):
+    from ludwig_hpo.config.backend import apply_trial_resources
+
+    raw = apply_trial_resources({"backend": backend, "hyperopt": {"executor": executor}})
+    b = BackendConfig.model_validate(raw["backend"])
+    assert (b.num_workers, b.cpus_per_worker, b.use_gpu, b.gpus_per_worker) == expected
+
+
+@pytest.mark.parametrize(
+    ("backend", "executor", "message"),
+    [
+        ({}, {"gpu_resources_per_trial": 2}, "gpu_resources_per_trial 2 exceeds the trial's 1 worker"),
+        ({"cpus_per_worker": 2}, {"cpu_resources_per_trial": 2}, "a trial's resources are set twice"),
+        ({"use_gpu": True}, {"gpu_resources_per_trial": 0}, "gpu_resources_per_trial is 0 but backend use_gpu is"),
+    ],
+)
+def test_resources_per_trial_that_contradict_the_backend_are_one_line(backend, executor, message):
+    from ludwig_hpo.config.backend import apply_trial_resources
+
+    with pytest.raises(ValueError, match=message):
+        apply_trial_resources({"backend": backend, "hyperopt": {"executor": executor}})

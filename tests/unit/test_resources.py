@@ -192,12 +192,23 @@ def test_max_concurrent_trials_above_what_fits_is_lowered_with_one_line_saying_w
     assert plan.max_concurrent == fit
     note = plan.concurrency_note()
     assert note is not None and "\n" not in note
-    assert note.startswith(
-        f"note: max_concurrent_trials {asked} lowered to {fit}: a trial takes 2 worker(s) x 1 CPU and the cluster has "
-        f"{cpus} CPU / 0 GPU"
+    assert note == (
+        f"note: max_concurrent_trials {asked} cannot be honoured: {asked} concurrent trials of 2 worker(s) x 1 CPU "
+        f"need {2 * asked} CPUs; this cluster has {cpus} CPUs, so {fit} run at once: lower "
+        "hyperopt.executor.cpu_resources_per_trial (backend.cpus_per_worker) or backend.num_workers, "
+        f"or run on {2 * asked} CPUs"
     )
-    assert (
-        f"for {asked} at once, lower backend.num_workers or backend.cpus_per_worker, or run on {2 * asked} CPUs" in note
+
+
+def test_max_concurrent_trials_short_of_gpus_names_the_gpu_request():
+    plan = plan_resources(
+        num_workers=1, use_gpu=True, cpus_per_worker=1.0, cluster_cpus=8, cluster_gpus=1, max_concurrent=2
+    )
+    assert plan.max_concurrent == 1
+    assert plan.concurrency_note() == (
+        "note: max_concurrent_trials 2 cannot be honoured: 2 concurrent trials of 1 worker(s) x 1 CPU + 1 GPU "
+        "need 2 CPUs / 2 GPUs; this cluster has 8 CPUs / 1 GPUs, so 1 run at once: lower "
+        "hyperopt.executor.gpu_resources_per_trial or backend.num_workers, or run on 2 CPUs / 2 GPUs"
     )
 
 

@@ -4,14 +4,18 @@ every scheduler is built from Ludwig's option names."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 
 import optuna
 import pytest
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
 
+from ludwig_hpo.config import load_sweep
 from ludwig_hpo.config.hyperopt import HyperoptConfig
-from ludwig_hpo.search.algorithms import make_searcher
+from ludwig_hpo.config.search_alg import UNSUPPORTED_SEARCHERS
+from ludwig_hpo.errors import ConfigError
+from ludwig_hpo.search.algorithms import make_sampler, make_searcher
 from ludwig_hpo.search.schedulers import make_scheduler
 from ludwig_hpo.search.space import decode
 
@@ -209,3 +213,83 @@ def test_pareto_set_from_last_epochs():
     ]
     assert pareto_trial_ids(records, MO) == ("e",)  # a (0.5, 0.8) is dominated by e (0.3, 0.8)
     assert pareto_trial_ids(records[:3], MO) == ("a", "b")
+
+
+# ---------------------------------------------------------------------------- Ludwig's search_alg
+def test_without_search_alg_the_search_is_ludwigs_seeded_random_variant_generator():
+    h = hp(SPACE)
+    assert (h.search_alg.type, h.search_alg.seed) == ("variant_generator", 42)
+    assert isinstance(make_sampler(h), optuna.samplers.RandomSampler)
+    assert run(h, 5) == run(hp(SPACE), 5)  # two sweeps suggest the same configurations
+
+
+def test_random_state_is_the_seed_of_the_variant_generator():
+    by_state = run(hp(SPACE, search_alg={"type": "variant_generator", "random_state": 3}), 5)
+    assert by_state == run(hp(SPACE, search_alg={"type": "random", "seed": 3}), 5)
+    assert by_state != run(hp(SPACE, search_alg={"type": "random", "seed": 4}), 5)
+    with pytest.raises(ValueError, match="set twice"):
+        hp(SPACE, search_alg={"type": "random", "seed": 3, "random_state": 3})
+
+
+def test_tpe_defaults_are_optunas_own():
+    sampler = make_sampler(hp(SPACE, search_alg={"type": "optuna"}))
+    assert isinstance(sampler, optuna.samplers.TPESampler)
+    default = inspect.signature(optuna.samplers.TPESampler).parameters["n_startup_trials"].default
+    assert sampler._n_startup_trials == default == 10
+    assert make_sampler(hp(SPACE, search_alg={"sampler": "tpe", "n_startup_trials": 3}))._n_startup_trials == 3
+
+
+@pytest.mark.parametrize("kind", sorted(UNSUPPORTED_SEARCHERS))
+def test_searchers_that_need_other_packages_are_one_line_naming_an_optuna_sampler(kind, tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\ndataset: {source: sklearn:breast_cancer}\n"
+        "input_features: [{name: mean_radius, type: number}]\noutput_features: [{name: malignant, type: binary}]\n"
+        f"hyperopt:\n  search_alg: {{type: {kind}}}\n"
+        "  parameters: {trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 0.1}}\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        load_sweep(path)
+    sampler = UNSUPPORTED_SEARCHERS[kind]
+    assert str(e.value) == (
+        f"{path}:6:16: hyperopt.search_alg.type: search_alg.type {kind!r} is not supported yet (Ray Tune's {kind} "
+        "searcher needs a package not installed with ludwig_hpo); fix: use search_alg: "
+        f"{{type: optuna, sampler: {sampler}}} (the same family of search) or {{type: variant_generator}}"
+    )
+
+
+def test_ludwigs_optuna_executor_is_the_same_optuna_search_one_trial_at_a_time():
+    h = hp(
+        SPACE,
+        executor={"type": "optuna", "num_samples": 7, "sampler": "auto", "pruner": "median", "n_startup_trials": 3},
+    )
+    sa, ex = h.search_alg, h.executor
+    assert (sa.type, sa.sampler, sa.n_startup_trials, sa.seed) == ("optuna", "tpe", 3, 42)
+    assert (ex.type, ex.num_samples, ex.max_concurrent_trials, ex.time_budget_s) == ("ray", 7, 1, None)
+    assert h.scheduler.type == "fifo"  # Ludwig's optuna trials never report to the pruner
+    assert isinstance(make_sampler(h), optuna.samplers.TPESampler)
+    gp = hp(SPACE, executor={"type": "optuna", "sampler": "gp"})
+    assert gp.search_alg.sampler == "gp" and gp.executor.num_samples == 10
+
+
+@pytest.mark.parametrize(
+    ("executor", "extra", "message"),
+    [
+        ({"type": "optuna", "storage": "sqlite:///s.db"}, {}, "executor.storage (an Optuna study storage) is not"),
+        ({"type": "optuna", "sampler": "nsga"}, {}, "sampler 'nsga' is not a sampler of the optuna executor"),
+        ({"type": "optuna", "pruner": "sha"}, {}, "pruner 'sha' is not a pruner of the optuna executor"),
+        ({"type": "optuna", "num_trials": 3}, {}, "'num_trials' is not an option of the optuna executor"),
+        ({"type": "optuna"}, {"search_alg": {"type": "random"}}, "hyperopt.search_alg is set beside executor type"),
+    ],
+)
+def test_optuna_executor_mistakes_are_one_line(executor, extra, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        hp(SPACE, executor=executor, **extra)
+
+
+def test_a_time_budget_defaults_to_ludwigs_hour_and_null_lifts_it():
+    assert hp(SPACE).executor.time_budget_s == 3600
+    assert hp(SPACE, executor={"time_budget_s": None}).executor.time_budget_s is None
+    assert hp(SPACE, executor={"max_concurrent_trials": None}).executor.max_concurrent_trials == "auto"
+    with pytest.raises(ValueError, match="trial_driver_resources is not supported yet"):
+        hp(SPACE, executor={"trial_driver_resources": {"CPU": 1}})

@@ -181,6 +181,11 @@ EVERY_SPACE = [
     ({"space": "qlograndint", "lower": 2, "upper": 8, "q": 2}, {2, 4, 6, 8}),
     ({"space": "choice", "categories": [[1, 2], {"a": 1}, "x"]}, None),
     ({"space": "grid_search", "values": [3, 4]}, {3, 4}),
+    # bounds that are not multiples of q: the multiples of q between them, as in Ray Tune
+    ({"space": "quniform", "lower": 0.05, "upper": 0.37, "q": 0.1}, {0.1, 0.2, 0.3}),
+    ({"space": "qloguniform", "lower": 0.3, "upper": 2.2, "q": 0.5}, {0.5, 1.0, 1.5, 2.0}),
+    ({"space": "qrandint", "lower": 10, "upper": 40, "q": 8}, {16, 24, 32, 40}),
+    ({"space": "qlograndint", "lower": 3, "upper": 21, "q": 5}, {5, 10, 15, 20}),
 ]
 
 
@@ -258,3 +263,19 @@ def test_a_config_tune_unflattened_at_a_slash_decodes_to_the_path():
     spaces = {k: space(**v) for k, v in AWKWARD_SPACES.items()}
     nested = {"a": {"b.encoder.embedding_size": 8}, "size (cm).encoder": 1}
     assert decode(spaces, nested) == {"a/b.encoder.embedding_size": 8, "size (cm).encoder": {"type": "passthrough"}}
+
+
+def test_quantized_bounds_snap_inwards_and_an_empty_grid_is_one_line():
+    assert space(space="qrandint", lower=10, upper=40, q=8).describe() == (
+        "qrandint [10, 40] = integers 16..40 step 8, linear scale"
+    )
+    assert space(space="quniform", lower=0.05, upper=0.37, q=0.1).probe_values() == [0.1, 0.2, 0.3]
+    with pytest.raises(ValueError, match=r"no multiple of q=32 lies in \[8, 16\]"):
+        space(space="qrandint", lower=8, upper=16, q=32)
+
+
+def test_sample_from_is_refused_in_one_line():
+    from ludwig_hpo.config.hyperopt import HyperoptConfig
+
+    with pytest.raises(ValueError, match="space sample_from .* is not supported yet"):
+        HyperoptConfig.model_validate({"parameters": {"trainer.learning_rate": {"space": "sample_from"}}})

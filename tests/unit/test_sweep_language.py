@@ -205,3 +205,78 @@ def test_a_model_of_features_named_as_written_trains_and_keeps_plain_keys(tmp_pa
     keys = set(model.state_dict())
     assert any(k.startswith("encoders.plain.") for k in keys)  # a name without '.' keeps its key
     assert any(k.startswith("encoders.x%2Ey.") for k in keys)
+
+
+# ---------------------------------------------------------------------------- Ludwig's hyperopt and backend
+LUDWIG_HYPEROPT = """\
+    trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-1}
+    combiner.output_size: {space: qrandint, lower: 10, upper: 64, q: 8}
+    mean_texture.encoder.output_size: {space: choice, categories: [4, 16]}
+    defaults.number.encoder.num_layers: {space: randint, lower: 1, upper: 3}
+    ".": {space: choice, categories: [{trainer: {batch_size: 32}}, {combiner: {num_fc_layers: 2}}]}
+  search_alg: {type: variant_generator, random_state: 9}
+  executor:
+    type: ray
+    num_samples: 4
+    max_concurrent_trials: 2
+    cpu_resources_per_trial: 2
+    gpu_resources_per_trial: 0
+    kubernetes_namespace: ray
+    scheduler: {type: async_hyperband, time_attr: training_iteration, grace_period: 1}
+"""
+
+
+def test_a_ludwig_hyperopt_section_loads_with_ludwigs_names(tmp_path):
+    cfg = load(tmp_path, LUDWIG_HYPEROPT).config
+    hp = cfg.hyperopt
+    assert (hp.search_alg.type, hp.search_alg.seed, hp.scheduler.type) == ("variant_generator", 9, "async_hyperband")
+    assert (hp.executor.num_samples, hp.executor.time_budget_s) == (4, 3600)
+    assert (cfg.backend.num_workers, cfg.backend.cpus_per_worker, cfg.backend.use_gpu) == (1, 2.0, False)
+    assert hp.parameters["combiner.output_size"].inclusive_range() == (16, 64)
+
+
+def test_concurrency_the_cluster_cannot_hold_is_one_line_naming_ludwigs_key(tmp_path):
+    from ludwig_hpo.execution.cluster import cluster_plan
+    from ludwig_hpo.execution.resources import NodeShape
+
+    plan = cluster_plan(load(tmp_path, LUDWIG_HYPEROPT).config, [NodeShape(2)], existing=False)
+    assert (plan.num_workers, plan.cpus_per_worker, plan.max_concurrent) == (1, 2.0, 1)
+    assert plan.concurrency_note() == (
+        "note: max_concurrent_trials 2 cannot be honoured: 2 concurrent trials of 1 worker(s) x 2 CPU need 4 CPUs; "
+        "this cluster has 2 CPUs, so 1 run at once: lower hyperopt.executor.cpu_resources_per_trial "
+        "(backend.cpus_per_worker) or backend.num_workers, or run on 4 CPUs"
+    )
+
+
+def test_ludwig_parameter_paths_reach_their_fields(tmp_path):
+    loaded = load(tmp_path, LUDWIG_HYPEROPT)
+    blocks = loaded.config.hyperopt.parameters["."].categories
+    cfg = resolve_trial_config(
+        loaded.raw,
+        {
+            "trainer.learning_rate": 0.01,
+            "combiner.output_size": 24,
+            "mean_texture.encoder.output_size": 16,
+            "defaults.number.encoder.num_layers": 1,
+            ".": blocks[0],
+        },
+    )
+    radius, texture = cfg.input_features
+    assert (cfg.trainer.learning_rate, cfg.trainer.batch_size, cfg.combiner.output_size) == (0.01, 32, 24)
+    assert (texture.encoder.output_size, texture.encoder.num_layers, radius.encoder.num_layers) == (16, 1, 1)
+
+
+def test_a_ludwig_ray_backend_sets_the_workers_of_each_trial(tmp_path):
+    cfg = load(
+        tmp_path,
+        "    trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-1}\n",
+        "backend:\n  type: ray\n  processor: {type: dask}\n  trainer: {num_workers: 2, strategy: ddp, "
+        "resources_per_worker: {CPU: 1}}\n",
+    ).config
+    assert (cfg.backend.num_workers, cfg.backend.strategy, cfg.backend.cpus_per_worker) == (2, "ddp", 1.0)
+    assert (
+        load(
+            tmp_path, "    trainer.learning_rate: {space: uniform, lower: 0.1, upper: 0.2}\n"
+        ).config.backend.num_workers
+        == 1
+    )
