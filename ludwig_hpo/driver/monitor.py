@@ -21,6 +21,9 @@ from ludwig_hpo.train.report_keys import (
     CHECKPOINT_EPOCH,
     CHECKPOINT_OBJECTIVE,
     CHECKPOINT_PATH,
+    END_EARLY_STOP,
+    END_LAST_EPOCH,
+    END_REASON,
     OBJECTIVE,
     TIME_ATTR,
 )
@@ -209,9 +212,11 @@ class SweepMonitor(Callback):
         if t is None:
             return
         t.ended = time.time()
-        done = not self.early_stopping or (t.history and t.history[-1].epoch >= self.epochs)
-        # a trial the scheduler stopped did nothing wrong: FINISHED, with who stopped it
-        t.status, t.stopped_by = "FINISHED", None if done else layout.STOPPED_BY_SCHEDULER
+        end = t.last.get(END_REASON)  # the loop says why its final epoch was its last
+        done = end == END_LAST_EPOCH or not self.early_stopping or (t.history and t.history[-1].epoch >= self.epochs)
+        # a trial the scheduler (or its own early stopping) stopped did nothing wrong: FINISHED, with who stopped it
+        by = layout.STOPPED_BY_EARLY_STOP if end == END_EARLY_STOP else None if done else layout.STOPPED_BY_SCHEDULER
+        t.status, t.stopped_by = "FINISHED", by
         if trial.trial_id in self.replayed:  # it had ended before the sweep was interrupted
             from ludwig_hpo.driver.journal import restore_trial
 

@@ -27,8 +27,9 @@ def status_label(status: TrialStatus, stopped_by: str | None) -> StatusLabel:
 
     Args:
         status: the trial's status as MLflow records it (FINISHED, KILLED, FAILED, RUNNING).
-        stopped_by: who stopped it before its last epoch (``"scheduler"``, ``"time budget"``,
-            ``"interrupted"``), None when it ran every epoch.
+        stopped_by: who stopped it before its last epoch (``"scheduler"``, ``"early_stop"``:
+            its own ``trainer.early_stop``, ``"time budget"``, ``"interrupted"``), None when it
+            ran every epoch.
     """
     if status == "FAILED":
         return "failed"

@@ -141,6 +141,8 @@ STATUS_TAG: Final = "status"
 #: KILLED runs with ``scheduler`` or ``time budget``.
 STOPPED_BY_TAG: Final = "stopped_by"
 STOPPED_BY_SCHEDULER: Final = "scheduler"
+#: its own ``trainer.early_stop`` patience ran out (the epoch report's ``end_reason``)
+STOPPED_BY_EARLY_STOP: Final = "early_stop"
 STOPPED_BY_TIME_BUDGET: Final = "time budget"
 STOPPED_BY_INTERRUPTED: Final = "interrupted"
 STOPPED_AT_EPOCH_TAG: Final = "stopped_at_epoch"

@@ -192,5 +192,5 @@ def tune_batch_sizes(
             rng_devices,
         )
     else:
-        evaluation = TunedSize(tr.eval_batch_size)
+        evaluation = TunedSize(tr.eval_batch_size or train.batch_size)  # null / 0: the training size (Ludwig)
     return train, evaluation

@@ -7,13 +7,11 @@ same under Ray Train, under plain torch processes, and in one process.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -23,31 +21,29 @@ from ludwig_hpo.model import build_model
 from ludwig_hpo.model.losses import OutputLosses
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
-from ludwig_hpo.train.checkpoint import (
-    CHECKPOINT_BUDGET,
-    CheckpointBudget,
-    CheckpointFolder,
-    WeightsCopy,
-    first_write_estimate,
-    serialized,
-)
+from ludwig_hpo.train.best import BestEpoch
 from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, train_shard
+from ludwig_hpo.train.early_stop import EarlyStopping
 from ludwig_hpo.train.evaluate import all_reduce, evaluate
+from ludwig_hpo.train.job import Job, Reporter
+from ludwig_hpo.train.lr_schedule import LearningRateSchedule
+from ludwig_hpo.train.optim import clip_gradients, closure_step, make_optimizer
+from ludwig_hpo.train.plan import ordered_shard, plan_training
+from ludwig_hpo.train.regularize import regularization_loss
 from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_CACHE_HIT,
     BATCH_SIZE_SOURCE,
     BATCH_SIZE_TRIED,
-    CHECKPOINT_EPOCH,
-    CHECKPOINT_OBJECTIVE,
-    MODEL_FILE,
+    END_EARLY_STOP,
+    END_LAST_EPOCH,
+    END_REASON,
     OBJECTIVE,
     RESUMED_FROM_EPOCH,
     RUNNING_LOSS,
-    TRAINER_STATE_FILE,
     EpochReport,
 )
-from ludwig_hpo.train.resume import copy_best_weights, resume, trainer_state
-from ludwig_hpo.train.step import combined_loss, make_optimizer
+from ludwig_hpo.train.resume import resume, trainer_state
+from ludwig_hpo.train.step import combined_loss
 from ludwig_hpo.train.strategy import (
     AUTOCAST_DTYPES,
     autocast,
@@ -60,71 +56,9 @@ from ludwig_hpo.train.strategy import (
     wrap,
 )
 from ludwig_hpo.train.strategy import world as _world
+from ludwig_hpo.train.watch import watched_keys
 
-#: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
-#: metrics (an :class:`~ludwig_hpo.train.report_keys.EpochReport` and the scores), except for
-#: the ``checkpoint_*`` keys, on rank 0 only. ``checkpoint_dir`` is a
-#: folder on rank 0 of a search trial when the epoch wrote a checkpoint (see ``Job``), None
-#: elsewhere. It holds ``model.pt`` (``{"state_dict", "epoch"}``: the weights of the best epoch
-#: so far) and ``trainer_state.pt`` (what continuing after this epoch needs). Such a report
-#: carries ``checkpoint_epoch`` (the best epoch so far, whose weights ``model.pt`` holds) and
-#: ``checkpoint_objective`` (its objective: what Tune and Train rank checkpoints by; it only
-#: gets better from one checkpoint to the next, except after a PBT clone took a donor's best).
-#: The reporter persists (copies or moves) the folder before returning: the next write
-#: rewrites its files.
-Reporter = Callable[[dict[str, Any], "str | None"], None]
-#: ``model.pt``'s bytes are kept in memory between writes (while the best epoch stays) up to this size.
-MODEL_BYTES_KEPT = 16 * 2**20
-
-
-@dataclass(frozen=True)
-class Job:
-    """What one training run fits and scores.
-
-    ``search``: train on the train split, score on validation. ``fold``: train on k-1 folds
-    of train+validation, score on fold ``fold`` (reported as ``validation``). ``test``: train
-    on train+validation, score on the test split. ``epochs`` overrides ``trainer.epochs``
-    (k-fold and test runs train for the epochs at which the search trial was best).
-
-    ``resume_from``: a folder written by an earlier report of a search trial (``model.pt``
-    and ``trainer_state.pt``): training continues after the epoch it was written at, with
-    that epoch's weights, optimizer state, counters and random state, and its best epoch's
-    weights as the best so far (a restored, retried or PBT-exploited trial).
-    ``seed_offset`` is added to ``trainer.seed`` (a retried trial runs with a fresh seed).
-    ``checkpoint_every``: also write a checkpoint every that many epochs from epoch
-    ``checkpoint_first`` on (default: ``checkpoint_every``; PBT's perturbation epochs, the only
-    writes besides the last epoch's then); 0: none besides the budget's and the last epoch's.
-    ``stop_epochs``: epochs after which the scheduler may stop the trial: a checkpoint is
-    written there when the best epoch changed since the last one (a stopped trial writes no more).
-    ``checkpoint_budget``: the share of training time checkpoint writes may take
-    (:class:`~ludwig_hpo.train.checkpoint.CheckpointBudget`). A search trial writes one at
-    every epoch the budget allows (without ``checkpoint_every``), at its last epoch, at the
-    ``checkpoint_every`` epochs and at ``stop_epochs`` after a better epoch;
-    ``math.inf``: at every epoch. Its ``model.pt`` always holds the best epoch's weights (kept
-    in memory from that epoch on), its ``trainer_state.pt`` the written epoch's state.
-    """
-
-    kind: Literal["search", "fold", "test"] = "search"
-    fold: int | None = None
-    epochs: int | None = None
-    resume_from: str | None = None
-    seed_offset: int = 0
-    checkpoint_every: int = 0
-    checkpoint_first: int = 0
-    checkpoint_budget: float = CHECKPOINT_BUDGET
-    stop_epochs: tuple[int, ...] = ()
-
-    def rows(self, data: PreparedData) -> tuple[np.ndarray, str, np.ndarray]:
-        """(training rows, name of the scored split, scored rows)."""
-        if self.kind == "search":
-            return data.splits["train"], "validation", data.splits["validation"]
-        if self.kind == "fold":
-            if self.fold is None:
-                raise ValueError("a fold job needs its fold index")
-            train, held_out = data.folds[self.fold]
-            return train, "validation", held_out
-        both = np.sort(np.concatenate([data.splits["train"], data.splits["validation"]]))
-        return both, "test", data.splits["test"]
+__all__ = ["Job", "Reporter", "train_loop"]
 
 
 def train_loop(
@@ -178,6 +112,9 @@ def train_loop(
     t_setup = time.perf_counter()
     rank, world = _world()
     device = device or torch.device("cpu")
+    if cfg.trainer.use_mixed_precision and device.type == "cuda" and cfg.trainer.precision == "fp32":
+        # Ludwig's AMP: fp16 autocast with a gradient scaler on a GPU (on a CPU it does nothing)
+        cfg = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"precision": "fp16"})})
     hp, tr = cfg.hyperopt, cfg.trainer
     seed = tr.seed + job.seed_offset
     torch.manual_seed(seed)
@@ -220,44 +157,64 @@ def train_loop(
     tuning_s = train_bs.seconds + eval_bs.seconds
 
     amp, scaled = AUTOCAST_DTYPES[tr.precision] is not None, scaler.is_enabled()
+    params = [q for q in model.parameters() if q.requires_grad]
+    lbfgs = tr.optimizer.type == "lbfgs"
 
-    def step_loss(x: dict, y: dict, group_len: int) -> torch.Tensor:
-        """Forward and backward of one batch; returns its (unscaled) loss. Autocast, loss
-        scaling and the division by the group's length only where they change something
-        (a tiny model's step is short enough that each no-op costs)."""
+    def batch_loss(x: dict, y: dict) -> torch.Tensor:
+        """One batch's training loss: the combined loss plus the weight regularization."""
         if amp:
             with autocast(device, tr.precision):
                 loss = combined_loss(cfg, model(x), y, losses)
         else:
             loss = combined_loss(cfg, model(x), y, losses)
+        reg = regularization_loss(inner, tr.regularization_type, tr.regularization_lambda)
+        return loss if reg is None else loss + reg
+
+    def step_loss(x: dict, y: dict, group_len: int) -> torch.Tensor:
+        """Forward and backward of one batch; returns its (unscaled) loss. Autocast, loss
+        scaling and the division by the group's length only where they change something
+        (a tiny model's step is short enough that each no-op costs)."""
+        loss = batch_loss(x, y)
         # the mean over the group's batches, as one batch of all of them would give
         part = loss / group_len if group_len > 1 else loss
         (scaler.scale(part) if scaled else part).backward()
         return loss
 
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
+    plan = plan_training(tr, len(train_rows), batch_size, world, job.epochs)
+    watched = watched_keys(cfg, job.kind, split)
+    schedule = LearningRateSchedule(
+        tr.learning_rate_scheduler,
+        lr,
+        plan.steps_per_epoch,
+        plan.total_steps,
+        larger_is_better=watched.plateau_larger,
+    )
+    early = EarlyStopping(tr.early_stop if watched.early_stop_key else -1, watched.early_stop_larger)
     train_time = eval_time = 0.0
     optimizer_steps = 0
-    best_objective: float | None = None
-    best_epoch = 0
-    best_weights: dict | None = None  # rank 0 of a search trial: the best epoch's weights (CPU copy)
+    resumed_best: tuple[float | None, int, dict | None] | None = None  # (objective, epoch, weights on rank 0)
     first_epoch = 1
     skip_nonfinite = tr.nan_policy == "skip_batch"
     nonfinite_batches = 0
     if job.resume_from:
-        resumed, best = resume(job.resume_from, model, optimizer, scaler, lr, cfg, device)
+        resumed, best_pt = resume(job.resume_from, model, optimizer, scaler, lr, cfg, device)
         first_epoch = resumed["epoch"] + 1
-        best_objective, best_epoch = resumed["best_objective"], resumed["best_epoch"]
-        best_weights = best["state_dict"] if rank == 0 else None
+        resumed_best = (resumed["best_objective"], resumed["best_epoch"], best_pt["state_dict"] if rank == 0 else None)
         optimizer_steps = resumed["optimizer_steps"]
         train_time, eval_time = resumed["train_time_s"], resumed["eval_time_s"]
         nonfinite_batches = resumed.get("nonfinite_batches", 0)
-    last_epoch = job.epochs or tr.epochs
+        schedule.load_state_dict(resumed.get("lr_schedule"))
+        early.load_state_dict(resumed.get("early_stop"))
+    last_epoch = plan.last_epoch
+    next_lr = schedule.apply(optimizer, optimizer_steps)  # the rate of the next optimizer step
+    step_lr = next_lr  # the rate of the last one
 
     def score() -> dict[str, float]:
-        """The scored split's metrics, and the train split's when the search selects on it."""
+        """The scored split's metrics, and the train split's when the search selects on it
+        or the trainer asks for them."""
         out = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size, lockstep=fsdp)
-        if hp.split == "train" and job.kind == "search":
+        if (hp.split == "train" and job.kind == "search") or watched.score_train:
             out.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
         return out
 
@@ -273,46 +230,65 @@ def train_loop(
             optimizer_steps=optimizer_steps,
             train_time_s=train_time,
             batch_size_tuning_s=tuning_s,
-            effective_learning_rate=optimizer.param_groups[0]["lr"],
+            effective_learning_rate=lr,
+            learning_rate=step_lr,
             setup_time_s=setup_s,
             eval_time_s=eval_time,
             seed=seed,
         )
 
-    if first_epoch > last_epoch:
+    if first_epoch > last_epoch or (plan.step_limit is not None and optimizer_steps >= plan.step_limit):
         # It continues from a checkpoint of its final epoch (PBT cloned a trial that had just
         # ended): nothing is left to train; score it once, so the trial ends on a result of its own.
         t_eval = time.perf_counter()
         scores = score()
         eval_time += time.perf_counter() - t_eval
-        report({**scores, **counters(last_epoch, scores), RESUMED_FROM_EPOCH: first_epoch - 1}, None)
-    # A search trial keeps its best epoch's weights (an epoch at least as good as every earlier
-    # one) in memory, and writes a checkpoint (those weights as model.pt, and in
-    # trainer_state.pt what continuing from this epoch needs) while the checkpoint budget
-    # allows, at its last epoch, and at PBT's epochs (a clone continues from that epoch).
-    folder = CheckpointFolder()  # rank 0 of a search trial: its files, rewritten at each write
-    best_copy = WeightsCopy(best_weights)  # rank 0: the CPU tensors the best weights are copied into
-    budget = CheckpointBudget(
-        job.checkpoint_budget, first_write_estimate(sum(t.numel() * t.element_size() for t in model.parameters()))
-    )  # FSDP: DTensors' whole sizes
-    best_bytes: bytes | None = None  # model.pt as written last, while the best weights stay the same
-    written_best = best_epoch if job.resume_from else None  # the best epoch of the last checkpoint
-    resumed_train_s = train_time  # the budget counts this run's training and checkpoints only
-    first_periodic = job.checkpoint_first or job.checkpoint_every
-    rngs = {e: epoch_rng(seed, e) for e in range(first_epoch, last_epoch + 1)}  # each epoch's row order
+        last_epoch = min(first_epoch - 1, last_epoch)  # nothing left to run
+        report(
+            {**scores, **counters(last_epoch, scores), RESUMED_FROM_EPOCH: first_epoch - 1, END_REASON: END_LAST_EPOCH},
+            None,
+        )
+    best = BestEpoch(
+        job,
+        model,
+        inner,
+        fsdp=fsdp,
+        rank=rank,
+        world=world,
+        device=device,
+        goal_sign=cfg.goal_sign,
+        best=resumed_best,
+        train_s=train_time,
+    )
+    shuffle, clip = tr.should_shuffle, tr.gradient_clipping
+    clips = clip.clipglobalnorm is not None or clip.clipnorm is not None or clip.clipvalue is not None
+    rngs = {e: epoch_rng(seed, e) for e in range(first_epoch, last_epoch + 1)} if shuffle else {}  # row orders
+    limit = plan.step_limit or math.inf
     for epoch in range(first_epoch, last_epoch + 1):
         t_epoch = time.perf_counter()
-        rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world, rng=rngs.pop(epoch))
+        if shuffle:
+            rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world, rng=rngs.pop(epoch))
+        else:
+            rows = ordered_shard(train_rows, rank=rank, world_size=world)
         loss_sum = torch.zeros((), device=device)
         steps = skipped = 0
         group_bad = False
         epoch_batches = list(batches(rows, batch_size, device, drop_last=True))
         optimizer.zero_grad(set_to_none=True)
         for i, idx in enumerate(epoch_batches):
+            if optimizer_steps >= limit:  # trainer.train_steps: a group starts only below the limit
+                break
+            x, y = dd.batch(idx)
+            if lbfgs:  # its step re-evaluates the batch (one worker, no accumulation: see the schema)
+                loss = closure_step(optimizer, functools.partial(batch_loss, x, y))
+                optimizer_steps += 1
+                step_lr, next_lr = next_lr, schedule.apply(optimizer, optimizer_steps)
+                loss_sum += loss.detach().float()
+                steps += 1
+                continue
             group_start = i - i % accumulate
             group_len = min(accumulate, len(epoch_batches) - group_start)
             sync = i == group_start + group_len - 1  # the group's last batch steps the optimizer
-            x, y = dd.batch(idx)
             if sync:
                 loss = step_loss(x, y, group_len)
             else:
@@ -328,13 +304,18 @@ def train_loop(
                     group_bad = bool(all_reduce(flag, op=dist.ReduceOp.MAX).item())
                 if group_bad:  # a non-finite batch in the group: no step
                     group_bad = False
-                elif scaled:
-                    scaler.step(optimizer)
-                    scaler.update()
+                else:
+                    if clips:  # Ludwig clips the true (unscaled) gradients
+                        if scaled:
+                            scaler.unscale_(optimizer)
+                        clip_gradients(params, clip)
+                    if scaled:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:  # what a disabled scaler's step does, without its bookkeeping
+                        optimizer.step()
                     optimizer_steps += 1
-                else:  # what a disabled scaler's step does, without its bookkeeping
-                    optimizer.step()
-                    optimizer_steps += 1
+                    step_lr, next_lr = next_lr, schedule.apply(optimizer, optimizer_steps)
                 optimizer.zero_grad(set_to_none=True)
             if finite:
                 loss_sum += loss.detach().float()
@@ -365,6 +346,14 @@ def train_loop(
             RUNNING_LOSS: train_loss,
             "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
         }
+        # Ludwig's evaluation-time updates, identical on every rank (the scores are all-reduced)
+        if watched.plateau_key and schedule.evaluation(metrics[watched.plateau_key]):
+            next_lr = schedule.apply(optimizer, optimizer_steps)  # from the next step on
+        stop_key = watched.early_stop_key
+        stopping = stop_key is not None and early.update(epoch, metrics[stop_key])
+        final = epoch == last_epoch or optimizer_steps >= limit or stopping
+        if final:
+            metrics[END_REASON] = END_EARLY_STOP if stopping and epoch < last_epoch else END_LAST_EPOCH
         if skip_nonfinite:
             metrics["nonfinite_batches"] = nonfinite_batches
         if epoch == first_epoch > 1:
@@ -376,31 +365,8 @@ def train_loop(
             metrics[BATCH_SIZE_TRIED] = ";".join(f"{b}:{'oom' if s is None else round(s)}" for b, s in train_bs.tried)
         ckpt_dir, t_ckpt = None, time.perf_counter()
         if job.kind == "search":  # k-fold and test runs only score
-            # the same decision on every rank (the metrics are all-reduced): a collective for
-            # FSDP. A NaN objective is never better; a NaN best (a first epoch's) gives way to any number.
-            objective = metrics[OBJECTIVE]
-            if best_objective is None or (
-                objective == objective
-                and (best_objective != best_objective or cfg.goal_sign * objective <= cfg.goal_sign * best_objective)
-            ):
-                best_objective, best_epoch = objective, epoch
-                best_weights, best_bytes = copy_best_weights(model, inner, best_copy, fsdp=fsdp, rank=rank), None
-            periodic = (
-                job.checkpoint_every > 0
-                and epoch >= first_periodic
-                and (epoch - first_periodic) % job.checkpoint_every == 0
-            )
-            write = (
-                periodic
-                or epoch == last_epoch
-                or (epoch in job.stop_epochs and best_epoch != written_best)
-                or (not job.checkpoint_every and budget.allows(train_time - resumed_train_s))
-            )
-            if fsdp and world > 1:  # the write gathers the shards: rank 0's budget decides for all
-                flag = torch.tensor([float(write)], device=device)
-                dist.broadcast(flag, src=0)
-                write = bool(flag.item())
-            if write:
+            best.observe(epoch, metrics[OBJECTIVE])
+            if best.due(epoch, final=final, train_s=train_time):
                 state_blob = trainer_state(
                     model,
                     inner,
@@ -409,34 +375,32 @@ def train_loop(
                     fsdp=fsdp,
                     rank=rank,
                     device=device,
-                    with_weights=best_epoch != epoch,
+                    with_weights=best.epoch != epoch,
                     state={
                         "epoch": epoch,
-                        "best_objective": best_objective,
-                        "best_epoch": best_epoch,
+                        "best_objective": best.objective,
+                        "best_epoch": best.epoch,
                         "optimizer_steps": optimizer_steps,
                         "train_time_s": train_time,
                         "eval_time_s": eval_time,
                         "seed": seed,
                         "nonfinite_batches": nonfinite_batches,
+                        "lr_schedule": schedule.state_dict(),
+                        "early_stop": early.state_dict(),
                     },
                 )
-                written_best = best_epoch
-                if rank == 0:
-                    model_pt = best_bytes or serialized({"state_dict": best_weights, "epoch": best_epoch})
-                    # kept for the next write while the best stays (a small model's only)
-                    best_bytes = model_pt if len(model_pt) <= MODEL_BYTES_KEPT else None
-                    folder.write(model_pt, MODEL_FILE)
-                    ckpt_dir = folder.write(state_blob, TRAINER_STATE_FILE)
-                    metrics.update({CHECKPOINT_EPOCH: best_epoch, CHECKPOINT_OBJECTIVE: best_objective})
+                ckpt_dir, announced = best.write(state_blob)
+                metrics.update(announced)
         t_report = time.perf_counter()
         report(metrics, ckpt_dir)  # the reporter persists the folder; the next write replaces it
         if job.kind == "search":
             # what checkpoints cost: the work above, and for a write its report, which persists
             # the folder (it also sends the epoch's metrics: a slight overcount)
             done = time.perf_counter()
-            budget.charge((done if ckpt_dir else t_report) - t_ckpt, wrote=ckpt_dir is not None)
-    folder.close()
+            best.budget.charge((done if ckpt_dir else t_report) - t_ckpt, wrote=ckpt_dir is not None)
+        if final:
+            break
+    best.folder.close()
     if fsdp:
         whole = build_model(cfg, data.meta)
         whole.load_state_dict(full_state_dict(model))

@@ -66,6 +66,16 @@ TRAINER_STATE_FILE = "trainer_state.pt"
 WORKER_GROUP_RESTARTS_FILE = "worker_group_restarts.txt"
 #: The running training loss over the epoch's batches (a score key of the train split).
 RUNNING_LOSS = "train/combined/running_loss"
+#: The learning rate of the epoch's last optimizer step (``trainer.learning_rate_scheduler``
+#: applied to the scaled base rate): logged per epoch, so the schedule can be followed.
+LEARNING_RATE = "learning_rate"
+#: On a run's final epoch: why it is the last (an :data:`EndReason`): ``last_epoch`` (it ran
+#: every planned epoch, or ``trainer.train_steps`` steps) or ``early_stop`` (``trainer.early_stop``
+#: ended it: the trial is finished, stopped by its own patience, and the driver tags it so).
+END_REASON = "end_reason"
+EndReason = Literal["last_epoch", "early_stop"]
+END_LAST_EPOCH: EndReason = "last_epoch"
+END_EARLY_STOP: EndReason = "early_stop"
 
 
 class _EpochCounters(TypedDict):
@@ -78,7 +88,8 @@ class _EpochCounters(TypedDict):
     optimizer_steps: int
     train_time_s: float  # the epochs' training and evaluation so far, this trial
     batch_size_tuning_s: float
-    effective_learning_rate: float  # after trainer.learning_rate_scaling
+    effective_learning_rate: float  # trainer.learning_rate after trainer.learning_rate_scaling
+    learning_rate: float  # of the epoch's last optimizer step, after the schedule
     setup_time_s: float
     eval_time_s: float
     seed: int
@@ -100,6 +111,7 @@ class EpochReport(_EpochCounters, total=False):
     checkpoint_epoch: int
     checkpoint_objective: float
     worker_group_restarts: int
+    end_reason: EndReason  # on the run's final epoch
 
 
 #: Decided once inside a trial: logged once, as tags of its MLflow run.
@@ -134,6 +146,7 @@ NOT_METRICS = frozenset(
         CHECKPOINT_EPOCH,
         CHECKPOINT_OBJECTIVE,
         RESUMED_FROM_EPOCH,
+        END_REASON,
     )
 )
 

@@ -10,6 +10,7 @@ import torch
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.train.checkpoint import WeightsCopy, pack, unpack
+from ludwig_hpo.train.optim import set_hyperparameters
 from ludwig_hpo.train.report_keys import MODEL_FILE, TRAINER_STATE_FILE
 from ludwig_hpo.train.strategy import full_state_dict, load_training_state, optimizer_state
 
@@ -80,7 +81,8 @@ def resume(
     this trial's (PBT may have changed them), its moments the checkpoint's. Every rank calls it.
 
     Returns:
-        (the saved counters: ``epoch``, ``best_objective``, ``best_epoch``, ...; ``model.pt``'s
+        (the saved counters: ``epoch``, ``best_objective``, ``best_epoch``, ``lr_schedule`` and
+        ``early_stop`` (their states; absent in older checkpoints), ...; ``model.pt``'s
         content: ``{"state_dict", "epoch"}``, the best weights).
 
     Raises:
@@ -98,11 +100,7 @@ def resume(
         load_training_state(model, optimizer, current, state["optimizer"])
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         raise CheckpointError(f"cannot resume from the checkpoint in {folder}: {one_line_error(str(e))}") from e
-    o = cfg.trainer.optimizer
-    for group in optimizer.param_groups:
-        group["lr"], group["weight_decay"] = lr, o.weight_decay
-        if "momentum" in group:
-            group["momentum"] = o.momentum
+    set_hyperparameters(optimizer, cfg, lr)  # the loop's schedule then sets the step's rate
     if state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
     torch.set_rng_state(state["rng"])

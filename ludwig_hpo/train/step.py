@@ -11,12 +11,10 @@ from ludwig_hpo.model.losses import OutputLosses
 
 
 def make_optimizer(cfg: SweepConfig, params: Any, lr: float) -> torch.optim.Optimizer:
-    """``trainer.optimizer`` over ``params`` at learning rate ``lr`` (after any scaling). Every rank."""
-    o = cfg.trainer.optimizer
-    if o.type == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay)
-    cls = torch.optim.AdamW if o.type == "adamw" else torch.optim.Adam
-    return cls(params, lr=lr, weight_decay=o.weight_decay)
+    """``trainer.optimizer`` over ``params`` at learning rate ``lr``: :func:`ludwig_hpo.train.optim.make_optimizer`."""
+    from ludwig_hpo.train.optim import make_optimizer as make
+
+    return make(cfg, params, lr)
 
 
 def combined_loss(
