@@ -51,8 +51,8 @@ def _step_type(tp: Any, step: str | int) -> tuple[Any, bool]:
                 f = m.model_fields.get(tag_field)
                 if f is not None and step in typing.get_args(_unwrap(f.annotation)):
                     return m, True
-        if len(models) == 1 and len(members) == 1:
-            return _step_type(models[0], step)
+        if len(members) == 1:  # ``Model | None``, ``list[Model] | None``
+            return _step_type(members[0], step)
         return tp, True  # pydantic's label of a plain union member ("int", "literal['auto']")
     if origin is list:
         return typing.get_args(tp)[0], False

@@ -1,4 +1,4 @@
-"""The declarative model: encoders -> concat combiner -> output heads (Ludwig's ECD)."""
+"""The declarative model: encoders -> combiner -> output heads (Ludwig's ECD)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from torch import nn
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import FeatureMeta
+from ludwig_hpo.model.combiners import AUX_LOSS, EncodedInput, build_combiner
+from ludwig_hpo.model.combiners.concat import ConcatCombiner
 from ludwig_hpo.model.encoders import PassthroughEncoder, build_encoder
+from ludwig_hpo.model.init import ludwig_default_init
 from ludwig_hpo.model.outputs import OutputHeads, _module_key
+
+__all__ = ["AUX_LOSS", "ECDModel", "build_model", "module_key"]
 
 
 def module_key(name: str) -> str:
@@ -20,11 +25,21 @@ def module_key(name: str) -> str:
     return _module_key(name)
 
 
+def _encoded_input(feature_type: str, name: str, encoder: nn.Module, meta: FeatureMeta) -> EncodedInput:
+    """What the combiner is told of one encoder: its width and, for a sequence encoder
+    (``sequence = True``, (batch, length, width)), the length (the prepared array's, ``meta.shape[0]``)."""
+    length = int(getattr(encoder, "length", meta.shape[0])) if getattr(encoder, "sequence", False) else None
+    return EncodedInput(name=name, type=feature_type, width=cast(int, encoder.output_size), length=length)
+
+
 class ECDModel(nn.Module):
     """Encoder-combiner-decoder model built from a sweep config.
 
     ``forward(inputs)`` takes ``{input feature name: batch tensor}`` (shapes as in
-    :class:`~ludwig_hpo.data.PreparedData`) and returns ``{output feature name: logits}``.
+    :class:`~ludwig_hpo.data.PreparedData`) and returns ``{output feature name: logits}``; while
+    training, a combiner with an auxiliary loss (``tabnet``) adds it under :data:`AUX_LOSS`.
+    Runs on every rank; parameters come from torch's global RNG in a fixed order (encoders,
+    combiner, heads, then Ludwig's initializers over the encoders and heads).
     """
 
     def __init__(self, cfg: SweepConfig, meta: dict[str, FeatureMeta]) -> None:
@@ -42,15 +57,12 @@ class ECDModel(nn.Module):
             {module_key(name): e for name, e in encoders.items() if name not in self.passthrough}
         )
         self._names = tuple(self.input_names)
-        width = sum(self.widths.values())
-        c = cfg.combiner
-        layers: list[nn.Module] = []
-        for _ in range(c.num_fc_layers):
-            layers += [nn.Linear(width, c.output_size), nn.ReLU(), nn.Dropout(c.dropout)]
-            width = c.output_size
-        self.combiner = nn.Sequential(*layers)
+        inputs = [_encoded_input(f.type, f.name, encoders[f.name], meta[f.name]) for f in cfg.input_features]
+        self.combiner = build_combiner(cfg.combiner, inputs)
         self.output_names = [f.name for f in cfg.output_features]
-        self.heads = OutputHeads(cfg.output_features, meta, width)
+        self.heads = OutputHeads(cfg.output_features, meta, cast(int, self.combiner.output_size))
+        ludwig_default_init(self.encoders)
+        ludwig_default_init(self.heads)
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
@@ -66,25 +78,49 @@ class ECDModel(nn.Module):
             nn.ModuleDict.__init__(upgraded, dict(cast(nn.ModuleDict, heads).items()))
             upgraded.output_names = list(self.output_names)
             self._modules["heads"] = upgraded
+        combiner = self._modules["combiner"]
+        if isinstance(combiner, nn.Sequential):  # pickled when concat's layers were a plain Sequential
+            self._modules["combiner"] = _legacy_concat(combiner, self.input_names, self.widths)
+
+    def encode(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``{input name: encoder output}`` in input order (passthrough inputs as they are)."""
+        return {
+            n: inputs[n] if n in self.passthrough else self.encoders[module_key(n)](inputs[n]) for n in self.input_names
+        }
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         table = getattr(inputs, "table", None)  # ludwig_hpo.train.data.Columns
+        combiner = self.combiner
+        aux: torch.Tensor | None = None
+        with_loss = getattr(combiner, "forward_with_loss", None)  # tabnet's: (hidden, auxiliary loss)
         if (
             table is not None
+            and isinstance(combiner, ConcatCombiner)
             and len(self.passthrough) == len(self.input_names)
             and getattr(inputs, "names", None) == self._names
         ):
-            h = table  # the concatenation of its columns, already made
+            h = combiner.fc(table)  # the table is the concatenation of its columns, already made
+        elif self.training and with_loss is not None:
+            h, aux = with_loss(self.encode(inputs))
         else:
-            h = torch.cat(
-                [
-                    inputs[n] if n in self.passthrough else self.encoders[module_key(n)](inputs[n])
-                    for n in self.input_names
-                ],
-                dim=-1,
-            )
-        h = self.combiner(h)
-        return self.heads(h)
+            h = combiner(self.encode(inputs))
+        out: dict[str, torch.Tensor] = self.heads(h)
+        if aux is not None:
+            out[AUX_LOSS] = aux
+        return out
+
+
+def _legacy_concat(layers: nn.Sequential, names: list[str], widths: dict[str, int]) -> ConcatCombiner:
+    """A concat combiner around the (Linear, ReLU, Dropout) blocks of a model pickled before
+    combiners were modules of their own."""
+    legacy = ConcatCombiner.__new__(ConcatCombiner)
+    nn.Module.__init__(legacy)
+    legacy.names = list(names)
+    legacy.flatten_inputs = False
+    legacy.fc = layers  # type: ignore[assignment]  # a Sequential maps (batch, width) as the stack does
+    linears = [m for m in layers if isinstance(m, nn.Linear)]
+    legacy.output_size = linears[-1].out_features if linears else sum(widths[n] for n in names)
+    return legacy
 
 
 def build_model(cfg: SweepConfig, meta: dict[str, FeatureMeta]) -> ECDModel:
