@@ -27,8 +27,9 @@ def score_best_on_test(
     best: TrialRecord, loaded: LoadedSweep, data: PreparedData, paths: SweepPaths, console: Console
 ) -> dict[str, float]:
     """``{"test/<feature>/<metric>": value}`` (and ``test/combined/loss``) of the best trial's
-    exported best weights on the test split; empty when the split has no rows or no weights
-    were exported (a line says why).
+    exported best weights on the test split, but a score that repeats another one
+    (:func:`~ludwig_hpo.tracking.layout.redundant_scores`, as in a trial's run); empty when the
+    split has no rows or no weights were exported (a line says why).
 
     Raises:
         Exception: the model cannot be rebuilt from its weights (a bug, not a user mistake).
@@ -52,4 +53,7 @@ def score_best_on_test(
     model.load_state_dict(torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
     size = cfg.trainer.eval_batch_size
     batch = size if isinstance(size, int) else EVAL_BATCH_SIZE
-    return evaluate(model, cfg, DeviceData(data, torch.device("cpu")), rows, "test", batch)
+    scores = evaluate(model, cfg, DeviceData(data, torch.device("cpu")), rows, "test", batch)
+    # as a trial's run holds its scores: a score that repeats another one is left out
+    drop = layout.redundant_scores(set(scores), keep=on_test_split(cfg.hyperopt.metric_key))
+    return {k: v for k, v in scores.items() if k not in drop}

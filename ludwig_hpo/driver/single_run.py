@@ -27,7 +27,7 @@ from ludwig_hpo.results import SweepResult
 def single_run_sweep(loaded: LoadedSweep, tracking_uri: str | None = None) -> LoadedSweep:
     """``loaded`` reduced to one trial of its base configuration: a one-point search space
     (the configured ``trainer.learning_rate``, so the run logs it as its parameter), FIFO,
-    no k-fold, no report; named ``<name>-train``, tracked in the file's MLflow experiment (in
+    no time budget, no k-fold, no report; named ``<name>-train``, tracked in the file's MLflow experiment (in
     the store ``tracking_uri`` when given: a sweep's). Pure."""
     raw = copy.deepcopy(loaded.raw)
     hp = dict(raw.get("hyperopt") or {})
@@ -35,7 +35,8 @@ def single_run_sweep(loaded: LoadedSweep, tracking_uri: str | None = None) -> Lo
         "trainer.learning_rate": {"space": "choice", "categories": [loaded.config.trainer.learning_rate]}
     }
     hp["scheduler"] = {"type": "fifo"}
-    hp["executor"] = {"num_samples": 1, "max_concurrent_trials": 1}
+    # no time budget: a search's (Ludwig's default, one hour) would end the training run
+    hp["executor"] = {"num_samples": 1, "max_concurrent_trials": 1, "time_budget_s": None}
     raw["hyperopt"] = hp
     raw["kfold"] = None
     raw["report"] = {"enabled": False}

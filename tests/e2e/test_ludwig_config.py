@@ -52,6 +52,19 @@ def test_block_and_grid_values_reach_the_trials_intact(ludwig_sweep):
     assert best["defaults"]["number"]["encoder"]["type"] == "dense"
 
 
+def test_the_best_trial_is_scored_on_the_test_split_without_kfold(ludwig_sweep):
+    from mlflow.tracking import MlflowClient
+
+    proc, out = ludwig_sweep
+    result = json.loads((out / "results.json").read_text())
+    assert result["kfold"] == [] and {"test/positive/accuracy", "test/positive/roc_auc"} <= set(result["test_scores"])
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
+    exp = client.get_experiment_by_name("defaults_and_blocks")
+    (parent,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("run_kind") == "sweep"]
+    assert {k: parent.data.metrics[k] for k in result["test_scores"]} == pytest.approx(result["test_scores"])
+    assert f"test split (best weights of trial {result['best_trial_id']})" in proc.stdout
+
+
 def test_block_parameter_is_readable_in_mlflow(ludwig_sweep):
     from mlflow.tracking import MlflowClient
 
@@ -111,3 +124,49 @@ def test_image_sweep_trials_are_mlflow_child_runs(image_sweep):
     assert len(trials) == 2 and {r.data.tags["world_size"] for r in trials} == {"1"}
     assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in trials)
     assert set(trials[0].data.params) == {"trainer.learning_rate", "image_path.encoder.dropout"}
+
+
+@pytest.fixture(scope="module")
+def ludwig_train(tmp_path_factory):
+    """``hpo train`` of a Ludwig model config (no name, dataset or hyperopt section: the fixed-split
+    fixture without its search) with ``--dataset``, one worker, ``--set`` of its epochs."""
+    cwd = tmp_path_factory.mktemp("ludwig-train")
+    (cwd / "model.yaml").write_text((FIXTURES / "fixed_split.yaml").read_text().split("\nhyperopt:")[0] + "\n")
+    proc = run_cli(
+        "train",
+        "model.yaml",
+        "--dataset",
+        str(FIXTURES / "data.csv"),
+        "--num-workers",
+        "1",
+        "--set",
+        "trainer.epochs=3",
+        "--output",
+        "results",
+        cwd=cwd,
+    )
+    assert proc.returncode == 0, f"train failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc, cwd / "results" / "model-train"
+
+
+def test_hpo_train_trains_a_ludwig_model_config_and_scores_it_on_the_test_split(ludwig_train):
+    from mlflow.tracking import MlflowClient
+
+    proc, out = ludwig_train
+    assert "180 rows (train 120, validation 30, test 30)" in proc.stdout
+    assert "done in" in proc.stdout and ": 3 epochs, 1 worker(s)" in proc.stdout
+    result = json.loads((out / "results.json").read_text())
+    (trial,) = result["trials"]
+    assert trial["status"] == "FINISHED" and [h["epoch"] for h in trial["history"]] == [1, 2, 3]
+    assert "validation/target/accuracy" in trial["history"][-1]["metrics"]  # validated each epoch
+    scores = result["test_scores"]
+    assert {"test/target/accuracy", "test/combined/loss"} <= set(scores) and 0 <= scores["test/target/accuracy"] <= 1
+    assert f"test split (best weights of trial {trial['trial_id']}): test/combined/loss = " in proc.stdout
+    assert (out / "best_model" / "model.pt").is_file() and not (out / "report.html").exists()
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
+    exp = client.get_experiment_by_name("model")  # the file's stem names it
+    runs = client.search_runs([exp.experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("run_kind") == "sweep"]
+    (child,) = [r for r in runs if r.data.tags.get("run_kind") == "trial"]
+    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id and child.info.status == "FINISHED"
+    assert {k: parent.data.metrics[k] for k in scores} == pytest.approx(scores)

@@ -157,6 +157,9 @@ def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
     pm = parent.data.metrics
     assert {"best/validation/malignant/roc_auc", "kfold/1/mean", "kfold/1/ci95", "kfold/1/test"} <= set(pm)
     assert 0.5 < pm["kfold/1/test"] <= 1.0
+    # and the best trial's best weights scored on the test split, as Ludwig scores a trial's model
+    assert {"test/malignant/roc_auc", "test/malignant/accuracy", "test/malignant/loss"} <= set(pm)
+    assert 0.5 < pm["test/malignant/roc_auc"] <= 1.0
     note = ptags["mlflow.note.content"]
     assert f"`{ptags['best_trial_id']}`" in note and "k-fold mean ± 95 % CI" in note
     kfold = [r for r in runs if r.data.tags.get("phase") == "kfold"]
@@ -205,10 +208,18 @@ def test_trials_are_child_runs_of_one_parent_with_epoch_metrics(mlflow_runs):
     check_sweep_tree(client, runs)
 
 
-def test_best_model_loads_with_mlflow_pytorch_and_predicts_test_rows(mlflow_runs):
+def test_best_model_loads_with_mlflow_pytorch_and_predicts_test_rows(mlflow_runs, tiny_sweep):
     client, runs = mlflow_runs
     parent = next(r for r in runs if r.data.tags.get("run_kind") == "sweep")
-    assert load_best_model_and_score_test_rows(client.tracking_uri, parent) > 0.7  # trained, not fresh
+    accuracy = load_best_model_and_score_test_rows(client.tracking_uri, parent)
+    assert accuracy > 0.7  # trained, not fresh
+    # the sweep's test score is this model's: results.json, the parent run and the console agree
+    proc, out = tiny_sweep
+    scores = json.loads((out / "results.json").read_text())["test_scores"]
+    assert scores["test/malignant/accuracy"] == pytest.approx(accuracy)
+    assert parent.data.metrics["test/malignant/accuracy"] == pytest.approx(accuracy)
+    shown = f"test split (best weights of trial {parent.data.tags['best_trial_id']}): test/malignant/roc_auc = "
+    assert shown in proc.stdout and f"  test/malignant/accuracy: {accuracy:.6g}" in proc.stdout
 
 
 def test_kfold_and_test_runs_are_tagged_under_the_parent(mlflow_runs):

@@ -153,7 +153,7 @@ def test_a_model_config_validates_for_hpo_train(tmp_path, monkeypatch):
     from ludwig_hpo.driver.validate import TRAIN_ONLY
 
     monkeypatch.chdir(tmp_path)
-    text = (ROOT / "tests" / "fixtures" / "ludwig" / "fixed_split.yaml").read_text().split("hyperopt:")[0]
+    text = (ROOT / "tests" / "fixtures" / "ludwig" / "fixed_split.yaml").read_text().split("\nhyperopt:")[0]
     (tmp_path / "model.yaml").write_text(text)
     data = ROOT / "tests" / "fixtures" / "ludwig" / "data.csv"
     result = CliRunner().invoke(app, ["validate", "model.yaml", "--dataset", str(data)])
