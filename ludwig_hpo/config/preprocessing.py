@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
 
@@ -25,19 +25,10 @@ BinaryStrategy = Literal[
     "fill_with_const", "fill_with_mode", "bfill", "ffill", "drop_row", "fill_with_false", "fill_with_true"
 ]
 
-#: Spellings older Ludwig versions wrote for the same strategy.
-_STRATEGY_ALIASES = {"backfill": "bfill", "pad": "ffill"}
-
-
-def _strategy_alias(value: Any) -> Any:
-    return _STRATEGY_ALIASES.get(value, value) if isinstance(value, str) else value
-
 
 class _FeaturePreprocessing(_Base):
-    @field_validator("missing_value_strategy", "outlier_strategy", mode="before", check_fields=False)
-    @classmethod
-    def _alias(cls, v: Any) -> Any:
-        return _strategy_alias(v)
+    """A feature type's ``preprocessing`` (older spellings such as ``backfill`` are upgraded
+    by :mod:`ludwig_hpo.config.upgrade` before validation)."""
 
 
 class NumberPreprocessing(_FeaturePreprocessing):

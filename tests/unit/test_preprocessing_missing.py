@@ -181,8 +181,3 @@ def test_fill_with_mean_is_for_numbers_only(make_config):
         make_config(
             [{"name": "c", "type": "category", "preprocessing": {"missing_value_strategy": "fill_with_mean"}}], BINARY_Y
         )
-
-
-def test_ludwigs_older_spelling_backfill_is_bfill(make_config):
-    data = _prepared([_number("backfill")], _frame(x=_x_with_gaps()), make_config)
-    assert data.inputs["x"][3, 0] == 4.0

@@ -161,3 +161,24 @@ def test_numeric_binary_columns_are_true_where_non_zero(make_config):
     df = _frame(b=[0, 2] * (N // 2))
     data = _prep(df, make_config, [{"name": "b", "type": "binary"}])
     assert data.inputs["b"][:2, 0].tolist() == [0.0, 1.0]
+
+
+def test_defaults_preprocessing_applies_to_every_feature_of_the_type(make_config):
+    c = (["a"] * 5 + ["b"] * 4 + ["c"] * 3) * 5
+    df = _frame(c=c, d=c)
+    cfg = make_config(
+        [
+            {"name": "c", "type": "category"},
+            {"name": "d", "type": "category", "preprocessing": {"most_common": 1}},
+            {"name": "x", "type": "number"},
+        ],
+        BINARY_Y,
+        defaults={
+            "category": {"preprocessing": {"most_common": 2}},
+            "number": {"preprocessing": {"normalization": None}},
+        },
+    )
+    data = prepare(df, cfg)
+    assert data.meta["c"].vocab == ("<UNK>", "a", "b")
+    assert data.meta["d"].vocab == ("<UNK>", "a"), "the feature's own value wins"
+    np.testing.assert_allclose(data.inputs["x"][:, 0], df["x"], rtol=1e-6)
