@@ -23,6 +23,7 @@ from ludwig_hpo.config.preprocessing import (
     CategoryOutputPreprocessing,
     NumberOutputPreprocessing,
 )
+from ludwig_hpo.config.type_preprocessing import SetPreprocessing
 
 # ---------------------------------------------------------------------------- losses
 
@@ -360,6 +361,7 @@ class SetOutputFeature(_Output):
     type: Literal["set"]
     loss: SigmoidCELoss = SigmoidCELoss()
     decoder: Annotated[Decoder, AfterValidator(_decoder_for("set"))] = Decoder(type="classifier")
+    preprocessing: SetPreprocessing = SetPreprocessing()
     threshold: float = Field(default=0.5, ge=0, le=1)
     _fill = field_validator("loss", mode="before")(_loss_for("set"))
 

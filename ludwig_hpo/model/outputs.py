@@ -140,6 +140,15 @@ class OutputHeads(nn.ModuleDict):
         return {name: logits[name] for name in self.output_names}
 
 
+def predicted_values(heads: nn.Module, name: str, logits: torch.Tensor) -> torch.Tensor:
+    """What output ``name``'s prediction is made of: a number's output clipped to its ``clip``,
+    a vector's softmaxed with ``softmax``, any other output's logits unchanged (heads pickled
+    without their metrics: unchanged too)."""
+    metrics = getattr(heads, "metrics", None)
+    scorer = metrics.get(name) if isinstance(metrics, dict) else None
+    return scorer.predictions(logits) if isinstance(scorer, OutputMetrics) else logits
+
+
 def _module_key(name: str) -> str:
     """A feature's name as a submodule key (torch refuses a ``.``): ``.`` as ``%2E``, ``%`` as ``%25``;
     a name that is an attribute of ``nn.ModuleDict`` (``type``, ``train``) gets a trailing ``%``."""

@@ -19,6 +19,7 @@ from torch import nn
 
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model.build import ECDModel
+from ludwig_hpo.model.outputs import predicted_values
 
 #: Input types fed as one column per element of their prepared row (see :func:`input_columns`).
 _MULTI = frozenset({"image", "set", "bag", "vector", "timeseries", "sequence", "date", "h3"})
@@ -94,7 +95,7 @@ class FlatInputModel(nn.Module):
         logits = self.model(self.split(x.float()))
         parts = []
         for name, kind in self.outputs:
-            z = logits[name]
+            z = predicted_values(self.model.heads, name, logits[name])  # clip, softmax
             if kind == "category":
                 parts.append(torch.softmax(z, dim=-1))
             elif kind == "set":

@@ -153,3 +153,31 @@ def test_a_projectors_activation_and_clip():
     assert out.min() >= 0.2 and out.max() <= 0.6
     with pytest.raises(ValidationError, match="clip is a projector's key"):
         outputs({"name": "n", "type": "number", "decoder": {"clip": [0, 1]}})
+
+
+def test_the_served_model_predicts_clipped_numbers_and_softmaxed_vectors(make_config):
+    import numpy as np
+    import pandas as pd
+
+    from ludwig_hpo.data import prepare
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60) * 10
+    vectors = [" ".join(str(v) for v in rng.random(3)) for _ in range(60)]
+    frame = pd.DataFrame({"x": x, "y": 100 * x, "v": vectors})
+    outs = [{"name": "y", "type": "number", "clip": [-1, 1]}, {"name": "v", "type": "vector", "softmax": True}]
+    cfg = make_config([{"name": "x", "type": "number"}], outs)
+    data = prepare(frame, cfg)
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta).eval()
+    flat = FlatInputModel(model, data.meta, ["y", "v"])
+    rows = data.splits["train"]
+    pred = flat(torch.tensor(flat_inputs(data.inputs, rows, model.input_names, data.meta).to_numpy()))
+    assert flat.output_columns == ["y", "v[0]", "v[1]", "v[2]"]
+    with torch.no_grad():
+        raw = model({"x": torch.tensor(data.inputs["x"][rows])})
+    assert raw["y"].abs().max() > 1.0 and pred[:, 0].abs().max() <= 1.0
+    assert not torch.allclose(raw["v"].sum(-1), torch.ones(len(rows)))
+    assert torch.allclose(pred[:, 1:].sum(-1), torch.ones(len(rows)))
