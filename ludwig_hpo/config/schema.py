@@ -296,7 +296,7 @@ class SweepConfig(_Base):
                     f"{'larger' if better == 'maximize' else 'smaller'}; set goal: {better}",
                     where,
                 )
-        check_validation_target(self.trainer, outputs)
+        check_validation_target(self.trainer, outputs, self.backend)
         check_epochs(hp.scheduler, self.trainer.epochs)
         multi_worker_fresh = self.backend.trial_executor == "fresh" and self.backend.num_workers > 1
         if isinstance(hp.scheduler, PbtScheduler) and multi_worker_fresh:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from ludwig_hpo.config.backend import BackendConfig
 from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
 from ludwig_hpo.config.metrics import METRICS
 from ludwig_hpo.config.optimizers import AdamOptimizer, GradientClippingConfig, Optimizer
@@ -218,12 +219,14 @@ class TrainerConfig(_Base):
         return self
 
 
-def check_validation_target(trainer: TrainerConfig, outputs: Mapping[str, str]) -> None:
+def check_validation_target(trainer: TrainerConfig, outputs: Mapping[str, str], backend: BackendConfig) -> None:
     """``validation_field`` names an output feature (or ``combined``) that reports
-    ``validation_metric`` and ``learning_rate_scheduler.reduce_eval_metric``. Pure.
+    ``validation_metric`` and ``learning_rate_scheduler.reduce_eval_metric``; ``lbfgs`` runs on
+    one worker, and FSDP takes no weight regularization. Pure.
 
     Args:
         outputs: ``{output feature name: type}``.
+        backend: the ``backend`` section (workers and strategy).
 
     Raises:
         KeyedValueError: at the offending key, with the allowed values.
@@ -248,6 +251,19 @@ def check_validation_target(trainer: TrainerConfig, outputs: Mapping[str, str]) 
             raise KeyedValueError(
                 f"{metric!r} is not reported for {field!r} (a {kind} output); use one of {sorted(allowed)}", where
             )
+    if trainer.optimizer.type == "lbfgs" and backend.num_workers > 1:
+        # its line search runs on each worker's own loss: the workers could take different steps
+        raise KeyedValueError(
+            f"lbfgs trains on one worker, but backend.num_workers is {backend.num_workers}",
+            ("trainer", "optimizer", "type"),
+            fix="set backend.num_workers: 1, or use another optimizer",
+        )
+    if trainer.regularization_lambda > 0 and trainer.regularization_type and backend.strategy == "fsdp":
+        raise KeyedValueError(
+            "regularization_lambda with backend.strategy: fsdp is not supported yet (the weights are sharded)",
+            ("trainer", "regularization_lambda"),
+            fix="use strategy: ddp, or regularize through the optimizer's weight_decay",
+        )
 
 
 def larger_is_better(kind: str, metric: str) -> bool:

@@ -50,6 +50,8 @@ BASE_TRAINER = {
     "learning_rate": 0.1,
     "optimizer": {"type": "sgd", "momentum": 0.0},
     "eval_batch_size": 8,
+    "learning_rate_scaling": "constant",  # the cases that scale say so (Ludwig's default is linear)
+    "gradient_clipping": {"clipglobalnorm": None},
 }
 
 

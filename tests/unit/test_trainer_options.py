@@ -3,6 +3,8 @@ the one-line errors of the keys not supported yet."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -12,7 +14,7 @@ from ludwig_hpo.train.optim import clip_gradients, make_optimizer
 from ludwig_hpo.train.plan import ordered_shard
 from ludwig_hpo.train.regularize import regularization_loss
 
-from .trainer_helpers import BATCH, STEPS_PER_EPOCH, config, run
+from .trainer_helpers import BATCH, STEPS_PER_EPOCH, config, data, run
 
 
 def test_ludwigs_defaults():
@@ -95,6 +97,19 @@ def _refused(trainer: dict) -> str:
 )
 def test_keys_not_supported_yet_are_refused_with_one_line(trainer, words):
     assert words in _refused(trainer)
+
+
+def test_lbfgs_needs_one_worker_and_fsdp_takes_no_regularization():
+    with pytest.raises(ValueError, match="lbfgs trains on one worker"):
+        config({"optimizer": {"type": "lbfgs"}}, backend={"num_workers": 2})
+    with pytest.raises(ValueError, match="regularization_lambda with backend.strategy: fsdp"):
+        config({"regularization_lambda": 0.1}, backend={"num_workers": 2, "strategy": "fsdp"})
+
+
+def test_the_report_logs_the_learning_rate_and_keeps_end_reason_out_of_the_metrics():
+    from ludwig_hpo.train.report_keys import END_REASON, LEARNING_RATE, NOT_METRICS
+
+    assert LEARNING_RATE not in NOT_METRICS and END_REASON in NOT_METRICS
 
 
 def test_the_loader_shows_a_not_supported_key_as_one_located_line(tmp_path):
@@ -186,6 +201,38 @@ def test_should_shuffle_false_keeps_the_split_order():
     shuffled, _ = run(config({"epochs": 2}))
     # the same seed, so the same initial weights: only the rows' order differs
     assert ordered[-1]["train/combined/running_loss"] != shuffled[-1]["train/combined/running_loss"]
+
+
+def _precision_used(monkeypatch, device: torch.device) -> list[str]:
+    import ludwig_hpo.train.loop as loop
+
+    seen: list[str] = []
+    real = loop.grad_scaler
+
+    def spy(dev, precision):
+        seen.append(precision)
+        return real(dev, precision)
+
+    monkeypatch.setattr(loop, "grad_scaler", spy)
+    reports: list[dict] = []
+    loop.train_loop(
+        config({"epochs": 1, "use_mixed_precision": True}),
+        data(),
+        loop.Job(),
+        lambda m, c: reports.append(m),
+        device=device,
+    )
+    assert math.isfinite(reports[-1]["train/combined/running_loss"])
+    return seen
+
+
+def test_use_mixed_precision_trains_in_fp32_on_a_cpu(monkeypatch):
+    assert _precision_used(monkeypatch, torch.device("cpu")) == ["fp32"]
+
+
+@pytest.mark.gpu
+def test_use_mixed_precision_is_fp16_autocast_with_a_scaler_on_a_gpu(monkeypatch):
+    assert _precision_used(monkeypatch, torch.device("cuda")) == ["fp16"]
 
 
 def test_use_mixed_precision_is_fp16_on_a_gpu_and_nothing_on_a_cpu():
