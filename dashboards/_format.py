@@ -108,13 +108,25 @@ def metric_title(result: SweepResult) -> str:
     return f"{result.metric} ({better_phrase(result.goal)})"
 
 
-#: The range each metric the sweep reports can take: losses and errors are >= 0, accuracy and
-#: ROC AUC lie in [0, 1]. An interval drawn past its metric's range is clipped to it.
+#: The range each metric the sweep reports can take: losses and errors are >= 0, accuracy,
+#: ROC AUC and the other rates lie in [0, 1], r2 is at most 1. An interval drawn past its
+#: metric's range is clipped to it.
 METRIC_DOMAINS: dict[str, tuple[float, float]] = {
     "loss": (0.0, math.inf),
     "mae": (0.0, math.inf),
+    "mean_squared_error": (0.0, math.inf),
+    "mean_absolute_error": (0.0, math.inf),
+    "root_mean_squared_error": (0.0, math.inf),
+    "root_mean_squared_percentage_error": (0.0, math.inf),
+    "mean_absolute_percentage_error": (0.0, math.inf),
+    "r2": (-math.inf, 1.0),
     "accuracy": (0.0, 1.0),
     "roc_auc": (0.0, 1.0),
+    "precision": (0.0, 1.0),
+    "recall": (0.0, 1.0),
+    "specificity": (0.0, 1.0),
+    "hits_at_k": (0.0, 1.0),
+    "jaccard": (0.0, 1.0),
 }
 
 

@@ -153,3 +153,11 @@ def test_evaluate_reports_every_metric_of_the_table(make_config):
     pred = (1 / (1 + np.exp(-z)) >= 0.4).astype(int)
     assert got["validation/bin/recall"] == pytest.approx(skm.recall_score(y, pred, zero_division=0), rel=1e-9)
     assert got["validation/bin/roc_auc"] == pytest.approx(skm.roc_auc_score(y, z), abs=1e-9)
+
+
+def test_the_report_knows_every_metrics_range():
+    from dashboards._format import METRIC_DOMAINS
+
+    names = {m for ms in METRICS.values() for m in ms}
+    assert names <= set(METRIC_DOMAINS)
+    assert METRIC_DOMAINS["r2"] == (-math.inf, 1.0) and METRIC_DOMAINS["jaccard"] == (0.0, 1.0)
