@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ludwig_hpo.config.combiners import FCLayerConfig
+from ludwig_hpo.config.fc import FCLayerConfig
 from ludwig_hpo.model.init import init_linear
 
 #: Ludwig's activations (``ludwig/utils/torch_utils.activations``); None is the identity.
