@@ -20,6 +20,8 @@ TOKENIZERS = ("space", "space_punct", "underscore", "comma", "characters", "stri
 #: Ludwig's special symbols.
 UNKNOWN_SYMBOL = "<UNK>"
 PADDING_SYMBOL = "<PAD>"
+START_SYMBOL = "<SOS>"
+STOP_SYMBOL = "<EOS>"
 
 #: Ludwig's fill value of a missing h3 cell (a resolution-0 cell, the ``base cell 0`` hexagon).
 H3_FILL_VALUE = 576495936675512319
@@ -69,8 +71,9 @@ class BagPreprocessing(SetPreprocessing):
 
 class SequencePreprocessing(_Tokens):
     """A cell is a string of tokens (``tokenizer``), read in order as ids of the ``most_common``
-    training tokens, cut or padded (``padding``: right or left) to the longest training
-    sequence, at most ``max_sequence_length`` (``sequence_length``: exactly that length)."""
+    training tokens between ``<SOS>`` and ``<EOS>`` (Ludwig's), cut or padded (``padding``: right
+    or left) to the longest training sequence with both, at most ``max_sequence_length``
+    (``sequence_length``: exactly that length)."""
 
     max_sequence_length: int = Field(default=256, ge=1)
     sequence_length: int | None = Field(default=None, ge=1)

@@ -8,7 +8,7 @@ Prepared arrays (the model's, batching's and serving's contract):
 |---|---|---|
 | set input | (N, V) float32 multi-hot, index 0 = unknown tokens | ``vocab`` (index 0 ``<UNK>``), ``shape`` (V,) |
 | bag input | (N, V) float32 token counts, index 0 = unknown tokens | as a set |
-| sequence | (N, L) int64 token ids, 0 = padding, 1 = unknown | ``vocab``, ``shape`` (L,) |
+| sequence | (N, L) int64 token ids: 0 padding, 1 unknown, 2 ``<SOS>``, 3 ``<EOS>`` around each row (Ludwig's) | ``vocab``, ``shape`` (L,) |
 | timeseries | (N, L) float32, padded with ``padding_value`` | ``shape`` (L,) |
 | vector | (N, D) float32 | ``shape`` (D,) |
 | date | (N, 9) int64 (:data:`~ludwig_hpo.data.components.DATE_COMPONENTS`) | ``shape`` (9,) |
@@ -28,10 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ludwig_hpo.config.type_preprocessing import (
-    UNKNOWN_SYMBOL,
-    SetPreprocessing,
-)
+from ludwig_hpo.config.type_preprocessing import START_SYMBOL, STOP_SYMBOL, UNKNOWN_SYMBOL, SetPreprocessing
 from ludwig_hpo.data.components import (
     DATE_COMPONENTS,
     H3_COMPONENTS,
@@ -199,17 +196,18 @@ def _timeseries(col: _Column, prep: Any) -> Encoded:
 
 
 def _sequence(col: _Column, prep: Any) -> Encoded:
+    """Token ids as Ludwig builds them: ``<SOS>`` + the tokens + ``<EOS>``, cut to the length
+    (which counts both symbols), then padded."""
     rows = _tokens(fill_missing(col, prep, empty="keep"), prep)
-    special = (prep.padding_symbol, prep.unknown_symbol)
+    special = (prep.padding_symbol, prep.unknown_symbol, START_SYMBOL, STOP_SYMBOL)
     common = vocabulary(([t for t in rows[i] if t not in special] for i in col.train), prep.most_common)
     vocab = [*special, *common]
     index = {t: i for i, t in enumerate(vocab)}
-    index[prep.padding_symbol] = 0
-    longest = max((len(rows[int(i)]) for i in col.train), default=1)
-    length = prep.sequence_length or max(1, min(prep.max_sequence_length, longest))
+    longest = max((len(rows[int(i)]) for i in col.train), default=0) + 2
+    length = prep.sequence_length or min(prep.max_sequence_length, longest)
     x = np.zeros((len(rows), length), dtype=np.int64)
     for r, toks in enumerate(rows):
-        ids = [index.get(t, 1) for t in toks[:length]]
+        ids = [index[START_SYMBOL], *(index.get(t, 1) for t in toks), index[STOP_SYMBOL]][:length]
         if prep.padding == "right":
             x[r, : len(ids)] = ids
         else:

@@ -83,17 +83,17 @@ SHAPES = [
     ("h3", None, (B, 10), False),
     ("h3", {"type": "weighted_sum", "should_softmax": True}, (B, 10), False),
     ("h3", {"type": "rnn", "bidirectional": True, "cell_type": "gru"}, (B, 20), False),
-    ("sequence", None, (B, 13), False),  # embed: 256 at most the vocabulary (11 tokens + 2 symbols)
-    ("sequence", {"reduce_output": None}, (B, 8, 13), True),
-    ("sequence", {"reduce_output": "concat", "embedding_size": 3}, (B, 24), False),
+    ("sequence", None, (B, 15), False),  # embed: 256 at most the vocabulary (11 tokens + 4 symbols)
+    ("sequence", {"reduce_output": None}, (B, 10, 15), True),
+    ("sequence", {"reduce_output": "concat", "embedding_size": 3}, (B, 30), False),
     ("sequence", {"type": "parallel_cnn"}, (B, 256), False),
-    ("sequence", {"type": "parallel_cnn", "reduce_output": None}, (B, 8, 1024), True),  # 4 x 256 filters
+    ("sequence", {"type": "parallel_cnn", "reduce_output": None}, (B, 10, 1024), True),  # 4 x 256 filters
     ("sequence", {"type": "stacked_cnn", "num_fc_layers": 0}, (B, 256), False),
-    ("sequence", {"type": "stacked_cnn", "reduce_output": None}, (B, 1, 256), True),  # 8 -> 3 -> 1 -> 1
+    ("sequence", {"type": "stacked_cnn", "reduce_output": None}, (B, 1, 256), True),  # 10 -> 4 -> 2 -> 1
     ("sequence", {"type": "rnn"}, (B, 256), False),
     ("sequence", {"type": "rnn", "cell_type": "lstm", "bidirectional": True, "num_layers": 2}, (B, 512), False),
-    ("sequence", {"type": "rnn", "reduce_output": None, "state_size": 4}, (B, 8, 4), True),
-    ("sequence", {"type": "passthrough"}, (B, 8, 1), True),
+    ("sequence", {"type": "rnn", "reduce_output": None, "state_size": 4}, (B, 10, 4), True),
+    ("sequence", {"type": "passthrough"}, (B, 10, 1), True),
 ]
 
 

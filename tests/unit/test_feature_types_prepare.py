@@ -78,28 +78,32 @@ def test_bag_counts_tokens_and_a_comma_tokenizer_splits_on_commas(listings, make
     assert x[0].tolist() == [0.0, 2.0, 1.0]
 
 
-def test_sequence_ids_pad_with_0_unknown_1_and_length_is_the_longest_training_row(listings, make_config):
+def test_sequence_ids_are_ludwigs_between_start_and_stop_padded_to_the_longest_training_row(listings, make_config):
     frame = listings.copy()
     data = _prepared(make_config, frame, [{"name": "review", "type": "sequence"}])
     x, meta = data.inputs["review"], data.meta["review"]
-    assert x.dtype == np.int64 and meta.vocab[:2] == ("<PAD>", "<UNK>")
-    longest = max(len(frame.loc[i, "review"].split()) for i in data.splits["train"])
+    assert x.dtype == np.int64 and meta.vocab[:4] == ("<PAD>", "<UNK>", "<SOS>", "<EOS>")
+    longest = max(len(frame.loc[i, "review"].split()) for i in data.splits["train"]) + 2  # with <SOS>, <EOS>
     assert meta.shape == (longest,) and x.shape == (N, longest)
     ids = {t: i for i, t in enumerate(meta.vocab)}
     row = 0
     tokens = frame.loc[row, "review"].split()
-    assert x[row].tolist() == [ids[t] for t in tokens] + [0] * (longest - len(tokens))
+    assert x[row].tolist() == [2] + [ids[t] for t in tokens] + [3] + [0] * (longest - len(tokens) - 2)
 
 
 def test_sequence_padding_left_max_length_and_unknown_tokens(listings, make_config):
     frame = listings.copy()
     probe = _prepared(make_config, frame, [{"name": "review", "type": "sequence"}]).splits["test"][0]
     frame.loc[probe, "review"] = "Zebra FLAT"  # zebra: in no training row, so unknown
-    prep = {"padding": "left", "max_sequence_length": 3, "lowercase": True}
+    prep = {"padding": "left", "max_sequence_length": 5, "lowercase": True}
     data = _prepared(make_config, frame, [{"name": "review", "type": "sequence", "preprocessing": prep}])
     x, meta = data.inputs["review"], data.meta["review"]
-    assert meta.shape == (3,)
-    assert x[probe].tolist() == [0, 1, meta.vocab.index("flat")]
+    assert meta.shape == (5,)
+    assert x[probe].tolist() == [0, 2, 1, meta.vocab.index("flat"), 3]
+    cut = _prepared(
+        make_config, frame, [{"name": "review", "type": "sequence", "preprocessing": {"max_sequence_length": 2}}]
+    )
+    assert cut.inputs["review"][probe].tolist() == [2, 1]  # cut as Ludwig cuts: the stop symbol goes first
 
 
 def test_timeseries_is_padded_with_padding_value_and_cut_at_the_limit(listings, make_config):
