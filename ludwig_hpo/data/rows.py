@@ -140,7 +140,31 @@ def split_rows(
     sp = cfg.dataset.split
     if not uses_ludwig_split(cfg):
         return split_indices(len(df), (sp.train, sp.validation, sp.test), sp.seed, strat)
-    return ludwig_split(df, global_preprocessing(cfg).split, sp.seed, origin)
+    split = global_preprocessing(cfg).split
+    _check_split_feature(cfg, split.type, split.column)
+    return ludwig_split(df, split, sp.seed, origin)
+
+
+#: The feature types Ludwig accepts for a split column that is also a feature.
+_SPLIT_FEATURE_TYPES = {"stratify": ("binary", "category"), "datetime": ("date",)}
+
+
+def _check_split_feature(cfg: SweepConfig, kind: str, column: str | None) -> None:
+    """Ludwig's rule: a stratify column that is a feature is a binary or category one, a
+    datetime split column that is a feature is a date one.
+
+    Raises:
+        DataError: at ``preprocessing.split.column``.
+    """
+    allowed = _SPLIT_FEATURE_TYPES.get(kind)
+    for _, feat in features_of(cfg):
+        if allowed is not None and feat.source_column == column and feat.type not in allowed:
+            raise DataError(
+                f"the {kind} split column {column!r} is the {feat.type} feature {feat.name!r}; Ludwig "
+                f"{'stratifies on' if kind == 'stratify' else 'orders rows by'} a {' or '.join(allowed)} feature only",
+                key="preprocessing.split.column",
+                fix=f"split on another column, or make {feat.name!r} a {allowed[0]} feature",
+            )
 
 
 def check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.ndarray | None, origin: DataOrigin) -> None:

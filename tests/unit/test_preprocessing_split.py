@@ -148,3 +148,11 @@ def test_a_missing_split_column_is_one_line(make_config):
     with pytest.raises(DataError) as info:
         _splits(_frame(), make_config, {"type": "hash", "column": "uid"})
     assert info.value.key == "preprocessing.split.column" and "hash split column 'uid'" in info.value.message
+
+
+def test_a_stratify_column_that_is_a_number_feature_is_refused(make_config):
+    cfg = make_config(INPUTS, BINARY_Y, preprocessing={"split": {"type": "stratify", "column": "rid"}})
+    with pytest.raises(DataError) as info:
+        prepare(_frame(), cfg)
+    assert info.value.key == "preprocessing.split.column"
+    assert "the stratify split column 'rid' is the number feature 'rid'" in info.value.message
