@@ -77,8 +77,8 @@ def evaluate(
             v = scorers[f.name].sums(logits, y[f.name])
             sums[f.name] = sums[f.name] + v if f.name in sums else v
             if f.name in scores:
-                scores[f.name].append(scorers[f.name].scores(logits).cpu())
-                labels[f.name].append(y[f.name].cpu())
+                scores[f.name].append(scorers[f.name].scores(logits))  # to the host once, at the end
+                labels[f.name].append(y[f.name])
     sizes = [scorers[f.name].size for f in outputs]
     count = torch.tensor([float(len(shard))], dtype=torch.float64, device=dd.device)
     parts = [
@@ -113,8 +113,8 @@ def output_metrics(model: torch.nn.Module, cfg: SweepConfig) -> dict[str, Output
 def _gather(scores: list[torch.Tensor], labels: list[torch.Tensor], world: int) -> tuple[np.ndarray, np.ndarray]:
     """Every rank's scores and targets, concatenated in rank order (the same on every rank)."""
     local = (
-        torch.cat(scores) if scores else torch.zeros(0),
-        torch.cat(labels) if labels else torch.zeros(0),
+        torch.cat(scores).cpu() if scores else torch.zeros(0),
+        torch.cat(labels).cpu() if labels else torch.zeros(0),
     )
     if world == 1:
         return local[0].numpy(), local[1].numpy()
