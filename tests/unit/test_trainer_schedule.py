@@ -161,3 +161,30 @@ def test_a_resumed_trial_continues_the_schedule_and_its_plateau_counters(tmp_pat
     for a, b in zip(whole[2:], rest, strict=True):
         for key in (LEARNING_RATE, "objective", "optimizer_steps"):
             assert a[key] == pytest.approx(b[key], rel=1e-6), key
+
+
+def test_what_the_plateau_reduction_watches():
+    from ludwig_hpo.train.watch import watched_keys
+
+    def plateau(trainer, kind="search", split="validation"):
+        w = watched_keys(config(trainer), kind, split)
+        return w.plateau_key, w.plateau_larger, w.score_train
+
+    on = {"reduce_on_plateau": 1}
+    assert plateau({"learning_rate_scheduler": on}) == (RUNNING_LOSS, False, False)
+    assert plateau({"learning_rate_scheduler": on, "evaluate_training_set": True}) == (
+        "train/combined/loss",
+        False,
+        True,
+    )
+    accuracy = {**on, "reduce_eval_metric": "accuracy"}
+    assert plateau({"learning_rate_scheduler": accuracy, "validation_field": "malignant"}) == (
+        "train/malignant/accuracy",
+        True,
+        True,  # the training split is scored for it
+    )
+    validation = {**on, "reduce_eval_split": "validation"}
+    assert plateau({"learning_rate_scheduler": validation}) == ("validation/combined/loss", False, False)
+    # a test run scores no validation split: its rate does not follow validation plateaus
+    assert plateau({"learning_rate_scheduler": validation}, "test", "test") == (None, False, False)
+    assert plateau({}) == (None, False, False)
