@@ -198,7 +198,8 @@ class GlobalPreprocessing(_Base):
     (a seeded sample of the rows, taken before the split); ``oversample_minority`` /
     ``undersample_majority`` (the training split of a binary output rebalanced so that the
     minority class is that fraction of the majority class); ``global_max_sequence_length``
-    (read by Ludwig's LLM models only, so it changes nothing here, as in Ludwig)."""
+    (read by Ludwig's LLM models only, so it changes nothing here, as in Ludwig);
+    ``eval_steps`` is not supported yet."""
 
     split: LudwigSplitConfig = LudwigSplitConfig()
     sample_ratio: float = Field(default=1.0, gt=0, le=1)

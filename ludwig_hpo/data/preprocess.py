@@ -253,7 +253,7 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
     origin = DataOrigin.of(df)
     glob = global_preprocessing(cfg)
     seed = cfg.dataset.split.seed
-    sampled = sample_rows(len(df), glob, seed)
+    sampled = sample_rows(len(df), glob, seed, origin.source)
     if sampled is not None:
         df, origin = _subset(df, origin, sampled)
     drop, notes = missing_drops(df, cfg, origin)

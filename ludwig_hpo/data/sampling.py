@@ -17,10 +17,11 @@ def _sample(positions: np.ndarray, frac: float, seed: int, replace: bool = False
     return pd.Series(positions).sample(frac=frac, replace=replace, random_state=seed).to_numpy(np.int64)
 
 
-def sample_rows(n_rows: int, prep: GlobalPreprocessing, seed: int) -> np.ndarray | None:
+def sample_rows(n_rows: int, prep: GlobalPreprocessing, seed: int, source: str | None = None) -> np.ndarray | None:
     """The rows ``sample_ratio`` / ``sample_size`` keep, in the order Ludwig's sample leaves
     them (positions in ``0..n_rows-1``); None when every row is kept in its order. A
-    ``sample_size`` at least the number of rows keeps every row, as in Ludwig.
+    ``sample_size`` at least the number of rows keeps every row, as in Ludwig. ``source``:
+    the dataset file, named in errors.
 
     Raises:
         DataError: ``sample_ratio`` keeps less than one row.
@@ -31,6 +32,7 @@ def sample_rows(n_rows: int, prep: GlobalPreprocessing, seed: int) -> np.ndarray
         if n_rows * prep.sample_ratio < 1:
             raise DataError(
                 f"sample_ratio {prep.sample_ratio} keeps no row of {n_rows}",
+                source=source,
                 key="preprocessing.sample_ratio",
                 fix="raise preprocessing.sample_ratio",
             )

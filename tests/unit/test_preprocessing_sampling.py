@@ -87,3 +87,17 @@ def test_global_max_sequence_length_is_accepted_and_eval_steps_is_not_supported(
     make_config(INPUTS, BINARY_Y, preprocessing={"global_max_sequence_length": 512})
     with pytest.raises(Exception, match="eval_steps is not supported yet"):
         make_config(INPUTS, BINARY_Y, preprocessing={"eval_steps": 10})
+
+
+def test_a_sample_ratio_that_keeps_no_row_names_the_file(tmp_path, make_config):
+    from ludwig_hpo.data import load_dataframe
+    from ludwig_hpo.errors import DataError
+
+    _frame().to_csv(tmp_path / "rows.csv", index=False)
+    cfg = make_config(INPUTS, BINARY_Y, preprocessing={"sample_ratio": 0.001})
+    with pytest.raises(DataError) as info:
+        prepare(load_dataframe(str(tmp_path / "rows.csv"), tmp_path), cfg)
+    assert info.value.one_line() == (
+        f"{tmp_path / 'rows.csv'}: preprocessing.sample_ratio: sample_ratio 0.001 keeps no row of 200; "
+        "fix: raise preprocessing.sample_ratio"
+    )
