@@ -118,7 +118,9 @@ class ImagePreprocessing(_Base):
     a given number. ``height`` and ``width`` (set both or neither) resize every image, by
     ``resize_method``: ``interpolate`` (bilinear) or ``crop_or_pad`` (centred); unset, every
     image must have the first image's size. Image files are converted to grayscale, so
-    ``num_channels`` may only be 1.
+    ``num_channels`` may only be 1. Ludwig's ``in_memory`` and ``num_processes`` only say how
+    Ludwig reads the files; here every image is read once, in the driver, so they change
+    nothing. ``standardize_image`` may only be null (``imagenet1k`` is not supported yet).
     """
 
     scale: Union[Literal["auto"], float] = "auto"
@@ -126,6 +128,9 @@ class ImagePreprocessing(_Base):
     width: int | None = Field(default=None, ge=1, le=4096)
     num_channels: int | None = None
     resize_method: Literal["interpolate", "crop_or_pad"] = "interpolate"
+    in_memory: bool = True
+    num_processes: int = Field(default=1, ge=1)
+    standardize_image: str | None = None
 
     @model_validator(mode="after")
     def _size_and_channels(self) -> ImagePreprocessing:
@@ -137,6 +142,11 @@ class ImagePreprocessing(_Base):
                 f"num_channels {self.num_channels} is not supported: image features are one-channel "
                 "(height, width) arrays and image files are converted to grayscale",
                 fix="set num_channels: 1 or remove it",
+            )
+        if self.standardize_image is not None:
+            raise RuleError(
+                f"standardize_image {self.standardize_image!r} is not supported yet",
+                fix="remove standardize_image (pixels are divided by preprocessing.scale)",
             )
         return self
 

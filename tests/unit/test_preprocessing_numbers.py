@@ -182,3 +182,10 @@ def test_defaults_preprocessing_applies_to_every_feature_of_the_type(make_config
     assert data.meta["c"].vocab == ("<UNK>", "a", "b")
     assert data.meta["d"].vocab == ("<UNK>", "a"), "the feature's own value wins"
     np.testing.assert_allclose(data.inputs["x"][:, 0], df["x"], rtol=1e-6)
+
+
+def test_ludwigs_image_reading_keys_are_accepted_and_standardize_image_is_not_supported(make_config):
+    image = {"name": "img", "type": "image"}
+    make_config([{**image, "preprocessing": {"in_memory": False, "num_processes": 4}}], BINARY_Y)
+    with pytest.raises(Exception, match="standardize_image 'imagenet1k' is not supported yet"):
+        make_config([{**image, "preprocessing": {"standardize_image": "imagenet1k"}}], BINARY_Y)
