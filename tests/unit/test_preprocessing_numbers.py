@@ -189,3 +189,12 @@ def test_ludwigs_image_reading_keys_are_accepted_and_standardize_image_is_not_su
     make_config([{**image, "preprocessing": {"in_memory": False, "num_processes": 4}}], BINARY_Y)
     with pytest.raises(Exception, match="standardize_image 'imagenet1k' is not supported yet"):
         make_config([{**image, "preprocessing": {"standardize_image": "imagenet1k"}}], BINARY_Y)
+
+
+def test_a_binary_target_reads_its_fallback_true_label(make_config):
+    df = _frame(income=["<=50K", ">50K"] * (N // 2))
+    out = [{"name": "income", "type": "binary", "preprocessing": {"fallback_true_label": ">50K"}}]
+    data = _prep(df, make_config, _x(), outputs=out)
+    assert data.targets["income"][:4].tolist() == [0.0, 1.0, 0.0, 1.0]
+    default = _prep(df, make_config, _x(), outputs=[{"name": "income", "type": "binary"}])
+    assert default.targets["income"][:2].tolist() == [1.0, 0.0], "Ludwig: the sorted first label ('<=50K')"
