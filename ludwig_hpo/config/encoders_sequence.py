@@ -70,13 +70,11 @@ class SequenceEmbedEncoder(_Embedding):
     _r = field_validator("reduce_output", mode="before")(_reduce)
 
 
-class _Conv(_Embedding, FCFields):
-    """What both CNN encoders share: the embedding (``should_embed``; timeseries values are
-    fed as one channel), the filters, the fully connected stack after the reduction."""
+class _Filters(_Embedding, FCFields):
+    """What the CNN encoders share: the embedding (``should_embed``; timeseries values are fed
+    as one channel), the filters, the fully connected stack after the reduction."""
 
     should_embed: bool = True
-    conv_layers: list[dict[str, Any]] | None = None
-    num_conv_layers: int | None = Field(default=None, ge=1)
     num_filters: int = Field(default=256, ge=1)
     filter_size: int = Field(default=3, ge=1)
     pool_function: Literal["max", "average", "avg", "mean"] = "max"
@@ -86,9 +84,7 @@ class _Conv(_Embedding, FCFields):
     _r = field_validator("reduce_output", mode="before", check_fields=False)(_reduce)
 
     @model_validator(mode="after")
-    def _one_layout(self) -> _Conv:
-        if self.conv_layers is not None and self.num_conv_layers is not None:
-            raise RuleError("set conv_layers or num_conv_layers, not both", fix="remove num_conv_layers")
+    def _one_fc_layout(self) -> _Filters:
         if self.fc_layers is not None and self.num_fc_layers is not None:
             raise RuleError("set fc_layers or num_fc_layers, not both", fix="remove num_fc_layers")
         return self
@@ -101,6 +97,19 @@ class _Conv(_Embedding, FCFields):
         if self.num_fc_layers is not None:
             return [FCLayerConfig() for _ in range(self.num_fc_layers)]
         return [FCLayerConfig(output_size=512), FCLayerConfig(output_size=256)]
+
+
+class _Conv(_Filters):
+    """A CNN encoder of one list of convolutions (``conv_layers`` or ``num_conv_layers``)."""
+
+    conv_layers: list[dict[str, Any]] | None = None
+    num_conv_layers: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> _Conv:
+        if self.conv_layers is not None and self.num_conv_layers is not None:
+            raise RuleError("set conv_layers or num_conv_layers, not both", fix="remove num_conv_layers")
+        return self
 
 
 class ParallelCNNEncoder(_Conv):
@@ -173,8 +182,84 @@ class RNNEncoder(_Embedding, FCFields):
         return v
 
 
-class UnsupportedSequenceEncoder(_Unsupported):
-    """Ludwig's ``stacked_parallel_cnn``, ``cnnrnn`` and ``transformer`` sequence encoders."""
+class StackedParallelCNNEncoder(_Filters):
+    """Ludwig's ``stacked_parallel_cnn``: ``stacked_layers`` of parallel convolutions (three of
+    filter sizes 2, 3, 4, 5 by default), each reading the previous one's concatenated filters,
+    reduced (``sum``), then the fully connected stack (512 and 256 units by default)."""
 
-    type: Literal["stacked_parallel_cnn", "cnnrnn", "transformer"]
-    _supported: ClassVar[str] = "embed, parallel_cnn, stacked_cnn, rnn or passthrough"
+    type: Literal["stacked_parallel_cnn"] = "stacked_parallel_cnn"
+    stacked_layers: list[list[dict[str, Any]]] | None = None
+    num_stacked_layers: int | None = Field(default=None, ge=1)
+    reduce_output: Reduce = "sum"
+
+    @model_validator(mode="after")
+    def _one_stack(self) -> StackedParallelCNNEncoder:
+        if self.stacked_layers is not None and self.num_stacked_layers is not None:
+            raise RuleError("set stacked_layers or num_stacked_layers, not both", fix="remove num_stacked_layers")
+        return self
+
+    def stacked_spec(self) -> list[list[dict[str, Any]]]:
+        """Each stacked layer's parallel convolutions' keys."""
+        if self.stacked_layers is not None:
+            return [list(layer) for layer in self.stacked_layers]
+        parallel = [{"filter_size": k} for k in (2, 3, 4, 5)]
+        return [list(parallel) for _ in range(self.num_stacked_layers or 3)]
+
+
+class CNNRNNEncoder(_Embedding, FCFields):
+    """Ludwig's ``cnnrnn``: the embedded sequence through convolutions (two by default, of
+    width ``filter_size`` 5, the first max-pooled by 3), then ``num_rec_layers`` recurrent
+    layers of ``state_size``, reduced (``last``), then ``num_fc_layers``."""
+
+    type: Literal["cnnrnn"] = "cnnrnn"
+    should_embed: bool = True
+    conv_layers: list[dict[str, Any]] | None = None
+    num_conv_layers: int | None = Field(default=None, ge=1)
+    num_filters: int = Field(default=256, ge=1)
+    filter_size: int = Field(default=5, ge=1)
+    strides: int = Field(default=1, ge=1)
+    padding: Literal["same", "valid"] = "same"
+    dilation_rate: int = Field(default=1, ge=1)
+    conv_activation: Activation = "relu"
+    conv_dropout: float = Field(default=0.0, ge=0, le=1)
+    pool_function: Literal["max", "average", "avg", "mean"] = "max"
+    pool_size: int | None = Field(default=2, ge=1)
+    pool_strides: int | None = Field(default=None, ge=1)
+    pool_padding: Literal["same", "valid"] = "same"
+    num_rec_layers: int = Field(default=1, ge=1)
+    state_size: int = Field(default=256, ge=1)
+    cell_type: CellType = "rnn"
+    bidirectional: bool = False
+    activation: Activation = "tanh"
+    recurrent_activation: Literal["sigmoid"] = "sigmoid"
+    unit_forget_bias: bool = True
+    recurrent_initializer: Initializer = "orthogonal"
+    recurrent_dropout: float = Field(default=0.0, ge=0, le=1)
+    fc_activation: Activation = "relu"
+    fc_dropout: float = Field(default=0.0, ge=0, le=1)
+    output_size: int = Field(default=256, ge=1)
+    reduce_output: Reduce = "last"
+    _r = field_validator("reduce_output", mode="before")(_reduce)
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> CNNRNNEncoder:
+        if self.conv_layers is not None and self.num_conv_layers is not None:
+            raise RuleError("set conv_layers or num_conv_layers, not both", fix="remove num_conv_layers")
+        if self.activation not in ("tanh", "relu"):
+            raise RuleError(f"activation {self.activation!r} of a recurrent cell {NOT_YET}", fix="use tanh or relu")
+        return self
+
+    def conv_spec(self) -> list[dict[str, Any]]:
+        """Each convolution's keys before the recurrent layers."""
+        if self.conv_layers is not None:
+            return list(self.conv_layers)
+        if self.num_conv_layers is not None:
+            return [{} for _ in range(self.num_conv_layers)]
+        return [{"pool_size": 3}, {"pool_size": None}]
+
+
+class UnsupportedSequenceEncoder(_Unsupported):
+    """Ludwig's ``transformer`` sequence encoder."""
+
+    type: Literal["transformer"]
+    _supported: ClassVar[str] = "embed, parallel_cnn, stacked_cnn, stacked_parallel_cnn, rnn, cnnrnn or passthrough"

@@ -21,11 +21,13 @@ from ludwig_hpo.config.encoders import (
     UnsupportedImageEncoder,
 )
 from ludwig_hpo.config.encoders_sequence import (
+    CNNRNNEncoder,
     ParallelCNNEncoder,
     RNNEncoder,
     SequenceEmbedEncoder,
     SequencePassthroughEncoder,
     SequenceStackedCNNEncoder,
+    StackedParallelCNNEncoder,
     UnsupportedSequenceEncoder,
 )
 from ludwig_hpo.config.encoders_structured import (
@@ -68,6 +70,8 @@ SequenceEncoder = Annotated[
         SequenceStackedCNNEncoder,
         RNNEncoder,
         SequencePassthroughEncoder,
+        StackedParallelCNNEncoder,
+        CNNRNNEncoder,
         UnsupportedSequenceEncoder,
     ],
     Field(discriminator="type"),
@@ -79,6 +83,8 @@ TimeseriesEncoder = Annotated[
         RNNEncoder,
         SequencePassthroughEncoder,
         DenseEncoder,
+        StackedParallelCNNEncoder,
+        CNNRNNEncoder,
         UnsupportedSequenceEncoder,
     ],
     Field(discriminator="type"),

@@ -8,7 +8,7 @@ Each returns (batch, ``output_size``); with ``reduce_output: null`` it returns (
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -78,20 +78,23 @@ class SequenceEmbedEncoder(_SequenceEncoder):
         return reduce_sequence(self.embedded(x), self.reduce)
 
 
-def _conv_specs(cfg: cfgs.ParallelCNNEncoder | cfgs.SequenceStackedCNNEncoder) -> list[dict[str, Any]]:
-    """Each convolution's settings: the layer's own keys, else the section's."""
+def _conv_specs(cfg: Any, layers: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Each convolution's settings (``layers``, else the section's ``conv_spec()``): the layer's
+    own keys, else the section's."""
+    cnnrnn = isinstance(cfg, cfgs.CNNRNNEncoder)
     base: dict[str, Any] = {
         "num_filters": cfg.num_filters,
         "filter_size": cfg.filter_size,
         "pool_function": cfg.pool_function,
         "pool_size": cfg.pool_size,
-        "activation": cfg.activation,
-        "dropout": cfg.dropout,
+        "activation": cfg.conv_activation if cnnrnn else cfg.activation,
+        "dropout": cfg.conv_dropout if cnnrnn else cfg.dropout,
         "norm": cfg.norm,
         "norm_params": cfg.norm_params,
         "use_bias": cfg.use_bias,
+        "pool_padding": "valid",
     }
-    if isinstance(cfg, cfgs.SequenceStackedCNNEncoder):
+    if isinstance(cfg, cfgs.SequenceStackedCNNEncoder | cfgs.CNNRNNEncoder):
         base.update(
             strides=cfg.strides,
             padding=cfg.padding,
@@ -99,11 +102,8 @@ def _conv_specs(cfg: cfgs.ParallelCNNEncoder | cfgs.SequenceStackedCNNEncoder) -
             pool_strides=cfg.pool_strides,
             pool_padding=cfg.pool_padding,
         )
-    else:
-        base.update(pool_padding="valid")
-    return [
-        {**base, **{k: v for k, v in layer.items() if v is not None or k == "pool_size"}} for layer in cfg.conv_spec()
-    ]
+    spec = cfg.conv_spec() if layers is None else layers
+    return [{**base, **{k: v for k, v in layer.items() if v is not None or k == "pool_size"}} for layer in spec]
 
 
 class ParallelCNNEncoder(_SequenceEncoder):
@@ -131,7 +131,9 @@ class ParallelCNNEncoder(_SequenceEncoder):
         return self.fc(reduce_sequence(h, self.reduce))
 
 
-def _fc_after(cfg: cfgs.ParallelCNNEncoder | cfgs.SequenceStackedCNNEncoder, in_size: int) -> FCStack:
+def _fc_after(
+    cfg: cfgs.ParallelCNNEncoder | cfgs.SequenceStackedCNNEncoder | cfgs.StackedParallelCNNEncoder, in_size: int
+) -> FCStack:
     """The CNN encoders' fully connected stack after the reduction (:meth:`fc_spec`)."""
     defaults = {
         "output_size": cfg.output_size,
@@ -208,6 +210,80 @@ class RNNEncoder(_SequenceEncoder):
         return self.fc(reduce_sequence(h, self.reduce))
 
 
+class StackedParallelCNNEncoder(_SequenceEncoder):
+    """Ludwig's ``stacked_parallel_cnn``: each stacked layer's parallel convolutions read the
+    previous layer's concatenated filters; reduced (``sum``), then the fully connected stack
+    (512 and 256 units by default): (batch, 256)."""
+
+    def __init__(self, cfg: cfgs.StackedParallelCNNEncoder, vocab_size: int | None, length: int) -> None:
+        super().__init__(cfg, vocab_size, length, cfg.weights_initializer)
+        width, steps = self.in_size, length
+        stack = []
+        for layer in cfg.stacked_spec():
+            convs = [Conv1DLayer(width, steps, s) for s in _conv_specs(cfg, layer)]
+            lengths = {c.length for c in convs}
+            if len(lengths) != 1:
+                raise ValueError("parallel convolutions must keep one length: give them the same pool_size")
+            stack.append(nn.ModuleList(convs))
+            width, steps = sum(c.output_size for c in convs), lengths.pop()
+        self.stack = nn.ModuleList(stack)
+        self.length = steps
+        self.fc = None if self.sequence else _fc_after(cfg, reduced_width(self.reduce, steps, width))
+        self.output_size = width if self.fc is None else int(self.fc.output_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embedded(x)
+        for parallel in self.stack:
+            h = torch.cat([c(h) for c in cast(nn.ModuleList, parallel)], dim=-1)
+        if self.fc is None:
+            return h
+        return self.fc(reduce_sequence(h, self.reduce))
+
+
+class CNNRNNEncoder(_SequenceEncoder):
+    """Ludwig's ``cnnrnn``: the embedded sequence through its convolutions, then the recurrent
+    stack (``num_rec_layers`` of ``state_size``), reduced (``last``), then ``num_fc_layers``."""
+
+    def __init__(self, cfg: cfgs.CNNRNNEncoder, vocab_size: int | None, length: int) -> None:
+        super().__init__(cfg, vocab_size, length, cfg.weights_initializer)
+        layers, width, steps = [], self.in_size, length
+        for spec in _conv_specs(cfg):
+            layer = Conv1DLayer(width, steps, spec)
+            layers.append(layer)
+            width, steps = layer.output_size, layer.length
+        self.convs = nn.Sequential(*layers)
+        self.rnn = RecurrentStack(
+            width,
+            cfg.state_size,
+            cfg.cell_type,
+            cfg.num_rec_layers,
+            cfg.bidirectional,
+            cfg.use_bias,
+            cfg.recurrent_dropout,
+            str(cfg.activation),
+        )
+        self.length = steps
+        out = self.rnn.output_size
+        self.fc = (
+            None
+            if self.sequence
+            else fc_stack(
+                cfg,
+                reduced_width(self.reduce, steps, out),
+                cfg.num_fc_layers,
+                act=cfg.fc_activation,
+                drop=cfg.fc_dropout,
+            )
+        )
+        self.output_size = out if self.fc is None else int(self.fc.output_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.rnn(self.convs(self.embedded(x)))
+        if self.fc is None:
+            return h
+        return self.fc(reduce_sequence(h, self.reduce))
+
+
 def build_sequence_encoder(cfg: Any, vocab_size: int | None, length: int) -> nn.Module:
     """The encoder of a sequence (``vocab_size``: its vocabulary) or timeseries (None: the values
     as one channel) input of ``length`` steps.
@@ -226,4 +302,8 @@ def build_sequence_encoder(cfg: Any, vocab_size: int | None, length: int) -> nn.
         return StackedCNNEncoder(cfg, vocab_size, length)
     if isinstance(cfg, cfgs.RNNEncoder):
         return RNNEncoder(cfg, vocab_size, length)
+    if isinstance(cfg, cfgs.StackedParallelCNNEncoder):
+        return StackedParallelCNNEncoder(cfg, vocab_size, length)
+    if isinstance(cfg, cfgs.CNNRNNEncoder):
+        return CNNRNNEncoder(cfg, vocab_size, length)
     raise ValueError(f"no sequence encoder for {type(cfg).__name__}")

@@ -94,6 +94,11 @@ SHAPES = [
     ("sequence", {"type": "rnn", "cell_type": "lstm", "bidirectional": True, "num_layers": 2}, (B, 512), False),
     ("sequence", {"type": "rnn", "reduce_output": None, "state_size": 4}, (B, 10, 4), True),
     ("sequence", {"type": "passthrough"}, (B, 10, 1), True),
+    ("sequence", {"type": "stacked_parallel_cnn"}, (B, 256), False),
+    ("sequence", {"type": "stacked_parallel_cnn", "num_stacked_layers": 1, "reduce_output": None}, (B, 10, 1024), True),
+    ("sequence", {"type": "cnnrnn"}, (B, 256), False),
+    ("sequence", {"type": "cnnrnn", "reduce_output": None, "state_size": 6}, (B, 4, 6), True),  # 10 steps pooled by 3
+    ("timeseries", {"type": "cnnrnn", "num_filters": 4, "state_size": 5, "bidirectional": True}, (B, 10), False),
 ]
 
 
@@ -220,7 +225,7 @@ def test_attention_reduction_and_unknown_tokenizers_are_refused_as_not_supported
             {"type": "sequence", "encoder": {"type": "transformer", "num_heads": 4}},
             "encoder type 'transformer' is not supported yet",
         ),
-        ({"type": "timeseries", "encoder": {"type": "cnnrnn"}}, "encoder type 'cnnrnn' is not supported yet"),
+        ({"type": "timeseries", "encoder": {"type": "transformer"}}, "encoder type 'transformer' is not supported yet"),
         (
             {"type": "image", "encoder": {"type": "resnet", "resnet_size": 50}},
             "encoder type 'resnet' is not supported yet",
