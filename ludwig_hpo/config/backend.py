@@ -209,3 +209,23 @@ def _not_twice(backend: dict[str, Any], key: str, where: tuple[str, ...]) -> Non
             path=where,
             fix="keep only one of them",
         )
+
+
+def unused_key_notes(backend: BackendConfig, kubernetes_namespace: str | None) -> list[str]:
+    """One ``note:`` line per Ludwig key the file sets that this package accepts and does not
+    need (Ludwig's distributed-preprocessing keys, ``hyperopt.executor.kubernetes_namespace``),
+    saying why and what to do instead; empty when there is none. Pure; printed by ``hpo
+    validate`` and at the start of ``hpo sweep``."""
+    notes = []
+    data = [k for k in ("processor", "cache_dir", "cache_credentials", "loader") if getattr(backend, k) is not None]
+    if data:
+        notes.append(
+            f"note: backend.{', backend.'.join(data)} {'is' if len(data) == 1 else 'are'} not used: the data is "
+            "prepared once, in the driver, and every trial reuses it (remove to silence this line)"
+        )
+    if kubernetes_namespace is not None:
+        notes.append(
+            "note: hyperopt.executor.kubernetes_namespace is not used: trial results reach the driver through Ray "
+            "and MLflow, never through files synced between pods (on Kubernetes, point --address at the Ray cluster)"
+        )
+    return notes

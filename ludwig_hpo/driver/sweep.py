@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from rich.console import Console
 
+from ludwig_hpo.config.backend import unused_key_notes
 from ludwig_hpo.config.describe import search_line
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
@@ -121,6 +122,8 @@ class Sweep:
         self._say(f"resources: {plan.describe()}")
         if (note := plan.concurrency_note()) is not None:
             self._say(note)
+        for line in unused_key_notes(cfg.backend, cfg.hyperopt.executor.kubernetes_namespace):
+            self._say(line)
         executor = choose_executor(
             cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt"
         )

@@ -27,6 +27,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
         UserError: the file, its dataset or the resources are wrong (one line naming the fix).
     """
     from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.config.backend import unused_key_notes
     from ludwig_hpo.config.describe import describe_search, describe_sweep
     from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
     from ludwig_hpo.driver.paths import choose_output_dir
@@ -59,6 +60,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     lines.append(f"resources: {plan.describe()}")
     if (note := plan.concurrency_note()) is not None:
         lines.append(note)
+    lines += unused_key_notes(cfg.backend, cfg.hyperopt.executor.kubernetes_namespace)
     choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt")
     lines.append(f"trial executor: {choice.executor} ({choice.reason})")
     if cfg.kfold:

@@ -280,3 +280,17 @@ def test_a_ludwig_ray_backend_sets_the_workers_of_each_trial(tmp_path):
         ).config.backend.num_workers
         == 1
     )
+
+
+def test_ludwig_keys_that_are_not_needed_say_so_in_one_line_each(tmp_path):
+    from ludwig_hpo.config.backend import unused_key_notes
+
+    cfg = load(tmp_path, LUDWIG_HYPEROPT, "backend: {type: local, cache_dir: /tmp/c, processor: {type: dask}}\n").config
+    assert unused_key_notes(cfg.backend, cfg.hyperopt.executor.kubernetes_namespace) == [
+        "note: backend.processor, backend.cache_dir are not used: the data is prepared once, in the driver, and "
+        "every trial reuses it (remove to silence this line)",
+        "note: hyperopt.executor.kubernetes_namespace is not used: trial results reach the driver through Ray and "
+        "MLflow, never through files synced between pods (on Kubernetes, point --address at the Ray cluster)",
+    ]
+    plain = load(tmp_path, "    trainer.learning_rate: {space: uniform, lower: 0.1, upper: 0.2}\n").config
+    assert unused_key_notes(plain.backend, plain.hyperopt.executor.kubernetes_namespace) == []
