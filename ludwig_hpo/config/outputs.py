@@ -275,7 +275,6 @@ class _Output(_Feature):
     reduce_input: Reduction = "sum"
     dependencies: list[str] = Field(default_factory=list)
     reduce_dependencies: Reduction = "sum"
-    calibration: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -288,16 +287,6 @@ class _Output(_Feature):
         rest = {k: v for k, v in data.items() if k != "loss_weight"}
         rest["loss"] = {**(loss if isinstance(loss, dict) else {}), "weight": data["loss_weight"]}
         return rest
-
-    @field_validator("calibration")
-    @classmethod
-    def _calibration(cls, v: bool) -> bool:
-        if v:
-            raise RuleError(
-                "calibration (temperature scaling fitted on the validation split) is not supported yet",
-                fix="drop calibration or set calibration: false",
-            )
-        return v
 
     @field_validator("reduce_input", "reduce_dependencies")
     @classmethod
@@ -313,6 +302,9 @@ class _Output(_Feature):
     def loss_weight(self) -> float:
         """The output's weight in the combined loss: ``loss.weight``."""
         return float(self.loss.weight)  # type: ignore[attr-defined]  # every output type declares its loss
+
+
+_CALIBRATION = "temperature scaling of the probabilities, fitted on the validation split after training"
 
 
 class NumberOutputFeature(_Output):
@@ -338,6 +330,7 @@ class BinaryOutputFeature(_Output):
     decoder: Annotated[Decoder, AfterValidator(_decoder_for("binary"))] = Decoder(type="regressor")
     preprocessing: BinaryOutputPreprocessing = BinaryOutputPreprocessing()
     threshold: float = Field(default=0.5, ge=0, le=1)
+    calibration: bool = Field(default=False, description=_CALIBRATION)
     _fill = field_validator("loss", mode="before")(_loss_for("binary"))
 
 
@@ -350,6 +343,7 @@ class CategoryOutputFeature(_Output):
     decoder: Annotated[Decoder, AfterValidator(_decoder_for("category"))] = Decoder(type="classifier")
     preprocessing: CategoryOutputPreprocessing = CategoryOutputPreprocessing()
     top_k: int = Field(default=3, ge=0)
+    calibration: bool = Field(default=False, description=_CALIBRATION)
     _fill = field_validator("loss", mode="before")(_loss_for("category"))
 
 

@@ -106,10 +106,12 @@ def _log_best_model(
     from ludwig_hpo.model import build_model
     from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
     from ludwig_hpo.tracking.models import log_pytorch_model
+    from ludwig_hpo.train.calibrate import calibrate
 
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True)["state_dict"])
+    calibrate(model, cfg, data)  # Ludwig's calibration: the served probabilities are calibrated
     flat = FlatInputModel(model, data.meta, [f.name for f in cfg.output_features])
     example = flat_inputs(data.inputs, data.splits["test"][:INPUT_EXAMPLE_ROWS], model.input_names, data.meta)
     name = loaded.config.tracking.register_model

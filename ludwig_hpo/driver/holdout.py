@@ -38,6 +38,7 @@ def score_best_on_test(
 
     from ludwig_hpo.config.loader import resolve_trial_config
     from ludwig_hpo.model import build_model
+    from ludwig_hpo.train.calibrate import calibrate
     from ludwig_hpo.train.data import DeviceData
     from ludwig_hpo.train.evaluate import evaluate
 
@@ -51,6 +52,8 @@ def score_best_on_test(
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
     model.load_state_dict(torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
+    for name, temperature in calibrate(model, cfg, data).items():  # Ludwig's calibration: before the test scores
+        say(console, f"calibration: {name}: temperature {temperature:.3f}, fitted on the validation split")
     size = cfg.trainer.eval_batch_size
     batch = size if isinstance(size, int) else EVAL_BATCH_SIZE
     scores = evaluate(model, cfg, DeviceData(data, torch.device("cpu")), rows, "test", batch)

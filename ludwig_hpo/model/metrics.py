@@ -36,6 +36,10 @@ class OutputMetrics:
     samples, scores)`` -> ``{metric: value}`` for every metric of the output's type.
     """
 
+    #: the calibrated temperature of a binary's or category's logits (1: none; also the value
+    #: of a model pickled without it)
+    temperature = 1.0
+
     def __init__(self, feature: AnyOutput, meta: FeatureMeta | None, loss: OutputLoss) -> None:
         self.kind = feature.type
         self.loss = loss
@@ -47,12 +51,18 @@ class OutputMetrics:
         self.top_k = min(int(getattr(feature, "top_k", 0)), self.width)
         #: whether :meth:`scores` is needed (ROC AUC)
         self.gathers = "roc_auc" in self.names
+        #: a binary's or category's logits are divided by it before the sigmoid or softmax of
+        #: its probabilities (``calibration``: :mod:`ludwig_hpo.model.calibration`)
+        self.temperature = 1.0
         per = {"number": 6, "binary": 4, "category": 2, "set": 1, "vector": 1 + 3 * self.width}
         self.size = 3 + per[self.kind]
 
     def predictions(self, logits: torch.Tensor) -> torch.Tensor:
-        """What a number's or vector's metrics score: the output clipped to ``clip`` (number),
-        softmaxed with ``softmax`` (vector), else as it is."""
+        """What the predictions are made of: a number's output clipped to ``clip``, a vector's
+        softmaxed with ``softmax``, a binary's or category's logits divided by the calibrated
+        temperature, else the output as it is."""
+        if self.kind in ("binary", "category") and self.temperature != 1.0:
+            return logits / self.temperature
         if self.kind == "number" and self.clip is not None:
             return logits.clamp(self.clip[0], self.clip[1])
         if self.kind == "vector" and self.softmax:
@@ -78,7 +88,7 @@ class OutputMetrics:
             else:
                 parts += [err.abs().sum().reshape(1), (err**2).sum(0), t.sum(0), (t**2).sum(0)]
         elif self.kind == "binary":
-            pred = torch.sigmoid(z) >= self.threshold
+            pred = torch.sigmoid(self.predictions(z)) >= self.threshold
             truth = t > 0.5
             parts.append(
                 torch.stack(
@@ -104,7 +114,7 @@ class OutputMetrics:
 
     def scores(self, logits: torch.Tensor) -> torch.Tensor:
         """What ROC AUC ranks: a binary's logit (batch,), a category's probabilities (batch, classes)."""
-        z = logits.detach().float()
+        z = self.predictions(logits.detach().float())
         return torch.softmax(z, dim=-1) if self.kind == "category" else z
 
     def finish(

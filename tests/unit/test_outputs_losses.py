@@ -202,7 +202,7 @@ def test_data_dependent_loss_options_that_do_not_fit_are_one_line(loss, message)
         ),
         ({"type": "number", "loss": {"type": "softmax_cross_entropy"}}, "does not match any of the expected tags"),
         ({"type": "category", "loss": {"class_similarities_temperature": 1}}, "no class_similarities are given"),
-        ({"type": "binary", "calibration": True}, "calibration (temperature scaling"),
+        ({"type": "number", "calibration": True}, "Extra inputs are not permitted"),
         ({"type": "category", "decoder": {"type": "regressor"}}, "decoder is 'classifier', not 'regressor'"),
     ],
 )
