@@ -9,7 +9,7 @@ frozen; no I/O.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -21,7 +21,6 @@ from ludwig_hpo.config.encoders import (
     FCLayerConfig,
     Initializer,
     _no_pretrained,
-    _Unsupported,
 )
 
 #: Ludwig's recurrent cell names (the ``block`` / ``cudnn`` / ``ln`` variants are torch's LSTM and GRU).
@@ -258,8 +257,31 @@ class CNNRNNEncoder(_Embedding, FCFields):
         return [{"pool_size": 3}, {"pool_size": None}]
 
 
-class UnsupportedSequenceEncoder(_Unsupported):
-    """Ludwig's ``transformer`` sequence encoder."""
+class SequenceTransformerEncoder(_Embedding, FCFields):
+    """Ludwig's ``transformer``: token plus position embeddings (projected to ``hidden_size``
+    when their width differs), ``num_layers`` post-norm blocks of ``num_heads``-head
+    self-attention and a ``transformer_output_size`` feed-forward layer, reduced (``last``),
+    then ``num_fc_layers``: (batch, hidden_size) by default."""
 
-    type: Literal["transformer"]
-    _supported: ClassVar[str] = "embed, parallel_cnn, stacked_cnn, stacked_parallel_cnn, rnn, cnnrnn or passthrough"
+    type: Literal["transformer"] = "transformer"
+    should_embed: bool = True
+    num_layers: int = Field(default=1, ge=1)
+    hidden_size: int = Field(default=256, ge=1)
+    num_heads: int = Field(default=8, ge=1)
+    transformer_output_size: int = Field(default=256, ge=1)
+    dropout: float = Field(default=0.1, ge=0, le=1)
+    fc_activation: Activation = "relu"
+    fc_dropout: float = Field(default=0.0, ge=0, le=1)
+    fc_residual: bool = False
+    output_size: int = Field(default=256, ge=1)
+    reduce_output: Reduce = "last"
+    _r = field_validator("reduce_output", mode="before")(_reduce)
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> SequenceTransformerEncoder:
+        if self.hidden_size % self.num_heads:
+            raise RuleError(
+                f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}",
+                fix="make hidden_size a multiple of num_heads",
+            )
+        return self

@@ -27,8 +27,8 @@ from ludwig_hpo.config.encoders_sequence import (
     SequenceEmbedEncoder,
     SequencePassthroughEncoder,
     SequenceStackedCNNEncoder,
+    SequenceTransformerEncoder,
     StackedParallelCNNEncoder,
-    UnsupportedSequenceEncoder,
 )
 from ludwig_hpo.config.encoders_structured import (
     DateEmbedEncoder,
@@ -72,7 +72,7 @@ SequenceEncoder = Annotated[
         SequencePassthroughEncoder,
         StackedParallelCNNEncoder,
         CNNRNNEncoder,
-        UnsupportedSequenceEncoder,
+        SequenceTransformerEncoder,
     ],
     Field(discriminator="type"),
 ]
@@ -85,7 +85,7 @@ TimeseriesEncoder = Annotated[
         DenseEncoder,
         StackedParallelCNNEncoder,
         CNNRNNEncoder,
-        UnsupportedSequenceEncoder,
+        SequenceTransformerEncoder,
     ],
     Field(discriminator="type"),
 ]

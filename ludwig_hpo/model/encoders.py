@@ -159,7 +159,8 @@ def build_encoder(feature: InputFeature, meta: FeatureMeta) -> nn.Module:
         | seq_cfgs.SequenceStackedCNNEncoder
         | seq_cfgs.RNNEncoder
         | seq_cfgs.StackedParallelCNNEncoder
-        | seq_cfgs.CNNRNNEncoder,
+        | seq_cfgs.CNNRNNEncoder
+        | seq_cfgs.SequenceTransformerEncoder,
     ):
         vocab = len(meta.vocab) if feature.type == "sequence" else None
         return build_sequence_encoder(enc, vocab, int(meta.shape[0]))

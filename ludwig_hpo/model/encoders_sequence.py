@@ -15,6 +15,7 @@ from torch import nn
 
 from ludwig_hpo.config import encoders_sequence as cfgs
 from ludwig_hpo.model.combiners.fc import FCStack, layer_specs
+from ludwig_hpo.model.combiners.transformer import TransformerStack
 from ludwig_hpo.model.encoder_parts import (
     Conv1DLayer,
     Embedding,
@@ -284,6 +285,54 @@ class CNNRNNEncoder(_SequenceEncoder):
         return self.fc(reduce_sequence(h, self.reduce))
 
 
+class TransformerEncoder(_SequenceEncoder):
+    """Ludwig's sequence ``transformer``: token embeddings plus learned position embeddings
+    (Ludwig's ``TokenAndPositionEmbedding``; the values as one channel without embedding),
+    projected to ``hidden_size`` when their width differs, Ludwig's ``TransformerStack``,
+    reduced (``last``), then ``num_fc_layers`` (``fc_activation``, ``fc_dropout``, ``fc_residual``)."""
+
+    def __init__(self, cfg: cfgs.SequenceTransformerEncoder, vocab_size: int | None, length: int) -> None:
+        super().__init__(cfg, vocab_size, length, cfg.weights_initializer)
+        # torch's default (normal) initialization, as Ludwig's plain nn.Embedding of positions
+        self.positions = nn.Embedding(length, self.in_size) if self.embed is not None else None
+        self.project = nn.Linear(self.in_size, cfg.hidden_size) if self.in_size != cfg.hidden_size else None
+        self.transformer = TransformerStack(cfg)
+        self.fc = (
+            None
+            if self.sequence
+            else FCStack(
+                reduced_width(self.reduce, length, cfg.hidden_size),
+                layer_specs(
+                    cfg.fc_layers,
+                    cfg.num_fc_layers,
+                    {
+                        "output_size": cfg.output_size,
+                        "use_bias": cfg.use_bias,
+                        "weights_initializer": cfg.weights_initializer,
+                        "bias_initializer": cfg.bias_initializer,
+                        "norm": cfg.norm,
+                        "norm_params": cfg.norm_params,
+                        "activation": cfg.fc_activation,
+                        "dropout": cfg.fc_dropout,
+                    },
+                ),
+                residual=cfg.fc_residual,
+            )
+        )
+        self.output_size = cfg.hidden_size if self.fc is None else int(self.fc.output_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embedded(x)
+        if self.positions is not None:
+            h = h + self.positions.weight[: h.shape[1]]
+        if self.project is not None:
+            h = self.project(h)
+        h = self.transformer(h)
+        if self.fc is None:
+            return h
+        return self.fc(reduce_sequence(h, self.reduce))
+
+
 def build_sequence_encoder(cfg: Any, vocab_size: int | None, length: int) -> nn.Module:
     """The encoder of a sequence (``vocab_size``: its vocabulary) or timeseries (None: the values
     as one channel) input of ``length`` steps.
@@ -306,4 +355,6 @@ def build_sequence_encoder(cfg: Any, vocab_size: int | None, length: int) -> nn.
         return StackedParallelCNNEncoder(cfg, vocab_size, length)
     if isinstance(cfg, cfgs.CNNRNNEncoder):
         return CNNRNNEncoder(cfg, vocab_size, length)
+    if isinstance(cfg, cfgs.SequenceTransformerEncoder):
+        return TransformerEncoder(cfg, vocab_size, length)
     raise ValueError(f"no sequence encoder for {type(cfg).__name__}")

@@ -98,6 +98,14 @@ SHAPES = [
     ("sequence", {"type": "stacked_parallel_cnn", "num_stacked_layers": 1, "reduce_output": None}, (B, 10, 1024), True),
     ("sequence", {"type": "cnnrnn"}, (B, 256), False),
     ("sequence", {"type": "cnnrnn", "reduce_output": None, "state_size": 6}, (B, 4, 6), True),  # 10 steps pooled by 3
+    ("sequence", {"type": "transformer"}, (B, 256), False),  # hidden_size 256; embeddings projected from 15
+    ("sequence", {"type": "transformer", "hidden_size": 8, "num_heads": 2, "reduce_output": None}, (B, 10, 8), True),
+    (
+        "timeseries",
+        {"type": "transformer", "hidden_size": 4, "num_heads": 2, "num_fc_layers": 1, "output_size": 3},
+        (B, 3),
+        False,
+    ),
     ("timeseries", {"type": "cnnrnn", "num_filters": 4, "state_size": 5, "bidirectional": True}, (B, 10), False),
 ]
 
@@ -221,11 +229,7 @@ def test_attention_reduction_and_unknown_tokenizers_are_refused_as_not_supported
 @pytest.mark.parametrize(
     ("raw", "line"),
     [
-        (
-            {"type": "sequence", "encoder": {"type": "transformer", "num_heads": 4}},
-            "encoder type 'transformer' is not supported yet",
-        ),
-        ({"type": "timeseries", "encoder": {"type": "transformer"}}, "encoder type 'transformer' is not supported yet"),
+        ({"type": "sequence", "encoder": {"type": "transformer", "num_heads": 3}}, "not a multiple of num_heads 3"),
         (
             {"type": "image", "encoder": {"type": "resnet", "resnet_size": 50}},
             "encoder type 'resnet' is not supported yet",
