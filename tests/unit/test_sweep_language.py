@@ -294,3 +294,51 @@ def test_ludwig_keys_that_are_not_needed_say_so_in_one_line_each(tmp_path):
     ]
     plain = load(tmp_path, "    trainer.learning_rate: {space: uniform, lower: 0.1, upper: 0.2}\n").config
     assert unused_key_notes(plain.backend, plain.hyperopt.executor.kubernetes_namespace) == []
+
+
+@pytest.mark.parametrize(
+    ("output", "hyperopt", "key", "goal"),
+    [
+        ("{name: y, type: number}", "metric: mean_absolute_error", "validation/y/mean_absolute_error", "minimize"),
+        (
+            "{name: y, type: number}",
+            "metric: root_mean_squared_error",
+            "validation/y/root_mean_squared_error",
+            "minimize",
+        ),
+        ("{name: y, type: number}", "{metric: r2, goal: maximize}", "validation/y/r2", "maximize"),
+        ("{name: y, type: category}", "{metric: hits_at_k, goal: maximize}", "validation/y/hits_at_k", "maximize"),
+        ("{name: y, type: binary}", "{metric: roc_auc, goal: maximize}", "validation/y/roc_auc", "maximize"),
+        ("{name: y, type: binary}", "{output_feature: combined, metric: loss}", "validation/combined/loss", "minimize"),
+    ],
+)
+def test_ludwigs_metric_spellings_are_the_searched_key(tmp_path, output, hyperopt, key, goal):
+    import yaml
+
+    spec = yaml.safe_load(hyperopt if hyperopt.startswith("{") else "{" + hyperopt + "}")
+    if "output_feature" not in spec:
+        spec["output_feature"] = "y"
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\ndataset: {source: sklearn:breast_cancer}\ninput_features: [{name: mean_radius, type: number}]\n"
+        f"output_features: [{output}]\nhyperopt:\n"
+        + "".join(f"  {k}: {v}\n" for k, v in spec.items())
+        + "  parameters: {trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 0.1}}\n"
+    )
+    cfg = load_sweep(path).config
+    assert cfg.objectives == [(key, goal)]
+
+
+def test_goal_defaults_to_ludwigs_minimize_and_a_metric_better_when_larger_says_so(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\ndataset: {source: sklearn:breast_cancer}\ninput_features: [{name: mean_radius, type: number}]\n"
+        "output_features: [{name: y, type: binary}]\nhyperopt:\n  output_feature: y\n  metric: METRIC\n"
+        "  parameters: {trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 0.1}}\n"
+    )
+    text = path.read_text()
+    path.write_text(text.replace("METRIC", "loss"))
+    assert load_sweep(path).config.hyperopt.goal == "minimize"
+    path.write_text(text.replace("METRIC", "roc_auc"))
+    with pytest.raises(ConfigError, match="goal is 'minimize' but 'roc_auc' is better when larger; set goal: maximize"):
+        load_sweep(path)
