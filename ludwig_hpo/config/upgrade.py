@@ -222,7 +222,7 @@ def _hyperopt(raw: RawMapping, st: UpgradeState) -> None:
         hp["parameters"] = renamed
     executor = hp.get("executor")
     if isinstance(executor, dict):
-        if executor.get("type") not in (None, "ray"):
+        if executor.get("type") not in (None, "ray", "optuna"):  # optuna: Ludwig's own optuna executor
             st.note(
                 (*at, "executor", "type"),
                 f"hyperopt.executor.type: {executor['type']} is an executor Ludwig replaced by ray; read as ray",

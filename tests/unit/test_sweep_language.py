@@ -342,3 +342,14 @@ def test_goal_defaults_to_ludwigs_minimize_and_a_metric_better_when_larger_says_
     path.write_text(text.replace("METRIC", "roc_auc"))
     with pytest.raises(ConfigError, match="goal is 'minimize' but 'roc_auc' is better when larger; set goal: maximize"):
         load_sweep(path)
+
+
+def test_ludwigs_optuna_executor_loads_as_one_optuna_trial_at_a_time(tmp_path):
+    cfg = load(
+        tmp_path,
+        "    trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-1}\n",
+        "  executor: {type: optuna, num_samples: 3, sampler: tpe, pruner: hyperband}\n",
+    ).config
+    hp = cfg.hyperopt
+    assert (hp.search_alg.type, hp.search_alg.sampler, hp.executor.num_samples) == ("optuna", "tpe", 3)
+    assert (hp.executor.max_concurrent_trials, hp.executor.time_budget_s, hp.scheduler.type) == (1, None, "fifo")
