@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parse(argv)
     try:
-        loaded = load_sweep(args.sweep, args.dataset)
+        loaded = load_sweep(args.sweep, args.dataset, search=False)  # a model config trains too
         raw = loaded.raw
         if args.epochs is not None:
             raw = {**raw, "trainer": {**(raw.get("trainer") or {}), "epochs": args.epochs}}
