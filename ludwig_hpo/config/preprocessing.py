@@ -167,7 +167,7 @@ class LudwigSplitConfig(_Base):
     column: str | None = None
     probabilities: tuple[float, float, float] = (0.7, 0.1, 0.2)
     datetime_format: str | None = None
-    #: Ludwig's datetime split reads it for missing dates; missing dates are refused here.
+    #: A datetime split's date for a row without one (else such a row is refused).
     fill_value: str | None = None
 
     @model_validator(mode="before")

@@ -97,15 +97,22 @@ def stratify_split(labels: pd.DataFrame, probabilities: tuple[float, float, floa
 
 
 def datetime_split(
-    dates: pd.Series, probabilities: tuple[float, float, float], fmt: str | None, origin: DataOrigin
+    dates: pd.Series,
+    probabilities: tuple[float, float, float],
+    fmt: str | None,
+    origin: DataOrigin,
+    fill_value: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Ludwig's ``datetime`` split: rows ordered by ``dates`` (read with ``fmt``, else pandas'
-    inference); the first ``int(p_train * n)`` train, the next ``int(p_validation * n)``
-    validation, the rest test.
+    inference; a missing date reads as ``fill_value`` when given); the first
+    ``int(p_train * n)`` train, the next ``int(p_validation * n)`` validation, the rest test.
 
     Raises:
-        DataError: a missing date, or one that cannot be read (naming the rows).
+        DataError: a missing date (without ``fill_value``), or one that cannot be read
+            (naming the rows).
     """
+    if fill_value is not None:
+        dates = dates.astype(object).where(dates.notna(), fill_value)
     text = dates.map(lambda v: v if isinstance(v, str) or pd.isna(v) else str(v))
     parsed = pd.to_datetime(text, format=fmt, errors="coerce")
     bad = parsed.isna().to_numpy()
@@ -177,5 +184,5 @@ def ludwig_split(df: pd.DataFrame, split: LudwigSplitConfig, seed: int, origin: 
     if split.type == "stratify":
         return stratify_split(df[[split.column]], p, seed)
     if split.type == "datetime":
-        return datetime_split(col, p, split.datetime_format, origin)
+        return datetime_split(col, p, split.datetime_format, origin, split.fill_value)
     return hash_split(col, p)

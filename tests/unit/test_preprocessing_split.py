@@ -156,3 +156,12 @@ def test_a_stratify_column_that_is_a_number_feature_is_refused(make_config):
         prepare(_frame(), cfg)
     assert info.value.key == "preprocessing.split.column"
     assert "the stratify split column 'rid' is the number feature 'rid'" in info.value.message
+
+
+def test_datetime_fill_value_dates_a_row_without_one(make_config):
+    df = _frame(when=[f"2024-01-{1 + i % 28:02d}" for i in range(N)])
+    df.loc[0, "when"] = None
+    got = _splits(df, make_config, {"type": "datetime", "column": "when", "fill_value": "2030-01-01"})
+    assert 0 in got["test"], "the filled date is the latest"
+    with pytest.raises(DataError, match="1 missing dates"):
+        _splits(df, make_config, {"type": "datetime", "column": "when"})
