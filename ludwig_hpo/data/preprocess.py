@@ -201,6 +201,15 @@ def _encode_targets(
             values, filled = pd.Series(col.values, name=s.name), filled + col.filled
             _require_targets(values, key, origin)
             classes = tuple(sorted(values.unique(), key=lambda v: (str(type(v)), v)))
+            cap = preprocessing_of(out, "output_features").most_common
+            if cap is not None and len(classes) > cap:
+                raise DataError(
+                    f"column {s.name!r}: the target has {len(classes)} classes, more than most_common {cap}; "
+                    "a target whose rarer classes read as unknown is not supported yet",
+                    source=origin.source,
+                    key=f"{key}.preprocessing.most_common",
+                    fix=f"remove most_common or set it to at least {len(classes)}",
+                )
             if len(classes) < 2:
                 raise DataError(
                     f"column {s.name!r}: the target has a single class",

@@ -198,3 +198,11 @@ def test_a_binary_target_reads_its_fallback_true_label(make_config):
     assert data.targets["income"][:4].tolist() == [0.0, 1.0, 0.0, 1.0]
     default = _prep(df, make_config, _x(), outputs=[{"name": "income", "type": "binary"}])
     assert default.targets["income"][:2].tolist() == [1.0, 0.0], "Ludwig: the sorted first label ('<=50K')"
+
+
+def test_a_category_target_with_more_classes_than_most_common_is_not_supported_yet(make_config):
+    df = _frame(t=["a", "b", "c"] * (N // 3))
+    with pytest.raises(DataError) as info:
+        _prep(df, make_config, _x(), outputs=[{"name": "t", "type": "category", "preprocessing": {"most_common": 2}}])
+    assert info.value.key == "output_features[t].preprocessing.most_common"
+    assert "not supported yet" in info.value.message
