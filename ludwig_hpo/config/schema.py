@@ -34,7 +34,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # ---------------------------------------------------------------------------- data
 class SplitConfig(_Base):
-    """Fractions of rows for train / validation / test (sum to 1), and the split seed."""
+    """Fractions of rows for train / validation / test (sum to 1), split stratified on the first
+    output for classification; a file that sets none of them is split as Ludwig splits it
+    (``preprocessing.split``). ``seed`` seeds either split (42, Ludwig's ``random_seed``)."""
 
     train: float = Field(default=0.7, gt=0, lt=1)
     validation: float = Field(default=0.15, gt=0, lt=1)
