@@ -3,11 +3,14 @@ features, with Ludwig's keys and defaults. Typed, frozen; no I/O.
 
 Missing values follow Ludwig's default strategy for every one of these types,
 ``fill_with_const`` with the type's ``fill_value``; ``fill_with_mode`` (the training split's
-most frequent value) is also accepted. Other strategies are not supported yet for these types.
+most frequent value), ``bfill`` / ``ffill`` (the next / previous row's value) and ``drop_row``
+are accepted too (``fill_with_mean``, ``fill_with_false`` / ``fill_with_true`` are for numbers
+and binaries).
 """
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -33,16 +36,16 @@ def _tokenizer(value: Any) -> Any:
     return value
 
 
+Strategy = Literal["fill_with_const", "fill_with_mode", "bfill", "ffill", "drop_row"]
+
+
 def _strategy(value: Any) -> Any:
-    if isinstance(value, str) and value not in ("fill_with_const", "fill_with_mode"):
+    if isinstance(value, str) and value not in typing.get_args(Strategy):
         raise RuleError(
             f"missing_value_strategy {value!r} is not supported yet for this feature type",
-            fix="use fill_with_const (Ludwig's default, with fill_value) or fill_with_mode",
+            fix="use fill_with_const (Ludwig's default, with fill_value), fill_with_mode, bfill, ffill or drop_row",
         )
     return value
-
-
-Strategy = Literal["fill_with_const", "fill_with_mode"]
 
 
 class _Missing(_Base):

@@ -37,6 +37,7 @@ from ludwig_hpo.data.components import (
     to_datetime,
     to_h3,
 )
+from ludwig_hpo.data.missing import fill_from_neighbours
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.data.tokenize import tokenizer, vocabulary
@@ -70,7 +71,9 @@ def _missing(cells: pd.Series) -> np.ndarray:
 def fill_missing(col: _Column, prep: Any, *, empty: str) -> pd.Series:
     """The column with its missing cells filled by the feature's ``missing_value_strategy``:
     ``fill_with_const`` puts ``prep.fill_value`` (Ludwig's default strategy for every type
-    here), ``fill_with_mode`` the training split's most frequent cell.
+    here), ``fill_with_mode`` the training split's most frequent cell, ``bfill`` / ``ffill``
+    the next / previous row's cell (:func:`~ludwig_hpo.data.missing.fill_from_neighbours`);
+    ``drop_row`` rows were dropped before (:func:`~ludwig_hpo.data.rows.missing_drops`).
 
     ``empty`` says what a constant of ``""`` means for the type: ``"keep"`` (an empty
     series / token list), ``"now"`` (a date: the time preparation runs, as Ludwig), or
@@ -78,17 +81,23 @@ def fill_missing(col: _Column, prep: Any, *, empty: str) -> pd.Series:
 
     Raises:
         DataError: a missing vector without a fill value; every training cell missing for
-            ``fill_with_mode``.
+            ``fill_with_mode``, every cell for ``bfill`` / ``ffill``.
     """
     s = col.s.astype(object)
     missing = _missing(s)
     if not missing.any():
         return s
-    if prep.missing_value_strategy == "fill_with_mode":
+    strategy = prep.missing_value_strategy
+    if strategy in ("bfill", "ffill"):
+        out = fill_from_neighbours(s.where(~missing, None), strategy)
+        if not _missing(out).any():
+            return out
+        raise col.refuse(np.flatnonzero(missing), "cells are missing, every one", "drop this feature")
+    if strategy == "fill_with_mode":
         present = s.iloc[col.train][~missing[col.train]]
         if present.empty:
             raise col.refuse(np.flatnonzero(missing), "cells are missing, every training cell", "drop this feature")
-        value: Any = present.astype(str).mode().iloc[0]
+        value: Any = _mode(present)
     else:
         value = prep.fill_value
     if value == "" and empty == "refuse":
@@ -102,6 +111,12 @@ def fill_missing(col: _Column, prep: Any, *, empty: str) -> pd.Series:
     out = s.copy()
     out[missing] = [value] * int(missing.sum())
     return out
+
+
+def _mode(cells: pd.Series) -> Any:
+    """The most frequent cell (compared as text, so list cells count too; the first seen on a tie)."""
+    codes = pd.factorize(cells.astype(str))[0]
+    return cells.iloc[int(np.argmax(codes == np.bincount(codes).argmax()))]
 
 
 def _tokens(cells: pd.Series, prep: Any) -> list[list[str]]:

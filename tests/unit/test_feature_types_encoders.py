@@ -222,8 +222,8 @@ def test_attention_reduction_and_unknown_tokenizers_are_refused_as_not_supported
         _feature("sequence", {"reduce_output": "attention"})
     with pytest.raises(ValidationError, match="tokenizer 'hf_tokenizer' is not supported yet"):
         _feature("sequence", None, preprocessing={"tokenizer": "hf_tokenizer"})
-    with pytest.raises(ValidationError, match="missing_value_strategy 'bfill' is not supported yet"):
-        _feature("set", None, preprocessing={"missing_value_strategy": "bfill"})
+    with pytest.raises(ValidationError, match="missing_value_strategy 'fill_with_mean' is not supported yet"):
+        _feature("set", None, preprocessing={"missing_value_strategy": "fill_with_mean"})
 
 
 @pytest.mark.parametrize(

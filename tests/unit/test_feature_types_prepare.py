@@ -209,3 +209,29 @@ def test_set_and_vector_targets(listings, make_config):
     assert set(cols) == {"wifi", "pool", "parking", "kitchen"}
     v = data.targets["target_vec"]
     assert v.dtype == np.float32 and v.shape == (N, 3) and data.meta["target_vec"].shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [("bfill", "pool"), ("ffill", "wifi parking"), ("fill_with_mode", None)],
+)
+def test_missing_strategies_of_token_features(listings, make_config, strategy, expected):
+    frame = listings.copy()
+    frame.loc[2, "tags"] = None  # between 'wifi parking' (row 1) and 'kitchen wifi parking' (row 3)
+    frame.loc[3, "tags"] = "pool"
+    feat = {"name": "tags", "type": "set", "preprocessing": {"missing_value_strategy": strategy}}
+    data = _prepared(make_config, frame, [feat])
+    x, vocab = data.inputs["tags"], data.meta["tags"].vocab
+    got = {vocab[j] for j in np.flatnonzero(x[2])}
+    if expected is None:  # the training split's most frequent cell
+        train = frame.loc[data.splits["train"], "tags"].dropna()
+        expected = train.value_counts().index[0]
+    assert got == set(expected.split())
+
+
+def test_drop_row_drops_the_rows_with_a_missing_cell(listings, make_config):
+    frame = listings.copy()
+    frame.loc[[4, 8], "temps"] = None
+    feat = {"name": "temps", "type": "timeseries", "preprocessing": {"missing_value_strategy": "drop_row"}}
+    data = _prepared(make_config, frame, [feat])
+    assert data.inputs["temps"].shape[0] == N - 2 and data.num_rows == N - 2
