@@ -191,7 +191,7 @@ class LudwigSplitConfig(_Base):
             raise RuleError("probabilities do not apply to a fixed split", fix="remove probabilities")
         if abs(sum(self.probabilities) - 1) > 1e-6 or min(self.probabilities) < 0:
             raise RuleError(
-                f"probabilities must be three fractions summing to 1, got {list(self.probabilities)}",
+                f"probabilities must be three positive fractions summing to 1, got {list(self.probabilities)}",
                 fix="use e.g. [0.7, 0.1, 0.2]",
             )
         if min(self.probabilities) == 0:

@@ -69,12 +69,12 @@ def random_split(n_rows: int, probabilities: tuple[float, float, float], seed: i
 
 def _column(df: pd.DataFrame, column: str, what: str, origin: DataOrigin) -> pd.Series:
     if column not in df.columns:
-        raise DataError(
-            f"{what} column {column!r} is not in the dataset",
-            source=origin.source,
-            key=_KEY,
-            fix="use one of the dataset's columns",
+        fix = (
+            f"add a column {column!r} (0 = train, 1 = validation, 2 = test) or set preprocessing.split.column"
+            if what == "split"
+            else "use one of the dataset's columns"
         )
+        raise DataError(f"{what} column {column!r} is not in the dataset", source=origin.source, key=_KEY, fix=fix)
     return df[column]
 
 

@@ -136,7 +136,7 @@ def test_hash_keeps_an_id_in_its_split_as_rows_are_added(make_config):
         ({"type": "fixed", "probabilities": [0.5, 0.3, 0.2]}, "probabilities do not apply to a fixed split"),
         ({"type": "random", "datetime_format": "%Y"}, "datetime_format applies to a datetime split only"),
         ({"type": "random", "probabilities": [0.8, 0.2, 0.0]}, "an empty split is not supported yet"),
-        ({"type": "random", "probabilities": [0.8, 0.3, 0.2]}, "three fractions summing to 1"),
+        ({"type": "random", "probabilities": [0.8, 0.3, 0.2]}, "three positive fractions summing to 1"),
     ],
 )
 def test_split_mistakes_are_config_errors(make_config, split, message):

@@ -510,9 +510,10 @@ CASES = [
         "sweep.yaml:14:30: hyperopt.executor.time_budget_s: Input should be greater than 0, got -5",
     ),
     (
-        "fixed-split-without-column",
+        "fixed-split-without-its-column",
         edit(("trainer: {epochs: 4}\n", "trainer: {epochs: 4}\npreprocessing: {split: {type: fixed}}\n")),
-        "sweep.yaml:8:17: preprocessing.split: split type 'fixed' needs column; fix: add column: <the split column's name>",
+        "sklearn:digits: preprocessing.split.column: split column 'split' is not in the dataset; fix: add a column "
+        "'split' (0 = train, 1 = validation, 2 = test) or set preprocessing.split.column",
     ),
     (
         "split-probabilities",
@@ -528,7 +529,7 @@ CASES = [
     (
         "split-twice",
         edit(
-            ("dataset: {source: sklearn:digits}\n", "dataset: {source: sklearn:digits, split: {seed: 3}}\n"),
+            ("dataset: {source: sklearn:digits}\n", "dataset: {source: sklearn:digits, split: {train: 0.7}}\n"),
             ("trainer: {epochs: 4}\n", "trainer: {epochs: 4}\npreprocessing: {split: {type: random}}\n"),
         ),
         "sweep.yaml:8:17: preprocessing.split: the split is set twice: dataset.split and preprocessing.split; "
