@@ -43,6 +43,15 @@ SCENARIOS = {
     ),
     # parameters sharded across the 2 ranks
     "fsdp_step": ({"batch_size": 16}, {"batch_size": 32}),
+    # clipping to a global norm (small enough to clip every step) of the all-reduced or sharded gradients
+    "ddp_clipped": (
+        {"batch_size": 16, "gradient_clipping": {"clipglobalnorm": 0.01}},
+        {"batch_size": 32, "gradient_clipping": {"clipglobalnorm": 0.01}},
+    ),
+    "fsdp_clipped": (
+        {"batch_size": 16, "gradient_clipping": {"clipglobalnorm": 0.01}},
+        {"batch_size": 32, "gradient_clipping": {"clipglobalnorm": 0.01}},
+    ),
 }
 EPOCHS = 3
 BASE_TRAINER = {
