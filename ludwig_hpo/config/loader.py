@@ -73,6 +73,8 @@ def _fixed_reason(path: str, features: list[str]) -> str | None:
         return _FIXED["epochs"] if parts[1:] == ["epochs"] else None
     if parts[0] == "defaults":
         return _FIXED["preprocessing"] if parts[2:3] == ["preprocessing"] else None
+    if parts[0] == "preprocessing" and "preprocessing" not in features:
+        return _FIXED["preprocessing"]  # Ludwig's top-level preprocessing: the split and sampling
     if parts[0] == "combiner" or len(parts) < 2:
         return None
     return _FIXED.get(parts[1])

@@ -353,3 +353,12 @@ def test_ludwigs_optuna_executor_loads_as_one_optuna_trial_at_a_time(tmp_path):
     hp = cfg.hyperopt
     assert (hp.search_alg.type, hp.search_alg.sampler, hp.executor.num_samples) == ("optuna", "tpe", 3)
     assert (hp.executor.max_concurrent_trials, hp.executor.time_budget_s, hp.scheduler.type) == (1, None, "fifo")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["preprocessing.sample_ratio", "defaults.number.preprocessing.normalization", "mean_radius.preprocessing.fill"],
+)
+def test_ludwigs_searched_preprocessing_is_one_line_saying_why(tmp_path, path):
+    with pytest.raises(ConfigError, match="cannot be searched: preprocessing is fitted once per sweep"):
+        load(tmp_path, f"    {path}: {{space: choice, categories: [0.5, 1.0]}}\n")
