@@ -105,7 +105,7 @@ class OutputHeads(nn.ModuleDict):
 
     ``forward(hidden)`` takes the combiner's output, (batch, width) or (batch, length, width),
     and returns ``{output feature name: logits}`` (shapes as :class:`OutputHead`), computing
-    the heads in dependency order. ``losses`` and ``metrics`` are each output's loss and
+    the heads in dependency order. ``output_losses`` and ``output_metrics`` are each output's loss and
     metrics, resolved against the same metadata. Runs on every rank.
 
     Raises:
@@ -121,12 +121,15 @@ class OutputHeads(nn.ModuleDict):
             heads[name] = OutputHead(f, meta[name], in_size, dep_size)
         super().__init__({_module_key(f.name): heads[f.name] for f in output_features})
         self.output_names = [f.name for f in output_features]
-        self.order = list(heads)
-        self.losses = OutputLosses(output_features, meta)
-        self.metrics = {f.name: OutputMetrics(f, meta.get(f.name), self.losses.losses[f.name]) for f in output_features}
+        # attributes prefixed ``output_``: a feature (a submodule) may be named ``order`` or ``metrics``
+        self.output_order = list(heads)
+        self.output_losses = OutputLosses(output_features, meta)
+        self.output_metrics = {
+            f.name: OutputMetrics(f, meta.get(f.name), self.output_losses.losses[f.name]) for f in output_features
+        }
 
     def forward(self, hidden: torch.Tensor) -> dict[str, torch.Tensor]:
-        order = self.__dict__.get("order") or self.output_names
+        order = self.__dict__.get("output_order") or self.output_names
         hiddens: dict[str, torch.Tensor] = {}
         logits: dict[str, torch.Tensor] = {}
         for name in order:
@@ -144,7 +147,7 @@ def predicted_values(heads: nn.Module, name: str, logits: torch.Tensor) -> torch
     """What output ``name``'s prediction is made of: a number's output clipped to its ``clip``,
     a vector's softmaxed with ``softmax``, any other output's logits unchanged (heads pickled
     without their metrics: unchanged too)."""
-    metrics = getattr(heads, "metrics", None)
+    metrics = heads.__dict__.get("output_metrics")
     scorer = metrics.get(name) if isinstance(metrics, dict) else None
     return scorer.predictions(logits) if isinstance(scorer, OutputMetrics) else logits
 

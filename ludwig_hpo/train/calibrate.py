@@ -28,7 +28,7 @@ def _logits(model: torch.nn.Module, dd: DeviceData, rows: torch.Tensor, names: l
 
 def calibrate(model: torch.nn.Module, cfg: SweepConfig, data: PreparedData) -> dict[str, float]:
     """Fit the temperature of every output with ``calibration: true`` on the validation rows
-    and set it on the model's heads (``heads.metrics[name].temperature``, pickled with the
+    and set it on the model's heads (``heads.output_metrics[name].temperature``, pickled with the
     model). Returns ``{output name: temperature}``; empty when no output is calibrated or the
     validation split has no rows."""
     names = [f.name for f in cfg.output_features if getattr(f, "calibration", False)]
@@ -46,5 +46,5 @@ def calibrate(model: torch.nn.Module, cfg: SweepConfig, data: PreparedData) -> d
     for name in names:
         target = torch.as_tensor(data.targets[name][rows])
         fitted[name] = fit_temperature(logits[name], target, binary=kinds[name] == "binary")
-        model.heads.metrics[name].temperature = fitted[name]  # type: ignore[union-attr, index]  # ECDModel's OutputHeads
+        model.heads.output_metrics[name].temperature = fitted[name]  # type: ignore[union-attr, index]  # ECDModel's OutputHeads
     return fitted

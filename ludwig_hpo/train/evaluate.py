@@ -104,7 +104,7 @@ def output_metrics(model: torch.nn.Module, cfg: SweepConfig) -> dict[str, Output
     """Each output's :class:`OutputMetrics`: the model's heads' (resolved against the data when
     the model was built), else made from the config alone (a model pickled without them)."""
     heads = getattr(getattr(model, "module", model), "heads", None)
-    found = getattr(heads, "metrics", None)
+    found = heads.__dict__.get("output_metrics") if isinstance(heads, torch.nn.Module) else None
     if isinstance(found, dict) and all(f.name in found for f in cfg.output_features):
         return found
     return {f.name: OutputMetrics(f, None, OutputLoss(f, None)) for f in cfg.output_features}

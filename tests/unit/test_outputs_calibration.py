@@ -51,10 +51,9 @@ def test_the_temperature_moves_a_binarys_thresholded_predictions_and_the_served_
     assert before["accuracy"] == 0.5 and after["accuracy"] == 0.75  # sigmoid(-1.5 / 3) = 0.38 >= 0.3
     assert after["loss"] == before["loss"] and after["roc_auc"] == before["roc_auc"]  # Ludwig's loss sees the logits
 
-    class Heads(torch.nn.Module):
-        metrics = {"y": m}
-
-    assert torch.allclose(predicted_values(Heads(), "y", z), z / 3.0)
+    heads = torch.nn.Module()
+    heads.output_metrics = {"y": m}
+    assert torch.allclose(predicted_values(heads, "y", z), z / 3.0)
 
 
 @pytest.mark.parametrize("calibration", [True, False])
@@ -74,11 +73,11 @@ def test_calibrate_sets_the_fitted_temperature_of_calibrated_outputs(make_config
     with torch.no_grad():
         model.heads["k"].projection.weight.mul_(40.0)  # an overconfident head
     fitted = calibrate(model, cfg, data)
-    assert model.heads.metrics["b"].temperature == 1.0
+    assert model.heads.output_metrics["b"].temperature == 1.0
     if calibration:
         assert set(fitted) == {"k"} and fitted["k"] > 1.0
-        assert model.heads.metrics["k"].temperature == fitted["k"]
+        assert model.heads.output_metrics["k"].temperature == fitted["k"]
     else:
-        assert fitted == {} and model.heads.metrics["k"].temperature == 1.0
+        assert fitted == {} and model.heads.output_metrics["k"].temperature == 1.0
     meta = FeatureMeta("k", "category", vocab=("hi", "lo"))
     assert data.meta["k"] == meta

@@ -76,7 +76,7 @@ def test_dependencies_feed_the_dependencys_hidden_state_in_dependency_order():
         {"name": "num", "type": "number", "decoder": {"num_fc_layers": 1, "fc_output_size": 4}},
         {"name": "bin", "type": "binary", "dependencies": ["num"]},
     )
-    assert h.order == ["num", "bin", "cat"]
+    assert h.output_order == ["num", "bin", "cat"]
     assert h["bin"].projection.in_features == 6 + 4  # its own input + num's hidden state
     assert h["cat"].projection.in_features == 6 + 4 + 10
     x = torch.randn(3, 6, requires_grad=False)
@@ -140,7 +140,7 @@ def test_set_and_vector_heads_train(raw):
         opt.zero_grad()
         out = h(x)
         assert out[raw["name"]].shape == (32, width)
-        loss = h.losses({raw["name"]: out[raw["name"]]}, {raw["name"]: target})
+        loss = h.output_losses({raw["name"]: out[raw["name"]]}, {raw["name"]: target})
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -181,3 +181,10 @@ def test_the_served_model_predicts_clipped_numbers_and_softmaxed_vectors(make_co
     assert raw["y"].abs().max() > 1.0 and pred[:, 0].abs().max() <= 1.0
     assert not torch.allclose(raw["v"].sum(-1), torch.ones(len(rows)))
     assert torch.allclose(pred[:, 1:].sum(-1), torch.ones(len(rows)))
+
+
+def test_outputs_may_be_named_like_the_heads_attributes():
+    torch.manual_seed(0)
+    raw = [{"name": n, "type": "number"} for n in ("order", "metrics", "losses")]
+    h = OutputHeads(outputs(*raw), {n["name"]: FeatureMeta(n["name"], "number") for n in raw}, 6)
+    assert set(h(torch.randn(2, 6))) == {"order", "metrics", "losses"}
