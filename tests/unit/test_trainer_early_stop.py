@@ -125,3 +125,35 @@ def test_a_trial_that_ran_its_train_steps_is_complete_not_stopped():
     mon.on_trial_complete(0, [], Trial())
     (rec,) = mon.records()
     assert (rec.status, rec.stopped_by, rec.label) == ("FINISHED", None, "completed")
+
+
+def test_a_resumed_trial_keeps_counting_from_its_checkpoint(tmp_path):
+    import shutil
+
+    from ludwig_hpo.train.loop import train_loop
+
+    from .trainer_helpers import data
+
+    cfg = config(
+        {
+            "epochs": 40,
+            "learning_rate": 0.05,
+            "early_stop": 2,
+            "validation_field": "malignant",
+            "validation_metric": "accuracy",
+        }
+    )
+    whole: list[dict] = []
+    saved = {}
+
+    def keep(metrics, ckpt):
+        whole.append(dict(metrics))
+        if ckpt is not None:
+            saved[metrics["epoch"]] = shutil.copytree(ckpt, tmp_path / f"e{metrics['epoch']}")
+
+    train_loop(cfg, data(), Job(checkpoint_every=1), keep)
+    assert whole[-1][END_REASON] == END_EARLY_STOP and len(whole) >= 3
+    at = len(whole) - 1  # resume one epoch before the stop: the count must carry over
+    rest: list[dict] = []
+    train_loop(cfg, data(), Job(resume_from=str(saved[at])), lambda m, c: rest.append(dict(m)))
+    assert [r["epoch"] for r in rest] == [len(whole)] and rest[-1][END_REASON] == END_EARLY_STOP
