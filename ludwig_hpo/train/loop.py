@@ -84,14 +84,17 @@ def train_loop(
     ``<split>/<feature>/<metric>`` of the scored split, ``batch_size`` (per worker, per
     batch), ``global_batch_size`` (samples per optimizer step: per-worker batch x world size x
     accumulation steps), ``eval_batch_size``, ``world_size``, ``effective_learning_rate``
-    (after ``trainer.learning_rate_scaling``), ``optimizer_steps`` (cumulative),
+    (after ``trainer.learning_rate_scaling``), ``learning_rate`` (of the epoch's last optimizer
+    step, after ``trainer.learning_rate_scheduler``), ``optimizer_steps`` (cumulative),
     ``train_time_s`` (cumulative seconds in the epoch loop, evaluation included), ``eval_time_s``
     (cumulative seconds of evaluation), ``setup_time_s`` (model build, wrap, data to the device),
     ``batch_size_tuning_s``,
     ``samples_per_s``, ``seed`` (``trainer.seed`` + ``Job.seed_offset``), and
     ``checkpoint_epoch`` and ``checkpoint_objective`` on rank 0 at epochs that write a checkpoint
     (see :data:`Reporter`), ``resumed_from_epoch`` at the
-    first epoch after a resume, ``nonfinite_batches`` (cumulative, all ranks) under
+    first epoch after a resume, ``end_reason`` on the run's final epoch (``early_stop`` when
+    ``trainer.early_stop`` ended a search run, else ``last_epoch``: the planned epochs, or
+    ``trainer.train_steps`` steps, ran), ``nonfinite_batches`` (cumulative, all ranks) under
     ``nan_policy: skip_batch``; on the first epoch also ``batch_size_cache_hit`` (1/0),
     ``batch_size_source`` (``probe``, ``sweep cache`` or ``persisted cache``) and
     ``batch_size_tried`` (e.g. ``"8:4300;16:8300"``, samples/s per size, ``oom`` for out of memory).
