@@ -11,6 +11,7 @@ from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData
 from ludwig_hpo.driver.console import say
 from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.errors import one_line_error
 from ludwig_hpo.results import TrialRecord
 from ludwig_hpo.tracking import layout
 
@@ -31,9 +32,20 @@ def score_best_on_test(
     (:func:`~ludwig_hpo.tracking.layout.redundant_scores`, as in a trial's run); empty when the
     split has no rows or no weights were exported (a line says why).
 
-    Raises:
-        Exception: the model cannot be rebuilt from its weights (a bug, not a user mistake).
+    A failure to rebuild or score the model is one warning line, not the sweep's end: the
+    search's results are written all the same.
     """
+    try:
+        return _scores(best, loaded, data, paths, console)
+    except Exception as e:
+        why = one_line_error(f"{type(e).__name__}: {e}")
+        say(console, f"warning: the best trial could not be scored on the test split: {why}")
+        return {}
+
+
+def _scores(
+    best: TrialRecord, loaded: LoadedSweep, data: PreparedData, paths: SweepPaths, console: Console
+) -> dict[str, float]:
     import torch
 
     from ludwig_hpo.config.loader import resolve_trial_config

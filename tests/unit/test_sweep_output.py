@@ -204,6 +204,9 @@ def test_the_best_weights_are_scored_on_the_test_rows_as_the_trainer_scores_them
     # the combined loss repeats the one output's loss: left out, as in the trial's run
     assert set(scores) == set(want) - {"test/combined/loss"} and "test/malignant/roc_auc" in scores
     assert scores == pytest.approx({k: want[k] for k in scores})
+    paths.best_weights.write_bytes(b"not a checkpoint")  # unreadable: one warning, the sweep goes on
+    assert score_best_on_test(best, loaded, data, paths, console) == {}
+    assert "warning: the best trial could not be scored on the test split: " in console.file.getvalue()
     paths.best_weights.unlink()  # nothing exported: nothing scored, and the console says so
     assert score_best_on_test(best, loaded, data, paths, console) == {}
     assert "no weights of the best trial t1" in console.file.getvalue()
