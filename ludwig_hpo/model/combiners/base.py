@@ -16,6 +16,11 @@ from torch import nn
 
 from ludwig_hpo.errors import ConfigError
 
+#: The key of a model's output dict that holds the combiner's auxiliary loss (0-dim) while
+#: training (TabNet's sparsity loss), added to the training loss. No feature may be named so
+#: (``combiner`` is a reserved name).
+AUX_LOSS = "combiner"
+
 
 @dataclass(frozen=True)
 class EncodedInput:
@@ -113,8 +118,3 @@ class SequenceReducer(nn.Module):
             return x[torch.arange(x.shape[0], device=x.device), last]
         assert self.attention is not None
         return self.attention(x)
-
-
-#: The key of a model's output dict that holds the combiner's auxiliary loss (0-dim) while
-#: training (TabNet's sparsity loss), added to the training loss. No feature may be named so.
-AUX_LOSS = "combiner"
