@@ -173,3 +173,28 @@ def test_text_and_audio_are_refused_in_one_line_naming_the_feature_before_other_
     assert (
         "\n" not in text and f"type {kind} is not supported yet (input feature 'blurb')" in text and "nope" not in text
     )
+
+
+def test_defaults_of_a_type_not_supported_yet_are_refused(tmp_path):
+    body = "input_features:\n  - {name: a, type: set}\ndefaults:\n  text: {encoder: {type: bert}}\n"
+    with pytest.raises(ConfigError, match=r"defaults\.text.*not supported yet"):
+        _load(tmp_path, BASE.format(body=body))
+
+
+def test_search_spaces_reach_the_new_types_encoders(tmp_path):
+    body = (
+        "input_features:\n  - {name: a, type: sequence}\n  - {name: b, type: vector}\n"
+        "hyperopt:\n  parameters:\n"
+        "    a.encoder.type: {space: choice, categories: [embed, rnn, parallel_cnn]}\n"
+        "    b.encoder.output_size: {space: choice, categories: [4, 8]}\n"
+        "    defaults.sequence.encoder.embedding_size: {space: choice, categories: [8, 16]}\n"
+    )
+    (tmp_path / "data.csv").write_text("a,b,y\nx y,1 2,1\n")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(BASE.format(body=body))
+    loaded = load_sweep(path)
+    assert set(loaded.config.hyperopt.parameters) == {
+        "a.encoder.type",
+        "b.encoder.output_size",
+        "defaults.sequence.encoder.embedding_size",
+    }
