@@ -26,8 +26,9 @@ def _none_is_default(value: Any) -> Any:
 
 class LRSchedulerConfig(_Base):
     """The learning rate per optimizer step, as Ludwig's ``learning_rate_scheduler``: a linear
-    warmup from 0 over ``max(warmup_fraction x total steps, warmup_evaluations x steps per
-    epoch)`` steps (rounded up), then ``decay`` from the warmup's end: null (constant),
+    warmup from 0 by ``1 / w`` per step, ``w = max(warmup_fraction x total steps,
+    warmup_evaluations x steps per epoch)`` (a fraction of a step kept, as in Ludwig), for
+    ``ceil(w)`` steps, then ``decay`` from the warmup's end: null (constant),
     ``linear`` (to 0 at the last step), ``exponential`` (``decay_rate ** (1 + step /
     decay_steps)``, the exponent rounded up with ``staircase``) or ``cosine`` (annealing to
     ``eta_min`` with warm restarts every ``t_0`` steps, default one epoch, each period ``t_mult``

@@ -57,14 +57,17 @@ class LearningRateSchedule:
         self.larger_is_better = larger_is_better
         self.plateau = PlateauState()
         warmup = max(config.warmup_fraction * self.total_steps, config.warmup_evaluations * self.steps_per_epoch)
-        self.warmup_steps = math.ceil(warmup - 1e-9) if warmup > 0 else 0
+        # Ludwig keeps a fractional warmup length: the rate climbs by 1 / length per step, the
+        # decay begins at the first whole step past it, and linear decay spans total - length.
+        self.warmup_length = float(warmup)
+        self.warmup_steps = math.ceil(warmup) if warmup > 0 else 0
 
     def _decay(self, step: int) -> float:
         """The decay factor ``step`` steps after the warmup ended."""
         c = self.config
         if c.decay == "linear":
-            span = max(1, self.total_steps - self.warmup_steps)
-            return max(0.0, (span - step) / span)
+            span = self.total_steps - self.warmup_length
+            return max(0.0, (span - step) / max(1.0, span))
         if c.decay == "exponential":
             exponent = 1 + step / c.decay_steps
             return c.decay_rate ** (math.ceil(exponent) if c.staircase else exponent)
@@ -85,7 +88,7 @@ class LearningRateSchedule:
         """The learning rate of the optimizer step after ``step`` steps (step 0: the first). Pure."""
         scale = self.config.reduce_on_plateau_rate**self.plateau.reductions if self.plateau.reductions else 1.0
         if step < self.warmup_steps:
-            return self.base_lr * step / self.warmup_steps * scale
+            return self.base_lr * step / max(1.0, self.warmup_length) * scale
         after = step - self.warmup_steps
         if self.config.decay == "cosine":
             return self._cosine(after, self.base_lr) * scale

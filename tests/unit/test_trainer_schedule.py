@@ -40,7 +40,7 @@ def _ludwig_rates(c: LRSchedulerConfig, base: float, per_epoch: int, total: int,
         scheds.append(LambdaLR(opt, expo))
     else:
         scheds.append(LambdaLR(opt, lambda s: 1.0))
-    sched = scheds[0] if len(scheds) == 1 else SequentialLR(opt, scheds, milestones=[int(warmup)])
+    sched = scheds[0] if len(scheds) == 1 else SequentialLR(opt, scheds, milestones=[warmup])
     rates = []
     for _ in range(steps):
         rates.append(opt.param_groups[0]["lr"])
@@ -55,6 +55,9 @@ def _ludwig_rates(c: LRSchedulerConfig, base: float, per_epoch: int, total: int,
         {},
         {"decay": "linear"},
         {"decay": "linear", "warmup_fraction": 0.2},
+        {"decay": "linear", "warmup_fraction": 0.05},
+        {"decay": "cosine", "t_0": 4, "warmup_fraction": 0.07},
+        {"warmup_evaluations": 0.25},
         {"decay": "exponential", "decay_steps": 7, "decay_rate": 0.8},
         {"decay": "exponential", "decay_steps": 7, "decay_rate": 0.8, "staircase": True, "warmup_evaluations": 1},
         {"decay": "cosine", "eta_min": 0.001},
