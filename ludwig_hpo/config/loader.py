@@ -221,6 +221,38 @@ def train_only_search(raw: RawMapping) -> dict[str, Any]:
     return search
 
 
+def fill_goal(raw: RawMapping) -> tuple[dict[str, Any], str | None]:
+    """``raw`` with ``hyperopt.goal`` filled in when the file leaves it out and the metric is
+    better when larger (Ludwig's default goal, minimize, would search for the worst model),
+    and the warning line saying so; ``(raw, None)`` when the goal is written, the metric is
+    better when smaller, or the metric / output feature is unknown (validation names those).
+    Pure; runs in the driver."""
+    from ludwig_hpo.config.metrics import METRICS
+
+    hp = raw.get("hyperopt")
+    if not isinstance(hp, dict) or "goal" in hp:
+        return dict(raw), None
+    metric, feature = hp.get("metric", "loss"), hp.get("output_feature")
+    if isinstance(metric, list):  # Ludwig's list form: the first item is the primary metric
+        first = metric[0] if metric else None
+        if isinstance(first, dict):
+            if first.get("goal") is not None:
+                return dict(raw), None
+            feature = feature or first.get("output_feature")
+            first = first.get("metric", first.get("name"))
+        metric = first
+    feature = feature or "combined"
+    outputs = {f.get("name"): f.get("type") for f in raw.get("output_features") or [] if isinstance(f, dict)}
+    kind = "combined" if feature == "combined" else outputs.get(feature)
+    if not (isinstance(metric, str) and isinstance(kind, str) and METRICS.get(kind, {}).get(metric)):
+        return dict(raw), None
+    warning = (
+        f"hyperopt.goal is not set: {metric} is better when larger, so the sweep maximizes it "
+        "(Ludwig would minimize); set goal explicitly to silence this"
+    )
+    return {**raw, "hyperopt": {**hp, "goal": "maximize"}}, warning
+
+
 # ---------------------------------------------------------------------------- public
 def load_sweep(path: str | Path, dataset: str | Path | None = None, *, search: bool = True) -> LoadedSweep:
     """Read and validate a sweep file (or a Ludwig config). Runs in the driver; touches
@@ -251,6 +283,9 @@ def load_sweep(path: str | Path, dataset: str | Path | None = None, *, search: b
         ds = raw.get("dataset")
         raw = {**raw, "dataset": {**(ds if isinstance(ds, dict) else {}), "source": str(Path(dataset).resolve())}}
     searched = raw.get("hyperopt") is not None
+    raw, goal_warning = fill_goal(raw)
+    if goal_warning is not None:
+        warnings = [*warnings, goal_warning]
     if not searched:  # the model is checked first: its errors are the real ones
         raw = {**raw, "hyperopt": train_only_search(raw)}
     try:

@@ -329,7 +329,7 @@ def test_ludwigs_metric_spellings_are_the_searched_key(tmp_path, output, hyperop
     assert cfg.objectives == [(key, goal)]
 
 
-def test_goal_defaults_to_ludwigs_minimize_and_a_metric_better_when_larger_says_so(tmp_path):
+def test_goal_left_out_follows_the_metric_with_one_warning_and_a_written_wrong_goal_is_refused(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(
         "name: t\ndataset: {source: sklearn:breast_cancer}\ninput_features: [{name: mean_radius, type: number}]\n"
@@ -338,8 +338,19 @@ def test_goal_defaults_to_ludwigs_minimize_and_a_metric_better_when_larger_says_
     )
     text = path.read_text()
     path.write_text(text.replace("METRIC", "loss"))
-    assert load_sweep(path).config.hyperopt.goal == "minimize"
+    loaded = load_sweep(path)
+    assert loaded.config.hyperopt.goal == "minimize"
+    assert not [w for w in loaded.warnings if "goal" in w]
     path.write_text(text.replace("METRIC", "roc_auc"))
+    loaded = load_sweep(path)
+    assert loaded.config.objectives == [("validation/y/roc_auc", "maximize")]
+    assert [w for w in loaded.warnings if "goal" in w] == [
+        "hyperopt.goal is not set: roc_auc is better when larger, so the sweep maximizes it "
+        "(Ludwig would minimize); set goal explicitly to silence this"
+    ]
+    path.write_text(text.replace("METRIC", "[roc_auc, loss]"))
+    assert load_sweep(path).config.objectives[0] == ("validation/y/roc_auc", "maximize")
+    path.write_text(text.replace("METRIC", "roc_auc\n  goal: minimize"))
     with pytest.raises(ConfigError, match="goal is 'minimize' but 'roc_auc' is better when larger; set goal: maximize"):
         load_sweep(path)
 
