@@ -171,9 +171,9 @@ CASES = [
     ),
     (
         "category-not-allowed",
-        param("trainer.optimizer.type: {space: choice, categories: [adam, rmsprop]}"),
-        P + "\"trainer.optimizer.type\": value 'rmsprop' is invalid for trainer.optimizer.type: "
-        "Input should be 'adam', 'adamw' or 'sgd', got 'rmsprop'; fix: use one of the values listed",
+        param("trainer.precision: {space: choice, categories: [fp32, fp8]}"),
+        P + "\"trainer.precision\": value 'fp8' is invalid for trainer.precision: "
+        "Input should be 'fp32', 'bf16' or 'fp16', got 'fp8'; fix: use one of the values listed",
     ),
     (
         "block-category-invalid",
