@@ -59,11 +59,24 @@ def algorithm_text(hp: HyperoptConfig) -> str:
     return algo + ("" if name == "grid" else f" ({', '.join(opts)})")
 
 
+def _fifo_length(cfg: SweepConfig) -> str:
+    # how long a trial runs when no scheduler stops it: train_steps overrides epochs, and
+    # early_stop (Ludwig's default 5) can end it sooner
+    tr = cfg.trainer
+    length = f"{tr.train_steps} optimizer steps (trainer.train_steps)" if tr.train_steps else f"{tr.epochs} epochs"
+    if tr.early_stop > 0:
+        return (
+            f"every trial runs up to {length}; trainer.early_stop ends one after {tr.early_stop} epochs in a row "
+            f"without improvement of validation/{tr.validation_field}/{tr.validation_metric}"
+        )
+    return f"every trial runs all {length}"
+
+
 def _scheduler_lines(cfg: SweepConfig, pbt_checkpoints: tuple[int, int] | None) -> list[str]:
     hp = cfg.hyperopt
     sch = hp.scheduler
     if sch.type == "fifo":
-        return [f"scheduler: fifo (every trial runs all {cfg.trainer.epochs} epochs)"]
+        return [f"scheduler: fifo ({_fifo_length(cfg)})"]
     unit = "epochs" if sch.in_epochs else "s"
     shown: dict[str, object] = {k: v for k, v in sch.model_dump().items() if k not in _HIDDEN_SCHEDULER_OPTIONS}
     max_t = getattr(sch, "max_t", None)
@@ -101,7 +114,8 @@ def describe_search(cfg: SweepConfig, *, pbt_checkpoints: tuple[int, int] | None
         lines.append(f"points_to_evaluate: {len(hp.search_alg.points_to_evaluate)} configuration(s) run first")
     lines += _scheduler_lines(cfg, pbt_checkpoints)
     budget = hp.executor.time_budget_s
-    lines.append(f"time budget: {f'{budget:g} s (no trial starts after it)' if budget else 'none (all trials run)'}")
+    stops = "then the search ends: no trial starts and running trials are stopped"
+    lines.append(f"time budget: {f'{budget:g} s ({stops})' if budget else 'none (all trials run)'}")
     lines.append(f"search space ({len(hp.parameters)} parameter(s)):")
     width = max(len(p) for p in hp.parameters)
     lines += [f"  {p:<{width}}  {s.describe()}" for p, s in hp.parameters.items()]

@@ -60,7 +60,7 @@ class TuneExperiment:
         search_alg: the searcher (Optuna, or Tune's variant generator for PBT), or None.
         scheduler: the Tune scheduler, or None (FIFO).
         num_samples: Tune's ``num_samples``.
-        time_budget_s: seconds after which no trial starts, or None.
+        time_budget_s: seconds after which the search ends (no trial starts, running ones stop), or None.
     """
 
     name: Experiment

@@ -58,7 +58,7 @@ def test_validate_digits_shows_the_resolved_search(tmp_path, monkeypatch):
         "search: 16 trials; optuna tpe sampler (seed 7, n_startup_trials 4, multivariate false)",
         "scheduler: async_hyperband on epoch (grace_period 2, reduction_factor 3, brackets 1, stop_last_trials true, "
         "max_t 8 epochs (trainer.epochs))",
-        "time budget: 3600 s (no trial starts after it)",  # Ludwig's default
+        "time budget: 3600 s (then the search ends: no trial starts and running trials are stopped)",  # Ludwig's default
         "search space (4 parameter(s)):",
         "  trainer.learning_rate     loguniform float in [0.001, 0.03), log scale",
         "  image.encoder.num_layers  randint [1, 4) = integers 1..3, linear scale",
@@ -83,8 +83,35 @@ def test_validate_prints_grid_counts_and_budget(tmp_path, monkeypatch):
     (tmp_path / "s.yaml").write_text(text)
     out = CliRunner().invoke(app, ["validate", "s.yaml"]).stdout
     assert "search: 6 trials (grid of 2 points x num_samples 3); optuna tpe sampler" in out
-    assert "time budget: 600 s (no trial starts after it)" in out
+    assert "time budget: 600 s (then the search ends: no trial starts and running trials are stopped)" in out
     assert "  combiner.output_size    grid of 2: 8, 16" in out
+
+
+@pytest.mark.parametrize(
+    ("trainer", "line"),
+    [
+        ("{epochs: 3, early_stop: -1}", "scheduler: fifo (every trial runs all 3 epochs)"),
+        (
+            "{epochs: 3}",  # Ludwig's default early_stop 5
+            "scheduler: fifo (every trial runs up to 3 epochs; trainer.early_stop ends one after 5 epochs in a row "
+            "without improvement of validation/combined/loss)",
+        ),
+        (
+            "{train_steps: 40, early_stop: 0}",
+            "scheduler: fifo (every trial runs all 40 optimizer steps (trainer.train_steps))",
+        ),
+    ],
+)
+def test_validate_says_how_long_a_fifo_trial_runs(tmp_path, monkeypatch, trainer, line):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(
+        "name: t\ndataset: {source: sklearn:breast_cancer}\ninput_features: [{name: mean_radius, type: number}]\n"
+        f"output_features: [{{name: malignant, type: binary}}]\ntrainer: {trainer}\nhyperopt:\n"
+        "  parameters: {trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 0.1}}\n"
+    )
+    result = CliRunner().invoke(app, ["validate", "s.yaml"])
+    assert result.exit_code == 0, result.stdout
+    assert line in result.stdout.splitlines()
 
 
 def test_schema_is_json_schema_that_accepts_every_sweep():
