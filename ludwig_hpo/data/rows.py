@@ -5,6 +5,7 @@ checks that every split can be trained on and scored. Runs in the driver, once p
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -167,6 +168,21 @@ def _check_split_feature(cfg: SweepConfig, kind: str, column: str | None) -> Non
             )
 
 
+def batch_size_note(cfg: SweepConfig, train_rows: int) -> list[str]:
+    """The one line saying that ``trainer.batch_size`` is cut to the training split, if it is.
+
+    As in Ludwig (whose examples set ``batch_size: 32769  # entire training set``), a batch
+    larger than a worker's share of the training split is that whole share: one step per epoch.
+    ``train_rows`` counts the training split's rows (all workers together). Runs in the driver.
+    """
+    batch, workers = cfg.trainer.batch_size, cfg.backend.num_workers
+    share = math.ceil(train_rows / workers)
+    if not isinstance(batch, int) or batch <= share:
+        return []
+    whose = "the train split" if workers == 1 else f"each of {workers} DDP workers' share of the train split"
+    return [f"note: trainer.batch_size {batch} is larger than {whose} ({share} rows): a batch is that whole share"]
+
+
 def check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.ndarray | None, origin: DataOrigin) -> None:
     """Refuse splits too small to train on or to score: every DDP worker needs training rows,
     and a classification split needs at least one row per class to score it.
@@ -191,15 +207,6 @@ def check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.ndar
                 key=key,
                 fix=f"use more rows or a larger {name} fraction",
             )
-    batch = cfg.trainer.batch_size
-    if isinstance(batch, int) and batch * workers > len(splits["train"]):
-        raise DataError(
-            f"one step of {workers} DDP worker(s) x batch_size {batch} needs {batch * workers} rows, but "
-            f"the train split has {len(splits['train'])}",
-            source=origin.source,
-            key="trainer.batch_size",
-            fix="lower trainer.batch_size (it is per worker) or use batch_size: auto",
-        )
     if cfg.kfold is not None:
         rows = len(np.unique(splits["train"])) + len(splits["validation"])
         if rows // cfg.kfold.k < max(2, n_classes):

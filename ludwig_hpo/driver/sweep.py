@@ -22,7 +22,7 @@ from rich.console import Console
 from ludwig_hpo.config.backend import unused_key_notes
 from ludwig_hpo.config.describe import search_line
 from ludwig_hpo.config.loader import LoadedSweep
-from ludwig_hpo.data import dataset_folder, load_dataframe, prepare
+from ludwig_hpo.data import batch_size_note, dataset_folder, load_dataframe, prepare
 from ludwig_hpo.driver.console import activity, say
 from ludwig_hpo.driver.finish import finish_sweep
 from ludwig_hpo.driver.holdout import score_best_on_test
@@ -116,8 +116,8 @@ class Sweep:
         check_losses(cfg.output_features, data.meta, str(self.loaded.path))
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
-        for filled in data.filled:
-            self._say(f"data: {filled.text()}")
+        for line in [f"data: {f.text()}" for f in data.filled] + batch_size_note(cfg, len(data.splits["train"])):
+            self._say(line)
         plan = local_plan(cfg) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         self._say(f"resources: {plan.describe()}")
         if (note := plan.concurrency_note()) is not None:

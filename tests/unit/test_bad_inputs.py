@@ -315,14 +315,6 @@ CASES = {
         "hold about 0 rows each, too few to score 2 classes; fix: lower kfold.k",
         extra="kfold: {k: 40, top_k: 1}\n",
     ),
-    "batch larger than the train split": Case(
-        lambda df: df,
-        "error: {dir}/data.csv: trainer.batch_size: one step of 2 DDP worker(s) "
-        "x batch_size 512 needs 1024 rows, but the train split has 84; fix: "
-        "lower trainer.batch_size (it is per worker) or use batch_size: auto",
-        trainer=", batch_size: 512",
-        extra="backend: {num_workers: 2}\n",
-    ),
     # -------------------------------------------------------------- image files
     "image file missing": Case(
         _image_paths(7, "img/gone.png"),
@@ -436,6 +428,29 @@ def test_unseen_categories_at_test_time_are_mapped_to_unknown_not_an_error(tmp_p
     unseen = [i for i in test_rows if df["c"].iloc[i] not in vocab]
     assert unseen, "the fixture should put unseen values in the test split"
     assert all(data.inputs["c"][i] == 0 for i in unseen)
+
+
+def test_a_batch_larger_than_the_train_split_is_the_whole_split_with_one_note(tmp_path):
+    """As in Ludwig (``batch_size: 32769  # entire training set``), a batch larger than each
+    worker's share of the training split is not an error: validate says so in one note line."""
+    frame().to_csv(tmp_path / "data.csv", index=False)
+    (tmp_path / "sweep.yaml").write_text(
+        SWEEP.format(
+            source="data.csv",
+            target_type="category",
+            trainer=", batch_size: 512",
+            extra="backend: {num_workers: 2}\n",
+            inputs="",
+        )
+    )
+    from ludwig_hpo.driver.validate import validate_lines
+
+    lines = validate_lines(tmp_path / "sweep.yaml")
+    notes = [line for line in lines if "trainer.batch_size" in line]
+    assert notes == [
+        "note: trainer.batch_size 512 is larger than each of 2 DDP workers' share of the train split (42 rows): "
+        "a batch is that whole share"
+    ]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="file permissions do not apply to root")
