@@ -348,6 +348,8 @@ def test_goal_left_out_follows_the_metric_with_one_warning_and_a_written_wrong_g
         "hyperopt.goal is not set: roc_auc is better when larger, so the sweep maximizes it "
         "(Ludwig would minimize); set goal explicitly to silence this"
     ]
+    trial = resolve_trial_config(loaded.raw, {"trainer.learning_rate": 0.01})  # each trial's config too
+    assert trial.hyperopt.goal == "maximize"
     path.write_text(text.replace("METRIC", "[roc_auc, loss]"))
     assert load_sweep(path).config.objectives[0] == ("validation/y/roc_auc", "maximize")
     path.write_text(text.replace("METRIC", "roc_auc\n  goal: minimize"))
