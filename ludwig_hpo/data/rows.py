@@ -179,8 +179,14 @@ def batch_size_note(cfg: SweepConfig, train_rows: int) -> list[str]:
     share = math.ceil(train_rows / workers)
     if not isinstance(batch, int) or batch <= share:
         return []
-    whose = "the train split" if workers == 1 else f"each of {workers} DDP workers' share of the train split"
-    return [f"note: trainer.batch_size {batch} is larger than {whose} ({share} rows): a batch is that whole share"]
+    if workers == 1:
+        return [
+            f"note: trainer.batch_size {batch} is larger than the train split ({share} rows): a batch is the whole split"
+        ]
+    return [
+        f"note: trainer.batch_size {batch} is larger than each of {workers} DDP workers' share of the train split "
+        f"({share} rows): a batch is a worker's whole share"
+    ]
 
 
 def check_sizes(cfg: SweepConfig, splits: dict[str, np.ndarray], labels: np.ndarray | None, origin: DataOrigin) -> None:

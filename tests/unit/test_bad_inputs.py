@@ -449,7 +449,7 @@ def test_a_batch_larger_than_the_train_split_is_the_whole_split_with_one_note(tm
     notes = [line for line in lines if "trainer.batch_size" in line]
     assert notes == [
         "note: trainer.batch_size 512 is larger than each of 2 DDP workers' share of the train split (42 rows): "
-        "a batch is that whole share"
+        "a batch is a worker's whole share"
     ]
 
 
