@@ -126,6 +126,60 @@ def _locate(e: ErrorDetails) -> _Located:
 UNSUPPORTED = "not supported yet"
 
 
+#: Ludwig's registered types per tagged section (its schema registries), to tell a Ludwig type
+#: this platform lacks ("not supported yet") from a typo ("unknown type").
+_LUDWIG_TYPES: dict[str, tuple[str, ...]] = {
+    "optimizer": tuple(
+        "sgd sgd_8bit lbfgs adam adam_8bit paged_adam paged_adam_8bit adamw adamw_8bit paged_adamw "
+        "paged_adamw_8bit adadelta adagrad adagrad_8bit adamax ftrl nadam radam rmsprop rmsprop_8bit lamb "
+        "lamb_8bit paged_lamb paged_lamb_8bit lars lars_8bit lion lion_8bit paged_lion paged_lion_8bit "
+        "adafactor schedule_free_adamw muon soap".split()
+    ),
+    "combiner": tuple(
+        "concat sequence_concat sequence tabnet comparator transformer tabtransformer project_aggregate "
+        "hypernetwork cross_attention dot_product ft_transformer gated_fusion perceiver tabpfn_v2".split()
+    ),
+    "decoder": tuple("regressor classifier projector tagger generator mlp_classifier".split()),
+    "loss": tuple(
+        "mean_squared_error mean_absolute_error mean_absolute_percentage_error root_mean_squared_error "
+        "root_mean_squared_percentage_error huber softmax_cross_entropy sequence_softmax_cross_entropy "
+        "next_token_softmax_cross_entropy sigmoid_cross_entropy binary_weighted_cross_entropy corn focal "
+        "deep_svdd drocc dice".split()
+    ),
+    "feature": tuple(
+        "binary number category set bag vector sequence text timeseries image audio date h3 anomaly".split()
+    ),
+    "space": tuple(
+        "uniform quniform loguniform qloguniform randn qrandn randint qrandint lograndint qlograndint choice "
+        "grid_search int float".split()
+    ),
+}
+
+
+def _tag_section(path: KeyPath, tag: str) -> str:
+    """Which table of :data:`_LUDWIG_TYPES` a tagged section at ``path`` looks in."""
+    if tag == "space":
+        return "space"
+    if path and isinstance(path[-1], int):
+        return "feature"
+    names = [s for s in path if isinstance(s, str)]
+    return names[-1] if names else ""
+
+
+def _invalid_tag(path: KeyPath, ctx: dict[str, Any]) -> tuple[str, str]:
+    """(message, fix) of a tagged section whose tag names no model: a Ludwig type not supported
+    yet, or a typo with the closest accepted types."""
+    tag = str(ctx.get("discriminator", "type")).strip("'")
+    value = str(ctx.get("tag", "?"))
+    supported = [t.strip().strip("'") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip()]
+    if value in _LUDWIG_TYPES.get(_tag_section(path, tag), ()):
+        return f"{value} is not supported yet", f"use one of the supported {tag}s: {', '.join(supported)}"
+    close = difflib.get_close_matches(value, supported, n=3, cutoff=0.5)
+    if close:
+        return f"unknown {tag} {value!r}", f"did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"unknown {tag} {value!r}", f"use one of {', '.join(supported)}"
+
+
 def _rank(x: _Located) -> tuple[int, int]:
     """Which error explains the others (lowest first): something not supported yet, then an
     unknown key, then other errors, then a missing key; a default's error before the
@@ -144,6 +198,8 @@ def _message_and_fix(chosen: _Located, located: list[_Located]) -> tuple[str, st
         return f"unknown key {bad!r}", (
             f"did you mean {close[0]!r}?" if close else f"remove it (allowed keys: {', '.join(allowed)})"
         )
+    if typ == "union_tag_invalid":
+        return _invalid_tag(path, dict(e.get("ctx") or {}))
     if typ == "union_tag_not_found":
         tag = str((e.get("ctx") or {}).get("discriminator", "type")).strip("'")
         listed = " (uniform, loguniform, randint, choice, grid_search, ...)" if tag == "space" else ""
@@ -179,10 +235,13 @@ def to_config_error(err: ValidationError, raw: RawMapping, marks: Marks, src: st
     located = [_locate(e) for e in err.errors(include_url=False)]
     # defaults are merged into the features: an error in a default is reported at the default
     chosen = min(located, key=_rank)
-    key = display_key(raw, chosen.path) or "(top level)"
+    path = chosen.path
+    if chosen.error["type"] == "union_tag_invalid":  # the tag's own key, not its section
+        path += (str((chosen.error.get("ctx") or {}).get("discriminator", "type")).strip("'"),)
+    key = display_key(raw, path) or "(top level)"
     if key_prefix:
         key = f"{key_prefix} -> {key}"
-    mark = mark_for(marks, chosen.path)
+    mark = mark_for(marks, path)
     source = f"{src}:{mark[0]}:{mark[1]}" if mark else src
     message, fix = _message_and_fix(chosen, located)
     return ConfigError(message, source=source, key=key, fix=fix)

@@ -84,7 +84,7 @@ def test_ludwig_defaults_of_the_other_types(tmp_path, sweep_dict):
             "combiner.main_sequence_feature: main_sequence_feature 'zz' is not an input feature",
         ),
         ({"type": "sequence"}, "combiner.type: combiner type 'sequence' is not supported yet; fix: use one of"),
-        ({"type": "nope"}, "does not match any of the expected tags: 'concat', 'tabnet'"),
+        ({"type": "nope"}, "combiner.type: unknown type 'nope'; fix: use one of concat, tabnet"),
         (
             {"type": "transformer", "hidden_size": 12, "num_heads": 8},
             "hidden_size (12) is not divisible by num_heads (8)",

@@ -177,9 +177,9 @@ CASES = [
     (
         "unknown-feature-type",
         edit(("{name: size, type: number}", "{name: size, type: numeric}")),
-        "input_features[size]",
-        "does not match any of the expected tags",
-        "6:5",
+        "input_features[size].type",
+        "unknown type 'numeric'",
+        "6:18",
     ),
     (
         "duplicate-feature-names",
@@ -277,9 +277,9 @@ CASES = [
     (
         "unknown-space",
         param("trainer.learning_rate: {space: normal, lower: 0, upper: 1}"),
-        'hyperopt.parameters."trainer.learning_rate"',
-        "does not match any of the expected tags",
-        "18:5",
+        'hyperopt.parameters."trainer.learning_rate".space',
+        "unknown space 'normal'",
+        "18:29",
     ),
     (
         "unknown-path-head",
