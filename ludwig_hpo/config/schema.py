@@ -211,7 +211,9 @@ class SweepConfig(_Base):
         trainer = data.get("trainer") or {} if isinstance(data, dict) else None
         max_t = sch.get("max_t")
         if (
-            max_t is not None
+            isinstance(max_t, int)
+            and not isinstance(max_t, bool)
+            and max_t >= 1  # else the scheduler's own check names max_t, not trainer.epochs
             and sch.get("time_attr", "epoch") != "time_total_s"
             and isinstance(trainer, dict)
             and "epochs" not in trainer

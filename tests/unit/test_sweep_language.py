@@ -375,3 +375,16 @@ def test_ludwigs_optuna_executor_loads_as_one_optuna_trial_at_a_time(tmp_path):
 def test_ludwigs_searched_preprocessing_is_one_line_saying_why(tmp_path, path):
     with pytest.raises(ConfigError, match="cannot be searched: preprocessing is fitted once per sweep"):
         load(tmp_path, f"    {path}: {{space: choice, categories: [0.5, 1.0]}}\n")
+
+
+@pytest.mark.parametrize("max_t", ["0", "-3", "two"])
+def test_a_bad_max_t_is_named_at_the_scheduler_not_at_the_epochs_it_would_set(tmp_path, max_t):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\ndataset: {source: sklearn:breast_cancer}\ninput_features: [{name: mean_radius, type: number}]\n"
+        f"output_features: [{{name: y, type: binary}}]\nhyperopt:\n  scheduler: {{type: async_hyperband, max_t: {max_t}}}\n"
+        "  parameters: {trainer.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 0.1}}\n"
+    )
+    with pytest.raises(ConfigError, match=r"hyperopt\.scheduler\.max_t") as e:
+        load_sweep(path)
+    assert "trainer.epochs" not in str(e.value)
