@@ -133,6 +133,11 @@ class TabTransformerCombiner(_TransformerOptions):
 
     @model_validator(mode="after")
     def _name_embedding_fits(self) -> TabTransformerCombiner:
+        if self.reduce_output in (None, "none", "None"):
+            raise RuleError(
+                "the tabtransformer joins its reduced tokens with the number and binary inputs: reduce_output is null",
+                fix="set reduce_output: concat (Ludwig's default), sum, mean, max, last or attention",
+            )
         e = self.embed_input_feature_name
         if isinstance(e, int) and e >= self.hidden_size:
             raise RuleError(

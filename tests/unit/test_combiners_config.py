@@ -94,6 +94,7 @@ def test_ludwig_defaults_of_the_other_types(tmp_path, sweep_dict):
             {"type": "tabtransformer", "hidden_size": 16, "num_heads": 2, "embed_input_feature_name": 16},
             "embed_input_feature_name (16) must be smaller than hidden_size (16)",
         ),
+        ({"type": "tabtransformer", "reduce_output": None}, "joins its reduced tokens with the number and binary"),
         ({"norm": "batch", "norm_params": {"bogus": 1}}, "norm_params ['bogus'] are not arguments of the batch norm"),
         ({"norm_params": {"eps": 0.1}}, "norm_params is set but norm is null"),
         ({"fc_layers": [{"output_size": 4, "bogus": 1}]}, "combiner.fc_layers[0].bogus: unknown key 'bogus'"),
