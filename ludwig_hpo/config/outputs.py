@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
 from ludwig_hpo.config.combiners import Activation, FCLayerConfig, InitializerOrDict, Reduction
@@ -185,9 +185,15 @@ class Decoder(_Base):
     ``clip``. ``output_size``, ``dropout`` and ``activation`` of a regressor or classifier are
     the short spellings of their ``fc_`` keys. ``input_size`` and ``num_classes`` are Ludwig's
     internal keys: read from the data, accepted and ignored.
+
+    ``mlp_classifier`` (binary and category outputs) is Ludwig's ``MLPClassifier``: after the
+    stack above, ``num_fc_layers`` (1 unless written) more layers of ``output_size`` (256),
+    ``activation`` (relu) and ``dropout`` (0), then the projection; as in Ludwig,
+    ``num_fc_layers`` counts for both stacks. Its ``calibration`` and ``mc_dropout_samples``
+    are not supported yet.
     """
 
-    type: Literal["regressor", "classifier", "projector"] | None = None
+    type: Literal["regressor", "classifier", "projector", "mlp_classifier"] | None = None
     fc_layers: list[FCLayerConfig] | None = None
     num_fc_layers: int = Field(default=0, ge=0)
     fc_output_size: int = Field(default=256, ge=1)
@@ -207,6 +213,22 @@ class Decoder(_Base):
     clip: tuple[float, float] | None = None
     input_size: int | None = Field(default=None, ge=1)
     num_classes: int | None = Field(default=None, ge=1)
+    calibration: Literal["temperature_scaling"] | None = None
+    mc_dropout_samples: int = Field(default=0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mlp_classifier_layers(cls, v: Any) -> Any:
+        if isinstance(v, dict) and v.get("type") == "mlp_classifier" and "num_fc_layers" not in v:
+            return {**v, "num_fc_layers": 1}  # Ludwig's MLPClassifierConfig default
+        return v
+
+    @field_validator("calibration", "mc_dropout_samples", mode="after")
+    @classmethod
+    def _not_yet(cls, v: Any, info: ValidationInfo) -> Any:
+        if v:
+            raise RuleError(f"{info.field_name} is not supported yet", fix=f"remove {info.field_name}")
+        return v
 
     @field_validator("fc_norm", mode="before")
     @classmethod
@@ -219,14 +241,14 @@ class Decoder(_Base):
     def stack_output_size(self) -> int:
         """The width of each ``num_fc_layers`` layer: ``fc_output_size``, or a regressor's or
         classifier's ``output_size`` written without ``fc_output_size``."""
-        if self.type != "projector" and self.output_size is not None and "fc_output_size" not in self.model_fields_set:
+        if self.type not in ("projector", "mlp_classifier") and self.output_size is not None and "fc_output_size" not in self.model_fields_set:
             return self.output_size
         return self.fc_output_size
 
     @property
     def stack_dropout(self) -> float:
         """``fc_dropout``, or ``dropout`` of a regressor or classifier written without it."""
-        if self.type != "projector" and self.dropout is not None and "fc_dropout" not in self.model_fields_set:
+        if self.type not in ("projector", "mlp_classifier") and self.dropout is not None and "fc_dropout" not in self.model_fields_set:
             return self.dropout
         return self.fc_dropout
 
@@ -234,12 +256,16 @@ class Decoder(_Base):
     def stack_activation(self) -> str | None:
         """``fc_activation``, or ``activation`` of a regressor or classifier written without it."""
         if (
-            self.type != "projector"
+            self.type not in ("projector", "mlp_classifier")
             and "activation" in self.model_fields_set
             and "fc_activation" not in (self.model_fields_set)
         ):
             return self.activation
         return self.fc_activation
+
+
+#: Output types Ludwig registers its ``mlp_classifier`` decoder for.
+_MLP_KINDS = ("binary", "category")
 
 
 def _decoder_for(kind: str) -> Callable[[Any], Any]:
@@ -248,7 +274,7 @@ def _decoder_for(kind: str) -> Callable[[Any], Any]:
     want = DECODER_TYPE[kind]
 
     def check(d: Decoder) -> Decoder:
-        if d.type is not None and d.type != want:
+        if d.type is not None and d.type != want and not (d.type == "mlp_classifier" and kind in _MLP_KINDS):
             raise RuleError(f"a {kind} output's decoder is {want!r}, not {d.type!r}", fix=f"set decoder.type: {want}")
         if want != "projector" and d.clip is not None:
             raise RuleError(

@@ -62,8 +62,22 @@ class OutputHead(nn.Module):
         self.stack = FCStack(in_size + dep_size, layer_specs(d.fc_layers, d.num_fc_layers, defaults))
         #: width of :meth:`hidden`'s output, what a dependent output concatenates
         self.hidden_size = self.stack.output_size
+        # Ludwig's MLPClassifier: its own layers between the stack and the projection
+        mlp = {
+            "output_size": d.output_size or 256,
+            "use_bias": d.use_bias,
+            "weights_initializer": d.weights_initializer,
+            "bias_initializer": d.bias_initializer,
+            "norm": None,
+            "norm_params": None,
+            "activation": d.activation if "activation" in d.model_fields_set else "relu",
+            "dropout": d.dropout or 0.0,
+        }
+        n_mlp = d.num_fc_layers if d.type == "mlp_classifier" else 0
+        self.mlp = FCStack(self.hidden_size, layer_specs(None, n_mlp, mlp)) if n_mlp else None
+        proj_in = self.mlp.output_size if self.mlp is not None else self.hidden_size
         n_out = num_classes(feature, meta) if feature.type in ("category", "set", "vector") else 1
-        self.projection = nn.Linear(self.hidden_size, n_out, bias=d.use_bias)
+        self.projection = nn.Linear(proj_in, n_out, bias=d.use_bias)
         init_linear(self.projection, d.weights_initializer, d.bias_initializer)
         self.out_activation = activation(d.activation) if feature.type == "vector" and d.activation else None
         self.clip = tuple(d.clip) if feature.type == "vector" and d.clip is not None else None
@@ -79,7 +93,8 @@ class OutputHead(nn.Module):
         return self.stack(h)
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
-        out = self.projection(hidden)
+        mlp = self.__dict__["_modules"].get("mlp")  # absent in a head pickled before it existed
+        out = self.projection(mlp(hidden) if mlp is not None else hidden)
         if self.out_activation is not None:
             out = self.out_activation(out)
         if self.clip is not None:
