@@ -94,7 +94,9 @@ _NOT_YET: dict[str, tuple[Any, str]] = {
 
 class TrainerConfig(_Base):
     """Training of one trial, with Ludwig's keys and defaults. ``batch_size`` is per DDP worker;
-    ``auto`` lets each trial pick it by a throughput search (at most ``max_batch_size``).
+    ``auto`` lets each trial pick it by a throughput search (at most ``max_batch_size``). An
+    epoch trains every training row, its short last batch too unless that batch holds a single
+    row (Ludwig's batcher).
     ``eval_batch_size`` null or 0: the training batch size. ``train_steps``: stop after exactly
     that many optimizer steps (it overrides ``epochs``; the last epoch may be partial).
 

@@ -28,7 +28,7 @@ from ludwig_hpo.train.evaluate import all_reduce, evaluate
 from ludwig_hpo.train.job import Job, Reporter
 from ludwig_hpo.train.lr_schedule import LearningRateSchedule
 from ludwig_hpo.train.optim import clip_gradients, closure_step, make_optimizer
-from ludwig_hpo.train.plan import ordered_shard, plan_training
+from ludwig_hpo.train.plan import batches_per_epoch, ordered_shard, plan_training
 from ludwig_hpo.train.regularize import regularization_loss
 from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_CACHE_HIT,
@@ -276,7 +276,9 @@ def train_loop(
         loss_sum = torch.zeros((), device=device)
         steps = skipped = 0
         group_bad = False
-        epoch_batches = list(batches(rows, batch_size, device, drop_last=True))
+        epoch_batches = list(batches(rows, batch_size, device, drop_last=False))[
+            : batches_per_epoch(len(rows), batch_size)
+        ]
         optimizer.zero_grad(set_to_none=True)
         for i, idx in enumerate(epoch_batches):
             if optimizer_steps >= limit:  # trainer.train_steps: a group starts only below the limit

@@ -38,12 +38,19 @@ def plan_training(
     """The :class:`TrainingPlan` of a run over ``train_rows`` rows (all ranks together) at a
     per-rank ``batch_size``."""
     per_rank = math.ceil(train_rows / world_size)
-    batches = max(1, per_rank // batch_size)  # the last short batch is dropped
-    per_epoch = math.ceil(batches / tr.gradient_accumulation_steps)
+    per_epoch = math.ceil(batches_per_epoch(per_rank, batch_size) / tr.gradient_accumulation_steps)
     if tr.train_steps:
         last = job_epochs or math.ceil(tr.train_steps / per_epoch)
         return TrainingPlan(per_epoch, tr.train_steps, last, tr.train_steps)
     return TrainingPlan(per_epoch, tr.epochs * per_epoch, job_epochs or tr.epochs, None)
+
+
+def batches_per_epoch(rows: int, batch_size: int) -> int:
+    """How many batches of ``batch_size`` one rank trains on over its ``rows`` rows of an epoch,
+    as Ludwig's batcher cuts them: a short last batch is trained, unless it holds one row (and
+    is not the epoch's only batch). Every rank holds as many rows, so all take as many steps."""
+    count = max(1, math.ceil(rows / batch_size))
+    return count - 1 if count > 1 and rows % batch_size == 1 else count
 
 
 def ordered_shard(rows: np.ndarray, *, rank: int, world_size: int) -> np.ndarray:
