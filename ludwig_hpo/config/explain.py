@@ -156,6 +156,24 @@ _LUDWIG_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Keys of old Ludwig releases that current Ludwig refuses too, with what replaced them:
+#: (message, fix) of their unknown-key line, where a close match would mislead.
+_RETIRED_KEYS: dict[str, tuple[str, str]] = {
+    "bn_virtual_divider": (
+        "bn_virtual_divider is an old Ludwig tabnet key (batch size / divider); current Ludwig has no such key",
+        "remove it, or set bn_virtual_bs: the virtual batch size in rows",
+    ),
+    "use_keras_batch_norm": (
+        "use_keras_batch_norm is an old Ludwig (TensorFlow) tabnet key; current Ludwig has no such key",
+        "remove it",
+    ),
+    "weight_regularization": (
+        "weight_regularization is Ludwig 0.4's per-layer regularizer; current Ludwig regularizes in the trainer",
+        "remove it and set trainer.regularization_type (l1, l2, l1_l2) and trainer.regularization_lambda",
+    ),
+}
+
+
 def _tag_section(path: KeyPath, tag: str) -> str:
     """Which table of :data:`_LUDWIG_TYPES` a tagged section at ``path`` looks in."""
     if tag == "space":
@@ -191,6 +209,8 @@ def _rank(x: _Located) -> tuple[int, int]:
 def _message_and_fix(chosen: _Located, located: list[_Located]) -> tuple[str, str | None]:
     e, model, path, cause = chosen
     typ, msg, got = e["type"], e["msg"], e.get("input")
+    if typ == "extra_forbidden" and path and path[-1] in _RETIRED_KEYS:
+        return _RETIRED_KEYS[str(path[-1])]
     if typ == "extra_forbidden":
         allowed = sorted(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
         bad = str(path[-1]) if path else "?"

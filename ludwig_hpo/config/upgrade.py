@@ -23,7 +23,9 @@ from ludwig_hpo.config.upgrade_features import (
     rename,
     upgrade_fc_size,
     upgrade_feature,
+    upgrade_initializers,
     upgrade_missing_strategy,
+    upgrade_regularizers,
     upgrade_sequence_preprocessing,
 )
 
@@ -289,6 +291,9 @@ def _upgrade(raw: RawMapping) -> tuple[RawMapping, UpgradeState]:
     combiner = raw.get("combiner")
     if isinstance(combiner, dict):
         upgrade_fc_size(combiner, ("combiner",), st)
+        upgrade_regularizers(combiner, ("combiner",), st)
+    for section in ("combiner", "defaults"):
+        upgrade_initializers(raw.get(section), (section,), st)
     _preprocessing(raw, st)
     _defaults(raw, st)
     _trainer(raw, st)

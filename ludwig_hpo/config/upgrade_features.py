@@ -60,6 +60,19 @@ _SEQUENCE_RENAMES = {
 }
 _BIAS_RENAMES = {"bias": "use_bias", "conv_bias": "conv_use_bias", "default_bias": "default_use_bias"}
 _MISSING_STRATEGIES = {"backfill": "bfill", "pad": "ffill"}
+#: Ludwig's TensorFlow-era initializer names and the torch names of the same distributions.
+_OLD_INITIALIZERS = {
+    "glorot_uniform": "xavier_uniform",
+    "glorot_normal": "xavier_normal",
+    "he_uniform": "kaiming_uniform",
+    "he_normal": "kaiming_normal",
+}
+#: Preprocessing options Ludwig 0.2 read at the feature level (now under ``preprocessing:``).
+PREPROCESSING_KEYS = frozenset({"missing_value_strategy", "fill_value", "computed_fill_value", "normalization"})
+#: Ludwig 0.4's per-layer regularizers; current Ludwig has trainer.regularization_type / _lambda.
+_OLD_REGULARIZERS = ("weight_regularization", "bias_regularization", "activity_regularization")
+#: Encoder options renamed since, per (feature type, encoder type): ``{(feature, encoder): {old: new}}``.
+_ENCODER_RENAMES = {("vector", "dense"): {"layers": "fc_layers"}, ("h3", "rnn"): {"state_size": "hidden_size"}}
 
 
 @dataclass
@@ -148,6 +161,51 @@ def upgrade_missing_strategy(prep: Any, at: KeyPath, st: UpgradeState) -> None:
         )
 
 
+def upgrade_initializers(node: Any, at: KeyPath, st: UpgradeState) -> None:
+    """TensorFlow-era initializer names (``glorot_uniform``, ...) -> Ludwig's torch names, in
+    every ``*initializer`` key under ``node`` (a name or a ``{type: name}`` mapping), in place."""
+    if isinstance(node, list):
+        for i, v in enumerate(node):
+            upgrade_initializers(v, (*at, i), st)
+    if not isinstance(node, dict):
+        return
+    for k, v in node.items():
+        if not (isinstance(k, str) and k.endswith("initializer")):
+            upgrade_initializers(v, (*at, k), st)
+            continue
+        holder, key, where = (v, "type", (*at, k, "type")) if isinstance(v, dict) else (node, k, (*at, k))
+        old = holder.get(key)
+        if isinstance(old, str) and old in _OLD_INITIALIZERS:
+            holder[key] = new = _OLD_INITIALIZERS[old]
+            st.note(where, f"{dotted(where)}: {old} is Ludwig's old (TensorFlow) name for {new}; read as {new}")
+
+
+def upgrade_regularizers(node: Any, at: KeyPath, st: UpgradeState) -> None:
+    """Ludwig 0.4's per-layer ``weight_regularization`` (and bias / activity) written ``null``
+    in ``node`` (a feature, encoder, decoder or combiner): removed, as it regularizes nothing. A
+    value is left for validation to refuse (trainer.regularization_type is the current key)."""
+    if isinstance(node, dict):
+        for k in _OLD_REGULARIZERS:
+            if k in node and node[k] is None:
+                del node[k]
+                st.note((*at, k), f"{dotted((*at, k))}: null is Ludwig 0.4's per-layer regularizer, off; removed")
+
+
+def _category_representation(enc: dict[str, Any], at: KeyPath, st: UpgradeState) -> None:
+    """A category encoder's ``representation: dense | sparse`` (Ludwig 0.3) -> encoder type
+    ``dense`` / ``sparse`` (a fixed one-hot embedding), as Ludwig split it."""
+    rep = enc.get("representation")
+    if rep not in ("dense", "sparse") or enc.get("type", "dense") != "dense":
+        return
+    del enc["representation"]
+    enc["type"] = rep
+    st.move((*at, "representation"), (*at, "type"))
+    st.note(
+        (*at, "representation"),
+        f"{dotted((*at, 'representation'))}: {rep} is Ludwig's old form of {dotted(at)}.type: {rep}; read as type: {rep}",
+    )
+
+
 def _bias_keys(node: Any, at: KeyPath, st: UpgradeState) -> None:
     if isinstance(node, dict):
         for k in list(node):
@@ -168,6 +226,21 @@ def _nest_module(feat: dict[str, Any], at: KeyPath, section: str, st: UpgradeSta
         st.move((*at, module), (*at, module, "type"))
         st.note((*at, module), f"{dotted((*at, module))}: {kind} is Ludwig's old form of {module}: {{type: {kind}}}")
     keep = feature_keys(section)
+    prep_keys = [k for k in feat if k in PREPROCESSING_KEYS and k not in keep]
+    if prep_keys:
+        prep = feat.get("preprocessing")
+        prep = prep if isinstance(prep, dict) else {}
+        for k in prep_keys:
+            value = feat.pop(k)
+            if k not in prep:
+                prep[k] = value
+                st.move((*at, k), (*at, "preprocessing", k))
+        feat["preprocessing"] = prep
+        st.note(
+            (*at, prep_keys[0]),
+            f"{dotted(at)}: {', '.join(prep_keys)}: written at the feature level, which is Ludwig's old form of "
+            "preprocessing options; read under preprocessing:",
+        )
     loose = [k for k in feat if isinstance(k, str) and k not in keep]
     if not loose:
         return
@@ -211,6 +284,13 @@ def upgrade_feature(feat: dict[str, Any], at: KeyPath, section: str, st: Upgrade
     module = "encoder" if section == "input_features" else "decoder"
     if isinstance(feat.get(module), dict):
         upgrade_fc_size(feat[module], (*at, module), st, "output_size" if module == "encoder" else "fc_output_size")
+        upgrade_regularizers(feat[module], (*at, module), st)
+        if module == "encoder" and feat.get("type") == "category":
+            _category_representation(feat[module], (*at, module), st)
+        if module == "encoder":
+            for old, new in _ENCODER_RENAMES.get((str(feat.get("type")), str(feat[module].get("type"))), {}).items():
+                rename(feat[module], old, new, (*at, module), st)
+    upgrade_initializers(feat, at, st)
     upgrade_missing_strategy(feat.get("preprocessing"), (*at, "preprocessing"), st)
     loss = feat.get("loss")
     if isinstance(loss, dict) and "class_weights" in loss and not isinstance(loss["class_weights"], (list, dict)):
