@@ -64,7 +64,9 @@ class ExecutorConfig(_Base):
 #: What Ludwig's optuna executor's ``sampler`` names, as an Optuna sampler of this package
 #: (``auto``: Optuna has no AutoSampler, so Ludwig falls back to TPE).
 _OPTUNA_EXECUTOR_SAMPLERS = {"auto": "tpe", "tpe": "tpe", "gp": "gp", "cmaes": "cmaes", "random": "random"}
-_OPTUNA_EXECUTOR_KEYS = {"type", "num_samples", "sampler", "pruner", "study_name", "storage", "n_startup_trials"}
+_OPTUNA_EXECUTOR_KEYS = {
+    "type", "num_samples", "sampler", "pruner", "study_name", "storage", "n_startup_trials", "time_budget_s",
+}  # fmt: skip
 _WHERE = ("hyperopt", "executor")
 
 
@@ -72,7 +74,8 @@ def read_optuna_executor(hyperopt: dict[str, Any]) -> dict[str, Any]:
     """Ludwig's ``executor: {type: optuna, sampler, pruner, storage, study_name,
     n_startup_trials, num_samples}`` as the same search on the Ray executor: an Optuna
     ``search_alg`` with that sampler, trials one at a time (Ludwig's optuna executor runs them
-    in sequence), no time budget (it has none). Its ``pruner`` stops no trial in Ludwig (its
+    in sequence), no time budget unless ``time_budget_s`` is written (the docs' executor key,
+    kept with the Ray executor's meaning: no trial starts after it, running ones stop). Its ``pruner`` stops no trial in Ludwig (its
     trials never report intermediate values), so the scheduler stays fifo. Any other
     ``hyperopt`` mapping is returned unchanged. Pure.
 
@@ -120,7 +123,7 @@ def read_optuna_executor(hyperopt: dict[str, Any]) -> dict[str, Any]:
     search_alg: dict[str, Any] = {"type": "optuna", "sampler": _OPTUNA_EXECUTOR_SAMPLERS[sampler]}
     if "n_startup_trials" in ex:
         search_alg["n_startup_trials"] = ex["n_startup_trials"]
-    executor: dict[str, Any] = {"max_concurrent_trials": 1, "time_budget_s": None}
+    executor: dict[str, Any] = {"max_concurrent_trials": 1, "time_budget_s": ex.get("time_budget_s")}
     if "num_samples" in ex:
         executor["num_samples"] = ex["num_samples"]
     return {**hyperopt, "search_alg": search_alg, "executor": executor}

@@ -231,6 +231,17 @@ class QRandIntSpace(_IntBounds):
         return super().problem_with(value) or step_problem(value, self.q)
 
 
+class IntSpace(QRandIntSpace):
+    """Integer in [lower, upper], upper bound inclusive: Ludwig's optuna executor's ``int``
+    space (Optuna's ``suggest_int(lower, upper)``), sampled as ``qrandint`` with ``q: 1``."""
+
+    space: Literal["int"]  # type: ignore[assignment]  # narrows the parent's tag to this space's own
+    q: Literal[1] = 1
+
+    def describe(self) -> str:
+        return f"int [{self.lower}, {self.upper}] = integers {self.lower}..{self.upper}, linear scale"
+
+
 class LogRandIntSpace(_IntBounds, LogScaleSpace):
     """Integer in [lower, upper) sampled on a log scale; upper exclusive (Ray Tune)."""
 
@@ -325,6 +336,7 @@ ParamSpace = Annotated[
         QRandnSpace,
         RandIntSpace,
         QRandIntSpace,
+        IntSpace,
         LogRandIntSpace,
         QLogRandIntSpace,
         ChoiceSpace,
@@ -333,7 +345,7 @@ ParamSpace = Annotated[
     Field(discriminator="space"),
 ]
 #: Spaces whose values are integers.
-INT_SPACES = (RandIntSpace, QRandIntSpace, LogRandIntSpace, QLogRandIntSpace)
+INT_SPACES = (RandIntSpace, QRandIntSpace, IntSpace, LogRandIntSpace, QLogRandIntSpace)
 #: Spaces sampled on a log scale.
 LOG_SPACES = (LogUniformSpace, QLogUniformSpace, LogRandIntSpace, QLogRandIntSpace)
 #: Spaces of listed values.
