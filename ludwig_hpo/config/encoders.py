@@ -9,7 +9,7 @@ date and h3 encoders in :mod:`~ludwig_hpo.config.encoders_structured`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -101,16 +101,175 @@ class CategoryPassthroughEncoder(_Base):
     type: Literal["passthrough"] = "passthrough"
 
 
+_Pos = Annotated[int, Field(ge=1)]
+_NonNeg = Annotated[int, Field(ge=0)]
+#: An int, or a pair of ints (height, width), as Ludwig's image convolutions take them.
+PosPair = _Pos | tuple[_Pos, _Pos]
+NonNegPair = _NonNeg | tuple[_NonNeg, _NonNeg]
+#: Ludwig 0.4's names of a convolution's keys, read as today's.
+_LEGACY_CONV_KEYS = {
+    "num_filters": "out_channels",
+    "filter_size": "kernel_size",
+    "pool_size": "pool_kernel_size",
+    "strides": "stride",
+    "pool_strides": "pool_stride",
+    "dilation_rate": "dilation",
+}
+#: The keys of one ``conv_layers`` entry that the encoder's values fill in (encoder key -> layer key).
+CONV_LAYER_DEFAULTS = {
+    "out_channels": "out_channels",
+    "kernel_size": "kernel_size",
+    "stride": "stride",
+    "padding": "padding",
+    "dilation": "dilation",
+    "groups": "groups",
+    "conv_use_bias": "use_bias",
+    "padding_mode": "padding_mode",
+    "conv_norm": "norm",
+    "conv_norm_params": "norm_params",
+    "conv_activation": "activation",
+    "conv_dropout": "dropout",
+    "pool_function": "pool_function",
+    "pool_kernel_size": "pool_kernel_size",
+    "pool_stride": "pool_stride",
+    "pool_padding": "pool_padding",
+    "pool_dilation": "pool_dilation",
+}
+
+
+def _legacy_conv_names(data: Any) -> Any:
+    """Ludwig 0.4's ``num_filters``, ``filter_size``, ``pool_size``, ``strides``, ``pool_strides``,
+    ``dilation_rate`` -> today's names (both spellings of one key is an error)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for old, new in _LEGACY_CONV_KEYS.items():
+        if old in out:
+            if new in out:
+                raise RuleError(f"{old} and {new} are one key (Ludwig 0.4 named it {old})", fix=f"keep only {new}")
+            out[new] = out.pop(old)
+    return out
+
+
+class Conv2DLayerConfig(_Base):
+    """One entry of an image ``stacked_cnn``'s ``conv_layers``: Conv2d -> norm -> activation ->
+    dropout -> pool (Ludwig's ``Conv2DLayer``); a key left out takes the encoder's value
+    (``norm`` from ``conv_norm``, ``use_bias`` from ``conv_use_bias``, ...). Ludwig 0.4's
+    ``num_filters``, ``filter_size``, ``pool_size``, ``strides``, ``pool_strides``,
+    ``dilation_rate`` are read as ``out_channels``, ``kernel_size``, ``pool_kernel_size``,
+    ``stride``, ``pool_stride``, ``dilation``."""
+
+    out_channels: int | None = Field(default=None, ge=1)
+    kernel_size: PosPair | None = None
+    stride: PosPair | None = None
+    padding: NonNegPair | Literal["valid", "same"] | None = None
+    dilation: PosPair | None = None
+    groups: int | None = Field(default=None, ge=1)
+    use_bias: bool | None = None
+    padding_mode: Literal["zeros", "reflect", "replicate", "circular"] | None = None
+    norm: Literal["batch", "layer"] | None = None
+    norm_params: dict[str, Any] | None = None
+    activation: Activation = None
+    dropout: float | None = Field(default=None, ge=0, le=1)
+    pool_function: Literal["max", "average", "avg", "mean"] | None = None
+    pool_kernel_size: PosPair | None = None
+    pool_stride: PosPair | None = None
+    pool_padding: NonNegPair | None = None
+    pool_dilation: PosPair | None = None
+
+    _legacy = model_validator(mode="before")(_legacy_conv_names)
+
+
 class StackedCNNEncoder(_Base):
-    """``num_layers`` conv blocks (conv 3x3 -> ReLU -> max-pool when the map is >= 4 px) then a
-    fully connected layer: (batch, height, width) -> (batch, output_size)."""
+    """Ludwig's image ``stacked_cnn`` (``Stacked2DCNN``): a stack of 2-d convolutions, each
+    Conv2d -> norm -> activation -> dropout -> pool, flattened, then the fully connected stack:
+    (batch, height, width) one-channel images -> (batch, last fc size).
+
+    The convolutions: ``conv_layers`` (one entry each), else ``num_conv_layers`` layers of
+    ``out_channels`` / ``kernel_size`` / ``pool_kernel_size``, else Ludwig's two layers of 32
+    and 64 channels; every key an entry leaves out takes the encoder's value. The fully
+    connected stack: ``fc_layers``, else ``num_fc_layers`` (1) layers of ``output_size`` (128),
+    ``fc_activation``, ``fc_dropout``, ``fc_norm``, xavier-uniform weights.
+
+    ``num_layers``, ``channels`` and ``dropout`` are this platform's own spellings of
+    ``num_conv_layers``, ``out_channels`` (also of the two default layers) and ``conv_dropout``;
+    Ludwig 0.4's key names are read as in :class:`Conv2DLayerConfig`.
+    """
 
     type: Literal["stacked_cnn"] = "stacked_cnn"
-    num_layers: int = Field(default=2, ge=1, le=6)
-    channels: int = Field(default=16, ge=1, le=1024)
-    kernel_size: int = Field(default=3, ge=1, le=7)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    output_size: int = Field(default=64, ge=1, le=4096)
+    conv_layers: list[Conv2DLayerConfig] | None = None
+    num_conv_layers: int | None = Field(default=None, ge=0)
+    out_channels: int = Field(default=32, ge=1)
+    kernel_size: PosPair = 3
+    stride: PosPair = 1
+    padding: NonNegPair | Literal["valid", "same"] = "valid"
+    dilation: PosPair = 1
+    groups: int = Field(default=1, ge=1)
+    conv_use_bias: bool = True
+    padding_mode: Literal["zeros", "reflect", "replicate", "circular"] = "zeros"
+    conv_norm: Literal["batch", "layer"] | None = None
+    conv_norm_params: dict[str, Any] | None = None
+    conv_activation: Activation = "relu"
+    conv_dropout: float = Field(default=0.0, ge=0, le=1)
+    pool_function: Literal["max", "average", "avg", "mean"] = "max"
+    pool_kernel_size: PosPair | None = 2
+    pool_stride: PosPair | None = None
+    pool_padding: NonNegPair = 0
+    pool_dilation: PosPair = 1
+    fc_layers: list[FCLayerConfig] | None = None
+    num_fc_layers: int = Field(default=1, ge=0)
+    output_size: int = Field(default=128, ge=1)
+    fc_use_bias: bool = True
+    fc_weights_initializer: Initializer = "xavier_uniform"
+    fc_bias_initializer: Initializer = "zeros"
+    fc_norm: Literal["batch", "layer"] | None = None
+    fc_norm_params: dict[str, Any] | None = None
+    fc_activation: Activation = "relu"
+    fc_dropout: float = Field(default=0.0, ge=0, le=1)
+    use_pretrained: bool = False
+    num_layers: int | None = Field(default=None, ge=1, le=6, description="this platform's num_conv_layers")
+    channels: int | None = Field(default=None, ge=1, le=1024, description="this platform's out_channels")
+    dropout: float | None = Field(default=None, ge=0, lt=1, description="this platform's conv_dropout")
+
+    _legacy = model_validator(mode="before")(_legacy_conv_names)
+
+    @field_validator("use_pretrained")
+    @classmethod
+    def _no_pretrained_cnn(cls, value: bool) -> bool:
+        if value:
+            raise RuleError(
+                "stacked_cnn has no pretrained weights (it is trained from scratch)", fix="remove use_pretrained"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> StackedCNNEncoder:
+        for ours, ludwigs in (
+            ("num_layers", "num_conv_layers"),
+            ("channels", "out_channels"),
+            ("dropout", "conv_dropout"),
+        ):
+            if ours in self.model_fields_set and ludwigs in self.model_fields_set:
+                raise RuleError(f"{ours} and {ludwigs} are one key", fix=f"keep only {ludwigs}")
+        return self
+
+    def conv_specs(self) -> list[dict[str, Any]]:
+        """Every convolution's settings as Ludwig's ``Conv2DStack`` resolves them: the keys of
+        :data:`CONV_LAYER_DEFAULTS`' values, each written key winning over the encoder's value."""
+        values = self.model_dump()
+        if self.channels is not None:
+            values["out_channels"] = self.channels
+        if self.dropout is not None:
+            values["conv_dropout"] = self.dropout
+        count = self.num_conv_layers if self.num_conv_layers is not None else self.num_layers
+        if self.conv_layers is not None:
+            written = [{k: getattr(layer, k) for k in layer.model_fields_set} for layer in self.conv_layers]
+        elif count is not None:
+            written = [{} for _ in range(count)]
+        else:  # Ludwig's default stack; its channels are fixed unless this platform's ``channels`` is set
+            written = [{"out_channels": self.channels or 32}, {"out_channels": self.channels or 64}]
+        defaults = {layer_key: values[key] for key, layer_key in CONV_LAYER_DEFAULTS.items()}
+        return [{**defaults, **layer} for layer in written]
 
 
 class _Unsupported(_Base):

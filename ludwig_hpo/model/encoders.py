@@ -23,6 +23,7 @@ from ludwig_hpo.config.features import InputFeature
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model import encoders_structured as st
 from ludwig_hpo.model.encoder_parts import fc_stack
+from ludwig_hpo.model.encoders_image import Stacked2DCNN
 from ludwig_hpo.model.encoders_sequence import build_sequence_encoder
 from ludwig_hpo.model.init import init_embedding
 
@@ -97,34 +98,6 @@ class CategoryPassthroughEncoder(nn.Module):
         return x.float().unsqueeze(-1)
 
 
-class StackedCNNEncoder(nn.Module):
-    """(batch, H, W) grayscale -> (batch, output_size).
-
-    ``num_layers`` blocks of Conv2d(kernel_size, same padding) -> ReLU -> MaxPool(2) (the
-    pool is skipped once the map is smaller than 4 px), then Dropout -> Linear -> ReLU.
-    """
-
-    def __init__(self, cfg: cfgs.StackedCNNEncoder, shape: tuple[int, int]) -> None:
-        super().__init__()
-        h, w = shape
-        blocks: list[nn.Module] = []
-        in_ch = 1
-        for _ in range(cfg.num_layers):
-            blocks += [nn.Conv2d(in_ch, cfg.channels, cfg.kernel_size, padding=cfg.kernel_size // 2), nn.ReLU()]
-            if min(h, w) >= 4:
-                blocks.append(nn.MaxPool2d(2))
-                h, w = h // 2, w // 2
-            in_ch = cfg.channels
-        self.conv = nn.Sequential(*blocks)
-        self.head = nn.Sequential(
-            nn.Flatten(), nn.Dropout(cfg.dropout), nn.Linear(in_ch * h * w, cfg.output_size), nn.ReLU()
-        )
-        self.output_size = cfg.output_size
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.conv(x.unsqueeze(1)))
-
-
 def _width(meta: FeatureMeta) -> int:
     """The prepared width of a (batch, width) input: 1 for a number or binary, else its shape."""
     return int(meta.shape[0]) if meta.shape else 1
@@ -150,7 +123,7 @@ def build_encoder(feature: InputFeature, meta: FeatureMeta) -> nn.Module:
     if isinstance(enc, cfgs.CategoryPassthroughEncoder):
         return CategoryPassthroughEncoder()
     if isinstance(enc, cfgs.StackedCNNEncoder):
-        return StackedCNNEncoder(enc, (meta.shape[0], meta.shape[1]))
+        return Stacked2DCNN(enc, (meta.shape[0], meta.shape[1]))
     if isinstance(
         enc,
         seq_cfgs.SequencePassthroughEncoder
