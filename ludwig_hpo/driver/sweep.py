@@ -118,7 +118,7 @@ class Sweep:
         self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
         for line in [f"data: {f.text()}" for f in data.filled] + batch_size_note(cfg, len(data.splits["train"])):
             self._say(line)
-        plan = local_plan(cfg) if nodes is None else cluster_plan(cfg, nodes, existing=True)
+        plan = local_plan(cfg, self.loaded.path) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         self._say(f"resources: {plan.describe()}")
         if (note := plan.concurrency_note()) is not None:
             self._say(note)

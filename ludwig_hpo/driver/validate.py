@@ -59,7 +59,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     )
     lines.extend(f"data: {filled.text()}" for filled in data.filled)
     lines.extend(batch_size_note(cfg, len(data.splits["train"])))
-    plan = local_plan(cfg)
+    plan = local_plan(cfg, loaded.path)
     lines.append(f"resources: {plan.describe()}")
     if (note := plan.concurrency_note()) is not None:
         lines.append(note)

@@ -69,19 +69,39 @@ def local_resources() -> tuple[int, int]:
     return cpus, gpus
 
 
-def local_plan(cfg: SweepConfig) -> ResourcePlan:
-    """The resource plan of ``cfg`` on a local cluster of this machine.
+def local_plan(cfg: SweepConfig, sweep_file: Path | None = None) -> ResourcePlan:
+    """The resource plan of ``cfg`` on a local cluster of this machine (``sweep_file``: where
+    a GPU asked for by ``hyperopt.executor.gpu_resources_per_trial`` is pointed at).
 
     Raises:
         ResourceError: ``use_gpu: true`` without a GPU, or a trial that cannot fit.
     """
     cpus, gpus = local_resources()
-    return cluster_plan(cfg, [NodeShape(cpus, gpus)], existing=False)
+    return cluster_plan(cfg, [NodeShape(cpus, gpus)], existing=False, sweep_file=sweep_file)
 
 
-def cluster_plan(cfg: SweepConfig, nodes: list[NodeShape], *, existing: bool) -> ResourcePlan:
+def _gpu_key_source(cfg: SweepConfig, sweep_file: Path | None) -> tuple[str, str | None, str]:
+    """(key, file:line:column or None, fix) of the key that asked for a GPU: Ludwig's
+    ``hyperopt.executor.gpu_resources_per_trial`` when the file has it (it sets use_gpu),
+    else ``backend.use_gpu``. Reads ``sweep_file`` for the position only."""
+    if not cfg.hyperopt.executor.gpu_resources_per_trial:
+        return "backend.use_gpu", None, "set use_gpu: auto or false"
+    from ludwig_hpo.config.reader import mark_for, read_sweep_file
+
+    path = ("hyperopt", "executor", "gpu_resources_per_trial")
+    source = None
+    if sweep_file is not None:
+        with contextlib.suppress(Exception):  # only the position is lost
+            mark = mark_for(read_sweep_file(sweep_file).marks, path)
+            source = f"{sweep_file}:{mark[0]}:{mark[1]}" if mark else str(sweep_file)
+    return ".".join(path), source, "set gpu_resources_per_trial: 0 to train on CPU, or run on a machine with a GPU"
+
+
+def cluster_plan(
+    cfg: SweepConfig, nodes: list[NodeShape], *, existing: bool, sweep_file: Path | None = None
+) -> ResourcePlan:
     """The resource plan of ``cfg`` on a cluster of ``nodes`` (``existing``: one the sweep
-    connects to rather than starts). Pure.
+    connects to rather than starts). Pure but for reading ``sweep_file`` to locate an error.
 
     Raises:
         ResourceError: ``use_gpu: true`` without a GPU, or a trial that cannot fit.
@@ -90,10 +110,13 @@ def cluster_plan(cfg: SweepConfig, nodes: list[NodeShape], *, existing: bool) ->
     gpus = sum(n.gpus for n in nodes)
     use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
     if use_gpu and not gpus:
+        key, source, fix = _gpu_key_source(cfg, sweep_file)
+        asked = "asks for a GPU" if key != "backend.use_gpu" else "is true"
         raise ResourceError(
-            f"backend.use_gpu is true but {'the cluster has' if existing else 'this machine has'} no GPU",
-            key="backend.use_gpu",
-            fix="set use_gpu: auto or false",
+            f"{key.rsplit('.', 1)[-1]} {asked} but {'the cluster has' if existing else 'this machine has'} no GPU",
+            source=source,
+            key=key,
+            fix=fix,
         )
     return plan_resources(
         num_workers=b.num_workers,
