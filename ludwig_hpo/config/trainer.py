@@ -78,6 +78,10 @@ class LRSchedulerConfig(_Base):
         return v
 
 
+#: Ludwig's multi-task loss balancing strategies (``ludwig/modules/loss_balancing.py``); only
+#: ``none``, the ``loss.weight``-weighted sum of the output losses, is trained.
+LossBalancing = Literal["none", "log_transform", "uncertainty", "famo", "gradnorm", "nash_mtl", "pareto_mtl"]
+
 #: Ludwig trainer keys accepted at their inert value only: ``{key: (inert value, why)}``.
 _NOT_YET: dict[str, tuple[Any, str]] = {
     "steps_per_checkpoint": (0, "evaluation happens once per epoch"),
@@ -119,6 +123,8 @@ class TrainerConfig(_Base):
     ``learning_rate: auto``, sub-epoch evaluation (``steps_per_checkpoint``,
     ``checkpoints_per_epoch``), ``increase_batch_size_on_plateau``, ``bucketing_field``,
     ``compile``, ``effective_batch_size`` and profiling are not supported yet (an error says so).
+    ``loss_balancing``: Ludwig's default ``none`` (the weighted sum); its other strategies are
+    not supported yet.
     """
 
     type: Literal["trainer"] = "trainer"
@@ -132,6 +138,7 @@ class TrainerConfig(_Base):
     optimizer: Optimizer = AdamOptimizer(type="adam")
     gradient_clipping: Annotated[GradientClippingConfig, BeforeValidator(_none_is_default)] = GradientClippingConfig()
     early_stop: int = Field(default=5, ge=-1)
+    loss_balancing: LossBalancing = "none"
     validation_field: str = "combined"
     validation_metric: str = "loss"
     evaluate_training_set: bool = False
@@ -195,6 +202,13 @@ class TrainerConfig(_Base):
 
     @model_validator(mode="after")
     def _supported(self) -> TrainerConfig:
+        if self.loss_balancing != "none":
+            raise KeyedValueError(
+                f"{self.loss_balancing!r} is not supported yet (the combined loss is the loss.weight-weighted "
+                "sum of the output losses)",
+                ("trainer", "loss_balancing"),
+                fix="remove it or set loss_balancing: none",
+            )
         for key, (inert, why) in _NOT_YET.items():
             if getattr(self, key) != inert:
                 raise KeyedValueError(
