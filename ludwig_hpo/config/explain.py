@@ -151,7 +151,7 @@ _LUDWIG_TYPES: dict[str, tuple[str, ...]] = {
     ),
     "space": tuple(
         "uniform quniform loguniform qloguniform randn qrandn randint qrandint lograndint qlograndint choice "
-        "grid_search int float".split()
+        "grid_search int".split()
     ),
 }
 
