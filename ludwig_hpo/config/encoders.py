@@ -151,6 +151,17 @@ def _legacy_conv_names(data: Any) -> Any:
     return out
 
 
+def _rate_not_switch(value: Any) -> Any:
+    """A dropout written ``true`` / ``false`` is Ludwig 0.2's switch for ``training.dropout_rate``,
+    not a rate (read as a number it would be 1.0: every activation dropped)."""
+    if isinstance(value, bool):
+        raise RuleError(
+            f"dropout: {str(value).lower()} is Ludwig 0.2's switch for training.dropout_rate, not a rate",
+            fix="write the rate itself, e.g. dropout: 0.4 (0 for none)",
+        )
+    return value
+
+
 class Conv2DLayerConfig(_Base):
     """One entry of an image ``stacked_cnn``'s ``conv_layers``: Conv2d -> norm -> activation ->
     dropout -> pool (Ludwig's ``Conv2DLayer``); a key left out takes the encoder's value
@@ -178,6 +189,7 @@ class Conv2DLayerConfig(_Base):
     pool_dilation: PosPair | None = None
 
     _legacy = model_validator(mode="before")(_legacy_conv_names)
+    _rate = field_validator("dropout", mode="before")(_rate_not_switch)
 
 
 class StackedCNNEncoder(_Base):
@@ -232,6 +244,7 @@ class StackedCNNEncoder(_Base):
     dropout: float | None = Field(default=None, ge=0, lt=1, description="this platform's conv_dropout")
 
     _legacy = model_validator(mode="before")(_legacy_conv_names)
+    _rate = field_validator("conv_dropout", "fc_dropout", "dropout", mode="before")(_rate_not_switch)
 
     @field_validator("use_pretrained")
     @classmethod

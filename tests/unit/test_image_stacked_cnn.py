@@ -134,3 +134,9 @@ def test_an_image_too_small_for_the_stack_is_one_line_before_training():
     with pytest.raises(ConfigError) as info:
         check_image_encoders([feat], meta, "sweep.yaml")  # type: ignore[arg-type]  # a stand-in meta
     assert info.value.key == "input_features[img].encoder" and "padding: same" in (info.value.fix or "")
+
+
+@pytest.mark.parametrize("where", [{"conv_layers": [{"dropout": True}]}, {"conv_dropout": True}, {"dropout": False}])
+def test_a_dropout_switch_is_refused_not_read_as_a_rate_of_one(where):
+    with pytest.raises(ValueError, match="Ludwig 0.2's switch for training.dropout_rate"):
+        StackedCNNEncoder.model_validate(where)
