@@ -34,8 +34,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     from ludwig_hpo.driver.single_run import single_run_sweep
     from ludwig_hpo.execution.cluster import local_plan
     from ludwig_hpo.execution.executor import choose_executor
-    from ludwig_hpo.model.encoders_image import check_image_encoders
-    from ludwig_hpo.model.losses import check_losses
+    from ludwig_hpo.model.checks import check_prepared
     from ludwig_hpo.tracking.resolve import resolve_tracking
 
     loaded = load_sweep(sweep_file, dataset=dataset, search=False)
@@ -51,8 +50,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     data = prepare(
         load_dataframe(cfg.dataset.source, loaded.base_dir), cfg, dataset_folder(cfg.dataset.source, loaded.base_dir)
     )
-    check_losses(cfg.output_features, data.meta, str(sweep_file))
-    check_image_encoders(cfg.input_features, data.meta, str(sweep_file))
+    check_prepared(cfg, data.meta, str(sweep_file))
     lines.append(
         f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
         f"features read and preprocessed without error"

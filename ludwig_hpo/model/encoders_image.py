@@ -87,8 +87,9 @@ class Conv2DLayer(nn.Module):
             h, w = (_out_size((h, w)[i], pk[i], ps[i], pp[i], pd[i]) for i in (0, 1))
         if h < 1 or w < 1:
             raise ValueError(
-                f"stacked_cnn: a {shape[0]}x{shape[1]} map becomes {h}x{w} after this convolution and pool; "
-                f"use padding: same, a smaller kernel_size or pool_kernel_size, or fewer conv layers"
+                f"a {shape[0]}x{shape[1]} map shrinks below one pixel (kernel_size {spec['kernel_size']}, "
+                f"padding {spec['padding']}, pool_kernel_size {spec['pool_kernel_size']}); use padding: same, "
+                f"a smaller kernel_size or pool_kernel_size, or fewer conv layers"
             )
         self.layers = nn.Sequential(*layers)
         self.output_shape = (int(spec["out_channels"]), h, w)
@@ -112,8 +113,12 @@ class Stacked2DCNN(nn.Module):
         super().__init__()
         channels, h, w = 1, int(shape[0]), int(shape[1])
         stack: list[nn.Module] = []
-        for spec in cfg.conv_specs():
-            layer = Conv2DLayer(channels, (h, w), spec)
+        specs = cfg.conv_specs()
+        for i, spec in enumerate(specs):
+            try:
+                layer = Conv2DLayer(channels, (h, w), spec)
+            except ValueError as e:
+                raise ValueError(f"stacked_cnn conv layer {i + 1} of {len(specs)}: {e}") from None
             stack.append(layer)
             channels, h, w = layer.output_shape
         self.conv = nn.Sequential(*stack)

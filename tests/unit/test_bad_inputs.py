@@ -342,6 +342,14 @@ CASES = {
         inputs=IMG,
         files={**IMAGES, "img/big.png": _png((6, 7))},
     ),
+    "images too small for the stacked_cnn": Case(
+        _image_paths(),
+        "error: sweep.yaml: input_features[img].encoder: stacked_cnn conv layer 2 of 2: a 1x1 map "
+        "shrinks below one pixel (kernel_size 3, padding valid, pool_kernel_size 2); fix: use padding: same, a "
+        "smaller kernel_size or pool_kernel_size, or fewer conv layers",
+        inputs=IMG,
+        files=IMAGES,
+    ),
     "image path missing": Case(
         _image_paths(2, None),
         "error: {dir}/data.csv: input_features[img]: 1 rows have no image path in column "
