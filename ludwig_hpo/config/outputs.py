@@ -241,14 +241,22 @@ class Decoder(_Base):
     def stack_output_size(self) -> int:
         """The width of each ``num_fc_layers`` layer: ``fc_output_size``, or a regressor's or
         classifier's ``output_size`` written without ``fc_output_size``."""
-        if self.type not in ("projector", "mlp_classifier") and self.output_size is not None and "fc_output_size" not in self.model_fields_set:
+        if (
+            self.type not in ("projector", "mlp_classifier")
+            and self.output_size is not None
+            and "fc_output_size" not in self.model_fields_set
+        ):
             return self.output_size
         return self.fc_output_size
 
     @property
     def stack_dropout(self) -> float:
         """``fc_dropout``, or ``dropout`` of a regressor or classifier written without it."""
-        if self.type not in ("projector", "mlp_classifier") and self.dropout is not None and "fc_dropout" not in self.model_fields_set:
+        if (
+            self.type not in ("projector", "mlp_classifier")
+            and self.dropout is not None
+            and "fc_dropout" not in self.model_fields_set
+        ):
             return self.dropout
         return self.fc_dropout
 

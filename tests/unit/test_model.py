@@ -43,15 +43,27 @@ INPUTS = {
     "binary": ({"name": "flag", "type": "binary"}, 1),
     "category": ({"name": "color", "type": "category", "encoder": {"embedding_size": 3}}, 3),
     "image-1-layer": (
-        {"name": "img", "type": "image", "encoder": {"num_layers": 1, "channels": 2, "padding": "same", "output_size": 6}},
+        {
+            "name": "img",
+            "type": "image",
+            "encoder": {"num_layers": 1, "channels": 2, "padding": "same", "output_size": 6},
+        },
         6,
     ),
     "image-2-layers": (
-        {"name": "img", "type": "image", "encoder": {"num_layers": 2, "channels": 2, "padding": "same", "output_size": 6}},
+        {
+            "name": "img",
+            "type": "image",
+            "encoder": {"num_layers": 2, "channels": 2, "padding": "same", "output_size": 6},
+        },
         6,
     ),
     "image-3-layers": (
-        {"name": "img", "type": "image", "encoder": {"num_layers": 3, "channels": 2, "padding": "same", "output_size": 6}},
+        {
+            "name": "img",
+            "type": "image",
+            "encoder": {"num_layers": 3, "channels": 2, "padding": "same", "output_size": 6},
+        },
         6,
     ),
     "image-odd-shape-5x5-kernel": (

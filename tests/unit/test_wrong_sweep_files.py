@@ -103,8 +103,7 @@ CASES = [
     (
         "q-larger-than-range",
         param("combiner.output_size: {space: qrandint, lower: 8, upper: 16, q: 32}"),
-        P
-        + '"combiner.output_size": no multiple of q=32 lies in [8, 16] (values are multiples of q); '
+        P + '"combiner.output_size": no multiple of q=32 lies in [8, 16] (values are multiples of q); '
         "fix: use a smaller q or wider bounds",
     ),
     (
