@@ -46,9 +46,10 @@ SWEEPS = ("digits.yaml", "breast_cancer.yaml")
 
 
 def trained_samples(cfg: SweepConfig, data: PreparedData) -> int:
-    """Samples stepped over by one run: full batches only (both loops drop the last short one)."""
-    bs = cfg.trainer.batch_size
-    return cfg.trainer.epochs * (len(data.splits["train"]) // bs) * bs
+    """Samples stepped over by one run: every training row, except a last batch of a single row
+    (both loops leave that one out, as Ludwig's batcher does)."""
+    rows = len(data.splits["train"])
+    return cfg.trainer.epochs * (rows - (1 if rows % cfg.trainer.batch_size == 1 else 0))
 
 
 def ours(cfg: SweepConfig, data: PreparedData) -> float:
@@ -77,13 +78,14 @@ def plain(cfg: SweepConfig, data: PreparedData) -> float:
     y = torch.tensor(data.targets[out.name])
     train = torch.from_numpy(data.splits["train"])
     val = torch.from_numpy(data.splits["validation"])
-    bs, ebs = cfg.trainer.batch_size, cfg.trainer.eval_batch_size
+    bs = cfg.trainer.batch_size
+    ebs = cfg.trainer.eval_batch_size or bs  # Ludwig's null: the training batch size
     xv = {k: v[val] for k, v in x.items()}
     yv = y[val]
     for _ in range(cfg.trainer.epochs):
         model.train()
         perm = train[torch.randperm(len(train))]
-        for i in range(0, len(perm) - len(perm) % bs, bs):
+        for i in range(0, len(perm) - (1 if len(perm) % bs == 1 else 0), bs):
             idx = perm[i : i + bs]
             loss = lossf(model({k: v[idx] for k, v in x.items()})[out.name], y[idx])
             opt.zero_grad(set_to_none=True)
