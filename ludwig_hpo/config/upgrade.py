@@ -190,7 +190,8 @@ def _parameter_path(path: str, raw: RawMapping) -> str:
         new = f"trainer.learning_rate_scheduler.{_LR_SCHEDULER_KEYS[rest]}"
     else:
         for section in ("input_features", "output_features"):
-            for feat in raw.get(section) or []:
+            feats = raw.get(section)
+            for feat in feats if isinstance(feats, list) else []:
                 if not isinstance(feat, dict) or feat.get("name") != head or "." in rest or not rest:
                     continue
                 if rest not in feature_keys(section):
