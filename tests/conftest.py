@@ -56,3 +56,27 @@ def _no_leaked_env():
         and k != "RAY_CLIENT_MODE"
     )
     assert not changed, f"test leaked environment variables: {changed}"
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A tiny random BERT model folder with its WordPiece tokenizer (see tests/hf_models.py)."""
+    from tests.hf_models import save_tiny_bert
+
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_distilbert_dir(tmp_path_factory) -> Path:
+    """A tiny random DistilBERT model folder (no pooler) with its tokenizer."""
+    from tests.hf_models import save_tiny_distilbert
+
+    return save_tiny_distilbert(tmp_path_factory.mktemp("tiny-distilbert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_vit_dir(tmp_path_factory) -> Path:
+    """A tiny random ViT model folder (32x32 RGB, 8x8 patches) with its image processor."""
+    from tests.hf_models import save_tiny_vit
+
+    return save_tiny_vit(tmp_path_factory.mktemp("tiny-vit"))
