@@ -4,6 +4,9 @@ lines of text out (no markup)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ludwig_hpo.config.hyperopt import HyperoptConfig
 from ludwig_hpo.config.schema import SweepConfig
 
@@ -131,3 +134,41 @@ def search_line(cfg: SweepConfig) -> str:
         f"{cfg.trainer.epochs} epochs max, optimizing {', '.join(f'{k} ({g})' for k, g in cfg.objectives)}; "
         f"time budget: {f'{budget:g}s' if budget else 'none'}"
     )
+
+
+def text_stats_line(name: str, stats: dict[str, float], length: int) -> str:
+    """``hpo validate``'s line of one text feature, from its prepared statistics (the training
+    split's: vocabulary size, token counts per row with the special tokens, rows cut at the
+    prepared ``length``). Pure."""
+    cut = int(stats.get("truncated", 0))
+    return (
+        f"text {name}: vocabulary {int(stats.get('vocab_size', 0))} tokens; tokens per training row "
+        f"p50 {show(stats.get('length_p50', 0.0))}, p90 {show(stats.get('length_p90', 0.0))}, "
+        f"p99 {show(stats.get('length_p99', 0.0))}, max {int(stats.get('length_max', 0))}; "
+        f"rows padded or cut to {length}"
+        + (f" ({cut} training row(s) cut at max_sequence_length)" if cut else " (none cut)")
+    )
+
+
+def image_stats_line(name: str, shape: tuple[int, ...]) -> str:
+    """``hpo validate``'s line of one image feature from its prepared shape: (channels, height,
+    width), or (height, width) for one channel. Pure."""
+    channels, height, width = shape if len(shape) == 3 else (1, *shape[-2:])
+    return f"image {name}: {height}x{width} pixels, {channels} channel(s)"
+
+
+def feature_stats_lines(meta: Mapping[str, Any], names: list[str]) -> list[str]:
+    """The per-feature lines ``hpo validate`` prints after preparing the data: one per text
+    feature (:func:`text_stats_line`) and per image feature (:func:`image_stats_line`) of
+    ``names``, in order. ``meta``: feature name -> its prepared metadata (``type``, ``shape``,
+    ``stats``, as :class:`ludwig_hpo.data.FeatureMeta`). Pure."""
+    lines = []
+    for name in names:
+        m = meta.get(name)
+        if m is None:
+            continue
+        if m.type == "text":
+            lines.append(text_stats_line(name, dict(m.stats), int(m.shape[0])))
+        elif m.type == "image" and len(m.shape) >= 2:
+            lines.append(image_stats_line(name, tuple(int(v) for v in m.shape)))
+    return lines

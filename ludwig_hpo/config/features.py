@@ -45,6 +45,7 @@ from ludwig_hpo.config.preprocessing import (
     ImagePreprocessing,
     NumberPreprocessing,
 )
+from ludwig_hpo.config.text import TextPreprocessing, UnsupportedTextEncoder
 from ludwig_hpo.config.type_preprocessing import (
     BagPreprocessing,
     DatePreprocessing,
@@ -56,7 +57,7 @@ from ludwig_hpo.config.type_preprocessing import (
 )
 
 #: Feature types of Ludwig this platform does not train yet.
-UNSUPPORTED_TYPES = ("text", "audio")
+UNSUPPORTED_TYPES = ("audio",)
 
 ScalarEncoder = Annotated[Union[PassthroughEncoder, DenseEncoder], Field(discriminator="type")]
 CategoryEncoder = Annotated[
@@ -73,6 +74,19 @@ SequenceEncoder = Annotated[
         StackedParallelCNNEncoder,
         CNNRNNEncoder,
         SequenceTransformerEncoder,
+    ],
+    Field(discriminator="type"),
+]
+TextEncoder = Annotated[
+    Union[
+        ParallelCNNEncoder,
+        SequenceEmbedEncoder,
+        SequenceStackedCNNEncoder,
+        StackedParallelCNNEncoder,
+        RNNEncoder,
+        CNNRNNEncoder,
+        SequenceTransformerEncoder,
+        UnsupportedTextEncoder,
     ],
     Field(discriminator="type"),
 ]
@@ -202,6 +216,27 @@ class SequenceInputFeature(_Input):
     _fill = field_validator("encoder", mode="before")(default_type("embed"))
 
 
+class TextInputFeature(_Input):
+    """A column of text, fed as (batch, length) int64 token ids (:mod:`ludwig_hpo.data.text`:
+    Ludwig's vocabulary, or a Hugging Face tokenizer's)."""
+
+    type: Literal["text"]
+    encoder: TextEncoder = ParallelCNNEncoder()
+    preprocessing: TextPreprocessing = TextPreprocessing()
+    _fill = field_validator("encoder", mode="before")(default_type("parallel_cnn"))
+
+    @model_validator(mode="after")
+    def _no_cached_embeddings(self) -> TextInputFeature:
+        # Ludwig turns cache_encoder_embeddings off for an encoder it cannot cache (one trained
+        # from scratch), so only a pretrained encoder would read it
+        if self.preprocessing.cache_encoder_embeddings and getattr(self.encoder, "pretrained_model_name_or_path", None):
+            raise RuleError(
+                "preprocessing.cache_encoder_embeddings is not supported yet (the encoder runs on every batch)",
+                fix="remove cache_encoder_embeddings",
+            )
+        return self
+
+
 class H3InputFeature(_Input):
     """A column of h3 cell indexes, fed as (batch, 19) ints: mode, edge, resolution, base cell
     and 15 child digits (7 past the cell's resolution), Ludwig's components."""
@@ -213,19 +248,18 @@ class H3InputFeature(_Input):
 
 
 class UnsupportedInputFeature(_Base):
-    """A Ludwig feature type not trained yet (text, audio): refused with one line naming the
+    """A Ludwig feature type not trained yet (audio): refused with one line naming the
     feature, before any other error about it."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    type: Literal["text", "audio"]
+    type: Literal["audio"]
 
     @model_validator(mode="before")
     @classmethod
     def _refuse(cls, data: Any) -> Any:
         name = data.get("name") if isinstance(data, dict) else None
         kind = data.get("type") if isinstance(data, dict) else "?"
-        fix = "use type sequence for a column of tokens, or remove the feature" if kind == "text" else None
-        raise RuleError(f"type {kind} is not supported yet (input feature {name!r})", fix=fix or "remove the feature")
+        raise RuleError(f"type {kind} is not supported yet (input feature {name!r})", fix="remove the feature")
 
 
 if TYPE_CHECKING:  # a validated feature is never an UnsupportedInputFeature (it always raises)
@@ -241,6 +275,7 @@ if TYPE_CHECKING:  # a validated feature is never an UnsupportedInputFeature (it
             TimeseriesInputFeature,
             DateInputFeature,
             SequenceInputFeature,
+            TextInputFeature,
             H3InputFeature,
         ],
         Field(discriminator="type"),
@@ -258,6 +293,7 @@ else:
             TimeseriesInputFeature,
             DateInputFeature,
             SequenceInputFeature,
+            TextInputFeature,
             H3InputFeature,
             UnsupportedInputFeature,
         ],
@@ -278,6 +314,7 @@ INPUT_MODELS: dict[str, type[_Feature]] = {
         TimeseriesInputFeature,
         DateInputFeature,
         SequenceInputFeature,
+        TextInputFeature,
         H3InputFeature,
     )
 }

@@ -162,8 +162,9 @@ def _unsupported_first(data: Any) -> None:
         for i, f in enumerate(features if isinstance(features, list) else []):
             kind = f.get("type") if isinstance(f, dict) else None
             if kind in LUDWIG_FEATURE_TYPES and kind not in known:
+                what = " (generation)" if kind in ("text", "sequence") and section == "output_features" else ""
                 raise RuleError(
-                    f"{section[:-9]} feature type {kind} is not supported yet",
+                    f"{section[:-9]} feature type {kind}{what} is not supported yet",
                     path=(section, i, "type"),
                     fix=f"use one of {', '.join(sorted(known))}, or leave this feature out",
                 )

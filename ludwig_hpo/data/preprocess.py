@@ -180,6 +180,10 @@ def _encode_inputs(
             x, stats = _image(s, key, train, feat, data_dir, origin)
             inputs[feat.name] = x
             meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
+        elif feat.type == "text":
+            from ludwig_hpo.data.text import encode_text, tokenizer_loader
+
+            inputs[feat.name], meta[feat.name] = encode_text(feat, s, key, train, origin, data_dir, tokenizer_loader())
         else:  # set, bag, sequence, timeseries, vector, date, h3
             from ludwig_hpo.data.feature_types import encode_input
 

@@ -28,7 +28,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     """
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.config.backend import unused_key_notes
-    from ludwig_hpo.config.describe import describe_search, describe_sweep
+    from ludwig_hpo.config.describe import describe_search, describe_sweep, feature_stats_lines
     from ludwig_hpo.data import batch_size_note, dataset_folder, load_dataframe, prepare
     from ludwig_hpo.driver.paths import choose_output_dir
     from ludwig_hpo.driver.single_run import single_run_sweep
@@ -56,6 +56,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
         f"features read and preprocessed without error"
     )
     lines.extend(f"data: {filled.text()}" for filled in data.filled)
+    lines.extend(f"data: {line}" for line in feature_stats_lines(data.meta, [f.name for f in cfg.input_features]))
     lines.extend(batch_size_note(cfg, len(data.splits["train"])))
     plan = local_plan(cfg, loaded.path)
     lines.append(f"resources: {plan.describe()}")

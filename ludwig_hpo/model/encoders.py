@@ -135,7 +135,7 @@ def build_encoder(feature: InputFeature, meta: FeatureMeta) -> nn.Module:
         | seq_cfgs.CNNRNNEncoder
         | seq_cfgs.SequenceTransformerEncoder,
     ):
-        vocab = len(meta.vocab) if feature.type == "sequence" else None
+        vocab = len(meta.vocab) if feature.type in ("sequence", "text") else None
         return build_sequence_encoder(enc, vocab, int(meta.shape[0]))
     if isinstance(enc, st_cfgs.SetEmbedEncoder):
         return st.SetEmbedEncoder(enc, len(meta.vocab))

@@ -22,9 +22,9 @@ from ludwig_hpo.model.build import ECDModel
 from ludwig_hpo.model.outputs import predicted_values
 
 #: Input types fed as one column per element of their prepared row (see :func:`input_columns`).
-_MULTI = frozenset({"image", "set", "bag", "vector", "timeseries", "sequence", "date", "h3"})
+_MULTI = frozenset({"image", "set", "bag", "vector", "timeseries", "sequence", "text", "date", "h3"})
 #: Input types whose prepared values are integer ids or components.
-_INTEGER = frozenset({"category", "sequence", "date", "h3"})
+_INTEGER = frozenset({"category", "sequence", "text", "date", "h3"})
 
 
 def _width(meta: FeatureMeta) -> int:
