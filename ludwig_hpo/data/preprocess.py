@@ -181,9 +181,9 @@ def _encode_inputs(
             inputs[feat.name] = x
             meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
         elif feat.type == "text":
-            from ludwig_hpo.data.text import encode_text, tokenizer_loader
+            from ludwig_hpo.data.text import encode_text
 
-            inputs[feat.name], meta[feat.name] = encode_text(feat, s, key, train, origin, data_dir, tokenizer_loader())
+            inputs[feat.name], meta[feat.name] = encode_text(feat, s, key, train, origin, data_dir)
         else:  # set, bag, sequence, timeseries, vector, date, h3
             from ludwig_hpo.data.feature_types import encode_input
 

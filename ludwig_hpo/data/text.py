@@ -208,7 +208,8 @@ def encode_text(
             every row; key: where errors point (``input_features[name]``); train_rows: the
             training split's row positions; origin: the dataset file, for the rows errors name;
             data_dir: where a relative ``vocab_file`` starts (the dataset file's folder);
-            load_tokenizer: hub id or folder -> a Hugging Face tokenizer (for ``hf_tokenizer``).
+            load_tokenizer: hub id or folder -> a Hugging Face tokenizer (for ``hf_tokenizer``;
+            None: :func:`ludwig_hpo.data.hf_loader.load_tokenizer`).
 
     Raises:
         DataError: every training row holds no token, a ``vocab_file`` that is not there, a
@@ -218,18 +219,9 @@ def encode_text(
     col = _Column(series.reset_index(drop=True), key, train_rows, origin)
     prep = text_preprocessing(feat)
     if prep.tokenizer == HF_TOKENIZER:
-        if load_tokenizer is None:
-            raise ValueError("tokenizer hf_tokenizer needs load_tokenizer")
+        if load_tokenizer is None:  # imported here: a sweep without it never imports transformers
+            from ludwig_hpo.data.hf_loader import load_tokenizer
         x, m = _hf(col, prep, load_tokenizer)
     else:
         x, m = _builtin(col, prep, _vocab_path(prep, col, data_dir))
     return x, FeatureMeta(feat.name, "text", vocab=m.vocab, shape=m.shape, stats=m.stats)
-
-
-def tokenizer_loader() -> Callable[[str], Any]:
-    """The function that loads a Hugging Face tokenizer by hub id or folder
-    (:func:`ludwig_hpo.data.hf_loader.load_tokenizer`; transformers is imported when it is
-    called, so a sweep without one never imports it)."""
-    from ludwig_hpo.data.hf_loader import load_tokenizer
-
-    return load_tokenizer
