@@ -220,7 +220,9 @@ def encode_text(
     prep = text_preprocessing(feat)
     if prep.tokenizer == HF_TOKENIZER:
         if load_tokenizer is None:  # imported here: a sweep without it never imports transformers
-            from ludwig_hpo.data.hf_loader import load_tokenizer
+            from ludwig_hpo.data import hf_loader
+
+            load_tokenizer = hf_loader.load_tokenizer
         x, m = _hf(col, prep, load_tokenizer)
     else:
         x, m = _builtin(col, prep, _vocab_path(prep, col, data_dir))
