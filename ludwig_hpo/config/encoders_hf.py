@@ -129,8 +129,8 @@ class HFTextEncoder(_Base):
 
 class AutoTransformerEncoder(HFTextEncoder):
     """Ludwig's ``auto_transformer``: ``AutoModel`` of ``pretrained_model_name_or_path`` (its
-    architecture from the folder's ``config.json``). ``vocab_size``, when set, resizes the token
-    embeddings (Ludwig's rule for this encoder); it must then match the tokenizer."""
+    architecture from the folder's ``config.json``); its token embeddings are resized to the
+    tokenizer's ids when they differ (Ludwig's rule for this encoder)."""
 
     type: Literal["auto_transformer"] = "auto_transformer"
     strip_special: ClassVar[bool] = False
