@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from ludwig_hpo.config.augmentation import AugmentationOp, augmentation_list
 from ludwig_hpo.config.base import RuleError, _Base, default_type
 from ludwig_hpo.config.encoders import (
     CategoryOneHotEncoder,
@@ -153,12 +154,16 @@ class CategoryInputFeature(_Input):
 
 
 class ImageInputFeature(_Input):
-    """A column of image files or arrays, fed as (batch, height, width) floats after ``preprocessing``."""
+    """A column of image files or arrays, fed as (batch, channels, height, width) floats after
+    ``preprocessing``; ``augmentation`` (Ludwig's: false, true or a list of operations) changes
+    the training batches only (see :mod:`ludwig_hpo.config.augmentation`)."""
 
     type: Literal["image"]
     encoder: ImageEncoder = StackedCNNEncoder()
     preprocessing: ImagePreprocessing = ImagePreprocessing()
+    augmentation: tuple[AugmentationOp, ...] = ()
     _fill = field_validator("encoder", mode="before")(default_type("stacked_cnn"))
+    _augment = field_validator("augmentation", mode="before")(augmentation_list)
 
 
 class SetInputFeature(_Input):

@@ -112,15 +112,20 @@ class CategoryOutputPreprocessing(CategoryPreprocessing):
 
 
 class ImagePreprocessing(_Base):
-    """How image cells become (height, width) arrays, with Ludwig's key names.
+    """How image cells become (channels, height, width) arrays, with Ludwig's key names.
 
-    Pixels are divided by the training split's maximum pixel value (``scale: auto``) or by
-    a given number. ``height`` and ``width`` (set both or neither) resize every image, by
-    ``resize_method``: ``interpolate`` (bilinear) or ``crop_or_pad`` (centred); unset, every
-    image must have the first image's size. Image files are converted to grayscale, so
-    ``num_channels`` may only be 1. Ludwig's ``in_memory`` and ``num_processes`` only say how
-    Ludwig reads the files; here every image is read once, in the driver, so they change
-    nothing. ``standardize_image`` may only be null (``imagenet1k`` is not supported yet).
+    ``num_channels``: 1 (grayscale) or 3 (RGB); colour files are converted to grayscale for 1,
+    grayscale files repeat their channel for 3, and an alpha channel is dropped. Unset, every
+    image must have the first image's channels (1 for grayscale files and 2-D arrays, 3 for
+    colour files), as Ludwig requires without ``num_channels``. Pixels are kept as read (8-bit
+    images as uint8) and divided on each batch by the training split's maximum pixel value
+    (``scale: auto``) or by a given number; ``standardize_image: imagenet1k`` then subtracts
+    ImageNet's per-channel mean and divides by its standard deviation (3 channels only; Ludwig
+    skips it with a warning for other channel counts, so does this platform). ``height`` and
+    ``width`` (set both or neither) resize every image, by ``resize_method``: ``interpolate``
+    (bilinear) or ``crop_or_pad`` (centred); unset, every image must have the first image's
+    size. Ludwig's ``in_memory`` and ``num_processes`` only say how Ludwig reads the files;
+    here every image is read once, in the driver, so they change nothing.
     """
 
     scale: Union[Literal["auto"], float] = "auto"
@@ -130,23 +135,26 @@ class ImagePreprocessing(_Base):
     resize_method: Literal["interpolate", "crop_or_pad"] = "interpolate"
     in_memory: bool = True
     num_processes: int = Field(default=1, ge=1)
-    standardize_image: str | None = None
+    standardize_image: Literal["imagenet1k"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _none_spelling(cls, data: Any) -> Any:
+        # Ludwig's docs list the option ``None``; YAML reads it as the string "None".
+        if isinstance(data, dict) and data.get("standardize_image") in ("None", "none"):
+            return {**data, "standardize_image": None}
+        return data
 
     @model_validator(mode="after")
     def _size_and_channels(self) -> ImagePreprocessing:
         if (self.height is None) != (self.width is None):
             given, other = ("height", "width") if self.height is not None else ("width", "height")
             raise RuleError(f"{given} is set but {other} is not", fix=f"set {other} too (or remove {given})")
-        if self.num_channels is not None and self.num_channels != 1:
+        if self.num_channels is not None and self.num_channels not in (1, 3):
+            alpha = " (alpha channels are dropped)" if self.num_channels in (2, 4) else ""
             raise RuleError(
-                f"num_channels {self.num_channels} is not supported: image features are one-channel "
-                "(height, width) arrays and image files are converted to grayscale",
-                fix="set num_channels: 1 or remove it",
-            )
-        if self.standardize_image is not None:
-            raise RuleError(
-                f"standardize_image {self.standardize_image!r} is not supported yet",
-                fix="remove standardize_image (pixels are divided by preprocessing.scale)",
+                f"num_channels {self.num_channels} is not supported{alpha}",
+                fix="set num_channels: 3 (RGB) or 1 (grayscale), or remove it",
             )
         return self
 

@@ -1,11 +1,15 @@
-"""Image cells to one (N, H, W) array: 2-D arrays (a Parquet list column, sklearn's digits)
-or paths to image files, as Ludwig reads a CSV's image column.
+"""Image cells to one (N, C, H, W) array: arrays ((H, W) grayscale or (H, W, C) as Ludwig
+takes them: a Parquet list column, sklearn's digits) or paths to image files, as Ludwig reads a
+CSV's image column.
 
-Files are read with Pillow and converted to 8-bit grayscale (``L``; 16- and 32-bit
-grayscale keep their values) because the image encoder takes (height, width) images.
-Relative paths start at the dataset file's folder. Images are resized to
-``preprocessing.height`` x ``width`` when those are set; otherwise every image must have
-the first image's size. Runs in the driver, once per sweep.
+Files are read with Pillow. ``num_channels`` 1 converts colour to 8-bit grayscale (``L``; 16-
+and 32-bit grayscale keep their values), 3 converts to RGB (grayscale repeated, alpha dropped);
+unset, each image keeps its own channels (alpha dropped: grayscale 1, colour 3) and every image
+must have the first image's. Pixels stay as read: 8-bit images are stored as uint8 (a quarter
+of float32's memory; scaled on each batch, see :mod:`ludwig_hpo.model.image_input`), deeper
+ones as float32. Relative paths start at the dataset file's folder. Images are resized to
+``preprocessing.height`` x ``width`` when those are set; otherwise every image must have the
+first image's size. Runs in the driver, once per sweep.
 """
 
 from __future__ import annotations
@@ -30,36 +34,63 @@ def _is_missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and np.isnan(v))
 
 
+#: Pillow modes without colour (read as one channel).
+_GRAY = ("1", "L", "LA", "La", *_DEEP_GRAY)
+#: ITU-R 601-2 luma weights, Pillow's ``convert("L")``: RGB arrays become grayscale as files do.
+_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+
 def _resize(img: np.ndarray, size: tuple[int, int], method: str) -> np.ndarray:
-    """``img`` (h, w) float32 as ``size`` (H, W): bilinear with antialiasing (``interpolate``)
-    or centred crop / zero padding (``crop_or_pad``)."""
-    if img.shape == size:
+    """``img`` (C, h, w) as (C, H, W) of the same dtype: bilinear with antialiasing per channel
+    (``interpolate``; uint8 rounded back) or centred crop / zero padding (``crop_or_pad``)."""
+    if img.shape[1:] == size:
         return img
     if method == "interpolate":
         from PIL import Image
 
-        return np.asarray(
-            Image.fromarray(img, mode="F").resize((size[1], size[0]), Image.Resampling.BILINEAR), dtype=np.float32
-        )
-    out = np.zeros(size, dtype=np.float32)
-    (h, w), (H, W) = img.shape, size
+        planes = [
+            np.asarray(
+                Image.fromarray(np.asarray(c, dtype=np.float32), mode="F").resize(
+                    (size[1], size[0]), Image.Resampling.BILINEAR
+                ),
+                dtype=np.float32,
+            )
+            for c in img
+        ]
+        out = np.stack(planes)
+        return np.clip(np.rint(out), 0, 255).astype(np.uint8) if img.dtype == np.uint8 else out
+    res = np.zeros((img.shape[0], *size), dtype=img.dtype)
+    (h, w), (H, W) = img.shape[1:], size
     sy, sx = max(0, (h - H) // 2), max(0, (w - W) // 2)  # crop offsets in the source
     dy, dx = max(0, (H - h) // 2), max(0, (W - w) // 2)  # pad offsets in the target
     ch, cw = min(h, H), min(w, W)
-    out[dy : dy + ch, dx : dx + cw] = img[sy : sy + ch, sx : sx + cw]
-    return out
+    res[:, dy : dy + ch, dx : dx + cw] = img[:, sy : sy + ch, sx : sx + cw]
+    return res
 
 
-def _read(path: Path, key: str, where: str) -> np.ndarray:
-    """One image file as (h, w) float32 grayscale pixel values."""
+def _channels(img: np.ndarray, want: int | None) -> np.ndarray:
+    """(c, h, w) with c in 1, 3 as ``want`` channels: 3 -> 1 by luma, 1 -> 3 repeated."""
+    if want is None or img.shape[0] == want:
+        return img
+    if want == 3:
+        return np.repeat(img, 3, axis=0)
+    gray = np.tensordot(_LUMA, img.astype(np.float32), axes=1)[None]
+    return np.clip(np.rint(gray), 0, 255).astype(np.uint8) if img.dtype == np.uint8 else gray
+
+
+def _read(path: Path, key: str, where: str, num_channels: int | None) -> np.ndarray:
+    """One image file as (C, h, w) pixel values: uint8, or float32 for deeper grayscale."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as im:
             im.load()
             if im.mode in _DEEP_GRAY:
-                return np.asarray(im, dtype=np.float32)
-            return np.asarray(im.convert("L"), dtype=np.float32)
+                return _channels(np.asarray(im, dtype=np.float32)[None], num_channels)
+            gray = im.mode in _GRAY if num_channels is None else num_channels == 1
+            if gray:
+                return np.asarray(im.convert("L"), dtype=np.uint8)[None]
+            return np.ascontiguousarray(np.asarray(im.convert("RGB"), dtype=np.uint8).transpose(2, 0, 1))
     except PermissionError:
         raise DataError(
             f"permission denied ({where})", source=str(path), key=key, fix="make the image files readable"
@@ -72,6 +103,33 @@ def _read(path: Path, key: str, where: str) -> np.ndarray:
             key=key,
             fix="replace the file with a PNG, JPEG, BMP or TIFF image, or drop the row",
         ) from None
+
+
+def _array(v: Any, i: int, key: str, column: str, origin: DataOrigin, num_channels: int | None) -> np.ndarray:
+    """One array cell, (H, W) or (H, W, C) with C in 1, 3, 4 (alpha dropped), as (C', H, W)."""
+    try:
+        img = np.asarray(v, dtype=np.float32)
+    except (ValueError, TypeError):
+        raise DataError(
+            f"column {column!r}: image cells must be arrays of one shape (e.g. a Parquet list column) or "
+            "image file paths",
+            source=origin.source,
+            key=key,
+            fix="store each image as an (H, W) or (H, W, C) array or a path to an image file",
+        ) from None
+    if img.ndim == 3 and img.shape[2] in (1, 3, 4):
+        img = img[:, :, :3].transpose(2, 0, 1) if img.shape[2] > 1 else img.transpose(2, 0, 1)
+    elif img.ndim == 2:
+        img = img[None]
+    else:
+        raise DataError(
+            f"image cells must be (H, W) or (H, W, C) arrays with 1, 3 or 4 channels, got shape {img.shape} "
+            f"({_cell(origin, i, column)})",
+            source=origin.source,
+            key=key,
+            fix="store grayscale images as (H, W) arrays and colour ones as (H, W, 3)",
+        )
+    return _channels(img, num_channels)
 
 
 def _paths(s: pd.Series, key: str, column: str, data_dir: Path | None, origin: DataOrigin) -> list[Path]:
@@ -133,12 +191,14 @@ def load_images(
     width: int | None,
     resize_method: str,
     data_dir: Path | None,
+    num_channels: int | None = None,
     origin: DataOrigin | None = None,
 ) -> np.ndarray:
-    """Every cell of an image column as one (N, H, W) float32 array of raw pixel values.
+    """Every cell of an image column as one (N, C, H, W) array of raw pixel values: uint8 when
+    every pixel is an integer in 0..255 (8-bit files, digits' 0..16), else float32.
 
     Args:
-        s: the column: 2-D arrays, or image file paths (str).
+        s: the column: (H, W) / (H, W, C) arrays, or image file paths (str).
         key: the feature's key path for errors, e.g. ``"input_features[image]"``.
         column: the dataset column's name, for errors.
         height, width: the size every image is resized to; both None: the first image's
@@ -146,47 +206,42 @@ def load_images(
         resize_method: ``interpolate`` (bilinear) or ``crop_or_pad`` (centred).
         data_dir: the folder relative paths start at (the dataset file's); None: the
             current folder.
+        num_channels: 1 or 3: every image converted to it; None: the first image's, which
+            every other image must have.
         origin: the dataset file, named in errors with the rows as it counts them.
 
     Raises:
-        DataError: a missing path or file, an unreadable file, an image that is not 2-D,
-            or an image of another size when ``height``/``width`` are not set.
+        DataError: a missing path or file, an unreadable file, an array that is not an image,
+            an image with other channels than the first (``num_channels`` unset), or of another
+            size when ``height``/``width`` are not set.
     """
     origin = origin or DataOrigin()
     paths = _paths(s, key, column, data_dir, origin) if any(isinstance(v, str) for v in s) else None
     if paths is None:
-        try:
-            images = [np.asarray(v, dtype=np.float32) for v in s]
-        except (ValueError, TypeError):
-            raise DataError(
-                f"column {column!r}: image cells must be 2-D arrays of one shape (e.g. a Parquet list column) or "
-                "image file paths",
-                source=origin.source,
-                key=key,
-                fix="store each image as an (H, W) array or a path to an image file",
-            ) from None
-        bad = next((i for i, im in enumerate(images) if im.ndim != 2), None)
-        if bad is not None:
-            raise DataError(
-                f"image cells must be 2-D (H, W) arrays, got shape {images[bad].shape} ({_cell(origin, bad, column)})",
-                source=origin.source,
-                key=key,
-                fix="store grayscale images as (H, W) arrays",
-            )
+        images = [_array(v, i, key, column, origin, num_channels) for i, v in enumerate(s)]
+        if all(im.dtype == np.float32 for im in images) and all(
+            im.min() >= 0 and im.max() <= 255 and np.array_equal(im, np.rint(im)) for im in images
+        ):
+            images = [im.astype(np.uint8) for im in images]
     else:
         # Pillow decodes without holding the GIL: a few threads read a large folder faster.
         # map() yields in row order, so the first bad file raised is the first in the column.
         with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(paths))) as pool:
-            images = list(pool.map(lambda ip: _read(ip[1], key, _cell(origin, ip[0], column)), enumerate(paths)))
+            images = list(
+                pool.map(lambda ip: _read(ip[1], key, _cell(origin, ip[0], column), num_channels), enumerate(paths))
+            )
+    _same_channels(images, key, column, origin, paths)
+    if any(im.dtype != np.uint8 for im in images):
+        images = [im.astype(np.float32) for im in images]
     if height is not None and width is not None:
         return np.stack([_resize(im, (height, width), resize_method) for im in images])
-    first = images[0].shape
+    first = images[0].shape[1:]
     for i, im in enumerate(images):
-        if im.shape != first:
+        if im.shape[1:] != first:
             what = _cell(origin, i, column)
             ref = f"the first image ({paths[0].name})" if paths else "the first image"
             raise DataError(
-                f"image is {im.shape[0]}x{im.shape[1]} pixels ({what}) but {ref} is "
+                f"image is {im.shape[1]}x{im.shape[2]} pixels ({what}) but {ref} is "
                 f"{first[0]}x{first[1]} (height x width)",
                 source=str(paths[i]) if paths else None,
                 key=key,
@@ -194,3 +249,67 @@ def load_images(
                 f"resize every image",
             )
     return np.stack(images)
+
+
+def _same_channels(
+    images: list[np.ndarray], key: str, column: str, origin: DataOrigin, paths: list[Path] | None
+) -> None:
+    """Refuse images whose channel count differs from the first image's (Ludwig's rule when
+    ``num_channels`` is not set), naming the first such image and how many there are."""
+    first = images[0].shape[0]
+    other = [i for i, im in enumerate(images) if im.shape[0] != first]
+    if not other:
+        return
+    i = other[0]
+    kind = {1: "grayscale", 3: "colour"}
+    ref = f"the first image ({paths[0].name})" if paths else "the first image"
+    raise DataError(
+        f"image is {kind[images[i].shape[0]]} ({images[i].shape[0]} channels; {_cell(origin, i, column)}) but "
+        f"{ref} is {kind[first]} ({first}); {len(other)} of {len(images)} images differ",
+        source=str(paths[i]) if paths else origin.source,
+        key=key,
+        fix="set preprocessing: {num_channels: 3} (RGB) or {num_channels: 1} (grayscale) on the feature to "
+        "convert every image",
+    )
+
+
+def prepare_images(
+    s: pd.Series,
+    *,
+    key: str,
+    train: np.ndarray,
+    prep: Any,
+    column: str,
+    data_dir: Path | None,
+    origin: DataOrigin,
+    scale: float | None = None,
+) -> tuple[np.ndarray, dict[str, float]]:
+    """An image column read (:func:`load_images`) with its batch-time scaling: the (N, C, H, W)
+    pixels as read, and ``{"scale", "imagenet1k"}``: the divisor (the training split's maximum
+    pixel for ``scale: auto``, else ``prep.scale``; 1 for an all-black training split) and 1.0
+    when ``standardize_image: imagenet1k`` applies (3 channels; Ludwig skips it otherwise).
+    Driver, once per sweep.
+
+    Args:
+        prep: the feature's :class:`~ludwig_hpo.config.preprocessing.ImagePreprocessing`.
+        train: the training rows, whose pixels ``scale: auto`` reads.
+        scale: the divisor fitted already (a served model's new rows), used as is.
+
+    Raises:
+        DataError: as :func:`load_images`.
+    """
+    arr = load_images(
+        s,
+        key=key,
+        column=column,
+        height=prep.height,
+        width=prep.width,
+        resize_method=prep.resize_method,
+        data_dir=data_dir,
+        num_channels=prep.num_channels,
+        origin=origin,
+    )
+    if scale is None:
+        scale = float(arr[train].max()) if prep.scale == "auto" else float(prep.scale)
+    imagenet = prep.standardize_image == "imagenet1k" and arr.shape[1] == 3
+    return arr, {"scale": scale or 1.0, "imagenet1k": float(imagenet)}

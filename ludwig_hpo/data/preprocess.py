@@ -22,7 +22,7 @@ import pandas as pd
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.categories import UNKNOWN, category_values, prepare_binary, prepare_category_input
-from ludwig_hpo.data.images import load_images
+from ludwig_hpo.data.images import prepare_images
 from ludwig_hpo.data.missing import FilledValues
 from ludwig_hpo.data.numbers import FLOAT32_MAX, prepare_number
 from ludwig_hpo.data.origin import DataOrigin
@@ -51,9 +51,10 @@ class FeatureMeta:
         name, type: as in the sweep file.
         vocab: category input: index -> value (index 0 is the unknown value); category
             output: class index -> class value.
-        shape: image: (height, width).
+        shape: image: (channels, height, width).
         stats: number: ``{"mean", "std", "min", "max", "q1", "q2", "q3"}`` of the training
-            split (after missing values are filled, before normalization); image: ``{"scale"}``.
+            split (after missing values are filled, before normalization); image:
+            ``{"scale", "imagenet1k"}`` (see :func:`~ludwig_hpo.data.images.prepare_images`).
     """
 
     name: str
@@ -69,7 +70,7 @@ class PreparedData:
 
     Attributes:
         inputs: per input feature: number/binary (N, 1) float32, category (N,) int64,
-            image (N, H, W) float32 (other types: :mod:`ludwig_hpo.data.feature_types`).
+            image (N, C, H, W) pixels as read, uint8 or float32 (other types: :mod:`ludwig_hpo.data.feature_types`).
         targets: per output feature: category (N,) int64, binary (N,) float32, number (N,) float32.
         splits: ``{"train", "validation", "test"}`` -> sorted row indices; an oversampled
             training row appears more than once.
@@ -112,21 +113,24 @@ def _refuse_missing(s: pd.Series, key: str, origin: DataOrigin, what: str, fix: 
 
 
 def _image(
-    s: pd.Series, key: str, train: np.ndarray, feat: Any, data_dir: Path | None, origin: DataOrigin
+    s: pd.Series,
+    key: str,
+    train: np.ndarray,
+    feat: Any,
+    data_dir: Path | None,
+    origin: DataOrigin,
+    scale: float | None = None,
 ) -> tuple[np.ndarray, dict[str, float]]:
-    prep = feat.preprocessing
-    arr = load_images(
+    return prepare_images(
         s,
         key=key,
+        train=train,
+        prep=feat.preprocessing,
         column=feat.source_column,
-        height=prep.height,
-        width=prep.width,
-        resize_method=prep.resize_method,
         data_dir=data_dir,
         origin=origin,
+        scale=scale,
     )
-    s_val = float(arr[train].max()) if prep.scale == "auto" else float(prep.scale)
-    return arr / (s_val or 1.0), {"scale": s_val}
 
 
 def _subset(df: pd.DataFrame, origin: DataOrigin, positions: np.ndarray) -> tuple[pd.DataFrame, DataOrigin]:

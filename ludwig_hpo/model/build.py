@@ -12,6 +12,7 @@ from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model.combiners import AUX_LOSS, EncodedInput, build_combiner
 from ludwig_hpo.model.combiners.concat import ConcatCombiner
 from ludwig_hpo.model.encoders import PassthroughEncoder, build_encoder
+from ludwig_hpo.model.image_input import PixelScaling
 from ludwig_hpo.model.init import ludwig_default_init
 from ludwig_hpo.model.outputs import OutputHeads, _module_key
 
@@ -57,6 +58,9 @@ class ECDModel(nn.Module):
             {module_key(name): e for name, e in encoders.items() if name not in self.passthrough}
         )
         self._names = tuple(self.input_names)
+        #: image features, whose stored pixels are scaled to floats on each batch (see ``pixels``)
+        self.images = tuple(f.name for f in cfg.input_features if f.type == "image")
+        self.pixels = nn.ModuleDict({module_key(n): PixelScaling(meta[n].stats) for n in self.images})
         inputs = [_encoded_input(f.type, f.name, encoders[f.name], meta[f.name]) for f in cfg.input_features]
         self.combiner = build_combiner(cfg.combiner, inputs)
         self.output_names = [f.name for f in cfg.output_features]
@@ -70,6 +74,9 @@ class ECDModel(nn.Module):
             self.passthrough = frozenset()
             self._names = tuple(self.input_names)
             self.widths = {name: cast(int, e.output_size) for name, e in self.encoders.items()}
+        if "images" not in self.__dict__:  # pickled when image inputs arrived scaled
+            self.images = ()
+            self._modules["pixels"] = nn.ModuleDict()
         if "output_names" not in self.__dict__:  # pickled before feature names could hold a '.'
             self.output_names = list(self.heads.keys())
         heads = self._modules["heads"]
@@ -84,6 +91,8 @@ class ECDModel(nn.Module):
 
     def encode(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``{input name: encoder output}`` in input order (passthrough inputs as they are)."""
+        if self.images:  # stored pixels (uint8) -> the floats the image encoders take
+            inputs = {**inputs, **{n: self.pixels[module_key(n)](inputs[n]) for n in self.images}}
         return {
             n: inputs[n] if n in self.passthrough else self.encoders[module_key(n)](inputs[n]) for n in self.input_names
         }

@@ -123,7 +123,7 @@ def build_encoder(feature: InputFeature, meta: FeatureMeta) -> nn.Module:
     if isinstance(enc, cfgs.CategoryPassthroughEncoder):
         return CategoryPassthroughEncoder()
     if isinstance(enc, cfgs.StackedCNNEncoder):
-        return Stacked2DCNN(enc, (meta.shape[0], meta.shape[1]))
+        return Stacked2DCNN(enc, tuple(meta.shape))
     if isinstance(
         enc,
         seq_cfgs.SequencePassthroughEncoder

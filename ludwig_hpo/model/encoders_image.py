@@ -99,7 +99,7 @@ class Conv2DLayer(nn.Module):
 
 
 class Stacked2DCNN(nn.Module):
-    """(batch, H, W) float one-channel images -> (batch, output_size): Ludwig's ``Conv2DStack``
+    """(batch, C, H, W) (or one-channel (batch, H, W)) float images -> (batch, output_size): Ludwig's ``Conv2DStack``
     (see :meth:`~ludwig_hpo.config.encoders.StackedCNNEncoder.conv_specs`), flattened, then the
     ``FCStack`` of ``fc_layers`` / ``num_fc_layers`` with the ``fc_*`` defaults.
 
@@ -109,9 +109,10 @@ class Stacked2DCNN(nn.Module):
 
     ludwig_initialized = True
 
-    def __init__(self, cfg: cfgs.StackedCNNEncoder, shape: tuple[int, int]) -> None:
+    def __init__(self, cfg: cfgs.StackedCNNEncoder, shape: tuple[int, ...]) -> None:
         super().__init__()
-        channels, h, w = 1, int(shape[0]), int(shape[1])
+        # (channels, H, W) as images are prepared; (H, W): one channel
+        channels, h, w = (int(v) for v in (shape if len(shape) == 3 else (1, *shape)))
         stack: list[nn.Module] = []
         specs = cfg.conv_specs()
         for i, spec in enumerate(specs):
@@ -136,12 +137,12 @@ class Stacked2DCNN(nn.Module):
         self.output_size = int(self.fc.output_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.conv(x.unsqueeze(1)), 1))
+        return self.fc(torch.flatten(self.conv(x.unsqueeze(1) if x.dim() == 3 else x), 1))
 
 
 def check_image_encoders(features: Sequence[InputFeature], meta: Mapping[str, FeatureMeta], source: str) -> None:
     """Refuse, before any trial starts, an image ``stacked_cnn`` whose convolutions shrink the
-    prepared images (``meta[name].shape``, (H, W)) below one pixel. Driver.
+    prepared images (``meta[name].shape``, (C, H, W)) below one pixel. Driver.
 
     Raises:
         ConfigError: naming the feature's encoder and the fix.
@@ -150,7 +151,7 @@ def check_image_encoders(features: Sequence[InputFeature], meta: Mapping[str, Fe
         if isinstance(feat.encoder, cfgs.StackedCNNEncoder) and feat.name in meta:
             shape = meta[feat.name].shape
             try:
-                Stacked2DCNN(feat.encoder, (int(shape[0]), int(shape[1])))
+                Stacked2DCNN(feat.encoder, tuple(int(v) for v in shape))
             except ValueError as e:
                 message, _, fix = str(e).partition("; ")
                 raise ConfigError(message, source=source, key=f"input_features[{feat.name}].encoder", fix=fix) from None

@@ -19,6 +19,7 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.model import build_model
 from ludwig_hpo.model.losses import OutputLosses
+from ludwig_hpo.train.augment import Augmentation
 from ludwig_hpo.train.autobatch import tune_batch_sizes
 from ludwig_hpo.train.batch_size import BatchSizeCache
 from ludwig_hpo.train.best import BestEpoch
@@ -123,6 +124,7 @@ def train_loop(
     torch.manual_seed(seed)
     train_rows, split, eval_rows = job.rows(data)
     dd = DeviceData(data, device)
+    augment = Augmentation(cfg.input_features, data.meta, seed=seed, rank=rank)  # image features' augmentation
     model = wrap(build_model(cfg, data.meta).to(device), cfg.backend.strategy, device, world)
     fsdp = is_fsdp(model)
     lr = effective_learning_rate(tr.learning_rate, tr.learning_rate_scaling, world)
@@ -284,6 +286,7 @@ def train_loop(
             if optimizer_steps >= limit:  # trainer.train_steps: a group starts only below the limit
                 break
             x, y = dd.batch(idx)
+            x = augment(x, epoch, i)
             if lbfgs:  # its step re-evaluates the batch (one worker, no accumulation: see the schema)
                 loss = closure_step(optimizer, functools.partial(batch_loss, x, y))
                 optimizer_steps += 1

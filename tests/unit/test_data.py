@@ -285,9 +285,9 @@ def test_prepare_number_target_and_image_input(make_config):
         {"img": [rng.integers(0, 255, (6, 5)).astype(np.float32) for _ in range(30)], "price": rng.normal(size=30)}
     )
     data = prepare(df, make_config([{"name": "img", "type": "image"}], [{"name": "price", "type": "number"}]))
-    assert data.inputs["img"].shape == (30, 6, 5)
-    assert data.meta["img"].shape == (6, 5)
-    assert data.inputs["img"][data.splits["train"]].max() == pytest.approx(1.0)
+    assert data.inputs["img"].shape == (30, 1, 6, 5) and data.inputs["img"].dtype == np.uint8
+    assert data.meta["img"].shape == (1, 6, 5)
+    assert data.meta["img"].stats["scale"] == data.inputs["img"][data.splits["train"]].max()
     assert data.targets["price"].dtype == np.float32
 
 

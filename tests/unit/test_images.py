@@ -1,5 +1,5 @@
 """Image features read from files (Ludwig's CSV convention): paths relative to the dataset
-file's folder, grayscale conversion, resizing to ``preprocessing.height``/``width``, and
+file's folder, (N, C, H, W) pixels as read, channel conversion, resizing to ``preprocessing.height``/``width``, and
 one-line errors for missing, unreadable or differently sized images."""
 
 from __future__ import annotations
@@ -52,10 +52,11 @@ def test_relative_paths_start_at_the_dataset_folder_not_the_current_one(tmp_path
     source = "data/rows.csv"
     df = load_dataframe(source, tmp_path)
     data = prepare(df, cfg, dataset_folder(source, tmp_path))
-    assert data.inputs["img"].shape == (30, 6, 5) and data.meta["img"].shape == (6, 5)
+    assert data.inputs["img"].shape == (30, 1, 6, 5) and data.meta["img"].shape == (1, 6, 5)
+    assert data.inputs["img"].dtype == np.uint8  # scaled on each batch, by the model
     scale = data.meta["img"].stats["scale"]
     assert scale == max(float(pixels[i].max()) for i in data.splits["train"])
-    np.testing.assert_allclose(data.inputs["img"][7], pixels[7] / scale, rtol=1e-6)
+    np.testing.assert_array_equal(data.inputs["img"][7, 0], pixels[7])
 
 
 def test_absolute_paths_and_data_dir_none_use_the_current_folder(tmp_path, monkeypatch):
@@ -63,43 +64,45 @@ def test_absolute_paths_and_data_dir_none_use_the_current_folder(tmp_path, monke
     absolute = _load([str(tmp_path / "images" / "0.png"), str(tmp_path / "images" / "1.png")], data_dir=None)
     monkeypatch.chdir(tmp_path)
     relative = _load(["images/0.png", "images/1.png"], data_dir=None)
-    np.testing.assert_array_equal(absolute, np.stack(pixels).astype(np.float32))
+    np.testing.assert_array_equal(absolute, np.stack(pixels)[:, None])
     np.testing.assert_array_equal(relative, absolute)
 
 
-def test_colour_and_alpha_images_are_converted_to_grayscale(tmp_path):
+def test_colour_and_alpha_images_are_converted_to_grayscale_with_num_channels_1(tmp_path):
     rgb = np.random.default_rng(1).integers(0, 256, (4, 4, 3), dtype=np.uint8)
     _png(tmp_path / "c.png", rgb, mode="RGB")
     rgba = np.dstack([rgb, np.full((4, 4), 128, np.uint8)])
     _png(tmp_path / "a.png", rgba, mode="RGBA")
-    got = _load(["c.png", "a.png"], tmp_path)
-    want = np.asarray(Image.fromarray(rgb, mode="RGB").convert("L"), dtype=np.float32)  # ITU-R 601-2 luma
-    assert got.shape == (2, 4, 4)
-    np.testing.assert_array_equal(got[0], want)
-    np.testing.assert_array_equal(got[1], want)
+    got = _load(["c.png", "a.png"], tmp_path, num_channels=1)
+    want = np.asarray(Image.fromarray(rgb, mode="RGB").convert("L"))  # ITU-R 601-2 luma
+    assert got.shape == (2, 1, 4, 4)
+    np.testing.assert_array_equal(got[0, 0], want)
+    np.testing.assert_array_equal(got[1, 0], want)
 
 
 def test_16_bit_grayscale_keeps_its_values(tmp_path):
     deep = np.array([[0, 1000], [40000, 65535]], dtype=np.uint16)
     Image.fromarray(deep).save(tmp_path / "d.png")
-    np.testing.assert_array_equal(_load(["d.png"], tmp_path)[0], deep.astype(np.float32))
+    got = _load(["d.png"], tmp_path)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got[0, 0], deep.astype(np.float32))
 
 
 def test_height_and_width_resize_every_image(tmp_path):
     _png(tmp_path / "small.png", np.full((4, 4), 200, np.uint8))
     _png(tmp_path / "wide.png", np.full((6, 10), 50, np.uint8))
     got = _load(["small.png", "wide.png"], tmp_path, height=8, width=8)
-    assert got.shape == (2, 8, 8)
-    np.testing.assert_allclose(got[0], 200, atol=1e-3)  # bilinear keeps a flat image flat
-    np.testing.assert_allclose(got[1], 50, atol=1e-3)
+    assert got.shape == (2, 1, 8, 8) and got.dtype == np.uint8
+    np.testing.assert_array_equal(got[0], 200)  # bilinear keeps a flat image flat
+    np.testing.assert_array_equal(got[1], 50)
 
 
 def test_crop_or_pad_centres_the_image(tmp_path):
     px = np.arange(1, 17, dtype=np.uint8).reshape(4, 4)
     _png(tmp_path / "p.png", px)
-    padded = _load(["p.png"], tmp_path, height=6, width=6, resize_method="crop_or_pad")[0]
+    padded = _load(["p.png"], tmp_path, height=6, width=6, resize_method="crop_or_pad")[0, 0]
     assert padded.sum() == px.sum() and (padded[1:5, 1:5] == px).all() and padded[0].sum() == 0
-    cropped = _load(["p.png"], tmp_path, height=2, width=2, resize_method="crop_or_pad")[0]
+    cropped = _load(["p.png"], tmp_path, height=2, width=2, resize_method="crop_or_pad")[0, 0]
     np.testing.assert_array_equal(cropped, px[1:3, 1:3])
 
 
@@ -108,7 +111,7 @@ def test_arrays_are_resized_like_files(tmp_path):
     got = load_images(
         pd.Series(arrays), key=KEY, column="img", height=4, width=4, resize_method="interpolate", data_dir=None
     )
-    assert got.shape == (2, 4, 4) and np.allclose(got[0], 7) and np.allclose(got[1], 9)
+    assert got.shape == (2, 1, 4, 4) and np.allclose(got[0], 7) and np.allclose(got[1], 9)
 
 
 def test_an_image_of_another_size_names_the_file_and_the_fix(tmp_path):
@@ -151,9 +154,9 @@ def test_a_missing_file_names_the_file_the_column_and_counts_the_others(tmp_path
             "fix: download the images and list their file paths",
         ),
         (
-            [np.zeros((2, 2, 3))],
-            "image cells must be 2-D (H, W) arrays, got shape (2, 2, 3) (data row 1, column 'img'); fix: store "
-            "grayscale images as (H, W) arrays",
+            [np.zeros((2, 2, 2))],
+            "image cells must be (H, W) or (H, W, C) arrays with 1, 3 or 4 channels, got shape (2, 2, 2) (data row "
+            "1, column 'img'); fix: store grayscale images as (H, W) arrays and colour ones as (H, W, 3)",
         ),
     ],
 )
@@ -181,6 +184,6 @@ def test_the_fixture_pixels_are_the_digits(tmp_path):
     df = load_dataframe(str(FIXTURES / "image_digits.csv"), tmp_path)
     arr = _load(df["image_path"].tolist(), FIXTURES)
     digits = load_digits()
-    np.testing.assert_array_equal(arr, np.round(digits.images[:150] * 255 / 16))
+    np.testing.assert_array_equal(arr[:, 0], np.round(digits.images[:150] * 255 / 16))
     assert df["digit"].tolist() == digits.target[:150].tolist()
     assert sorted(set(df["split"])) == [0, 1, 2]

@@ -184,11 +184,15 @@ def test_defaults_preprocessing_applies_to_every_feature_of_the_type(make_config
     np.testing.assert_allclose(data.inputs["x"][:, 0], df["x"], rtol=1e-6)
 
 
-def test_ludwigs_image_reading_keys_are_accepted_and_standardize_image_is_not_supported(make_config):
+def test_ludwigs_image_reading_keys_and_standardize_image_are_accepted(make_config):
     image = {"name": "img", "type": "image"}
     make_config([{**image, "preprocessing": {"in_memory": False, "num_processes": 4}}], BINARY_Y)
-    with pytest.raises(Exception, match="standardize_image 'imagenet1k' is not supported yet"):
-        make_config([{**image, "preprocessing": {"standardize_image": "imagenet1k"}}], BINARY_Y)
+    cfg = make_config([{**image, "preprocessing": {"standardize_image": "imagenet1k"}}], BINARY_Y)
+    assert cfg.input_features[0].preprocessing.standardize_image == "imagenet1k"
+    none = make_config([{**image, "preprocessing": {"standardize_image": "None"}}], BINARY_Y)  # Ludwig's docs
+    assert none.input_features[0].preprocessing.standardize_image is None
+    with pytest.raises(Exception, match="num_channels 4 is not supported"):
+        make_config([{**image, "preprocessing": {"num_channels": 4}}], BINARY_Y)
 
 
 def test_a_binary_target_reads_its_fallback_true_label(make_config):

@@ -544,11 +544,10 @@ CASES = [
     (
         "image-colour-channels",
         edit(
-            ("  - {name: image, type: image}\n", "  - {name: image, type: image, preprocessing: {num_channels: 3}}\n")
+            ("  - {name: image, type: image}\n", "  - {name: image, type: image, preprocessing: {num_channels: 4}}\n")
         ),
-        "sweep.yaml:4:32: input_features[image].preprocessing: num_channels 3 is not supported: image features are "
-        "one-channel (height, width) arrays and image files are converted to grayscale; fix: set num_channels: 1 or "
-        "remove it",
+        "sweep.yaml:4:32: input_features[image].preprocessing: num_channels 4 is not supported (alpha channels are "
+        "dropped); fix: set num_channels: 3 (RGB) or 1 (grayscale), or remove it",
     ),
     (
         "duplicate-parameter",

@@ -1,0 +1,128 @@
+"""RGB images: files read as (3, H, W) with alpha dropped, grayscale repeated into 3 channels,
+(H, W, C) arrays as Ludwig takes them, mixed channel counts refused in one line, uint8 storage,
+and the model-side scaling (``scale``, ``standardize_image: imagenet1k``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from ludwig_hpo.data import prepare
+from ludwig_hpo.data.images import load_images
+from ludwig_hpo.errors import DataError
+from ludwig_hpo.model.build import build_model
+from ludwig_hpo.model.image_input import IMAGENET1K_MEAN, IMAGENET1K_STD, PixelScaling
+
+KEY = "input_features[img]"
+
+
+def _save(path: Path, pixels: np.ndarray, mode: str) -> str:
+    Image.fromarray(pixels, mode=mode).save(path)
+    return path.name
+
+
+def _load(paths, data_dir, **kw) -> np.ndarray:
+    opts = {"height": None, "width": None, "resize_method": "interpolate", **kw}
+    return load_images(pd.Series(paths), key=KEY, column="img", data_dir=data_dir, **opts)
+
+
+def _rgb(seed: int = 0, size=(4, 5)) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (*size, 3), dtype=np.uint8)
+
+
+def test_rgb_and_rgba_files_are_three_uint8_channels_with_alpha_dropped(tmp_path):
+    rgb = _rgb()
+    names = [_save(tmp_path / "c.png", rgb, "RGB"), _save(tmp_path / "a.png", np.dstack([rgb, rgb[..., 0]]), "RGBA")]
+    got = _load(names, tmp_path)
+    assert got.shape == (2, 3, 4, 5) and got.dtype == np.uint8
+    np.testing.assert_array_equal(got[0], rgb.transpose(2, 0, 1))
+    np.testing.assert_array_equal(got[1], rgb.transpose(2, 0, 1))
+
+
+def test_grayscale_files_repeat_into_three_channels_with_num_channels_3(tmp_path):
+    gray = np.arange(20, dtype=np.uint8).reshape(4, 5)
+    names = [_save(tmp_path / "g.png", gray, "L"), _save(tmp_path / "c.png", _rgb(), "RGB")]
+    got = _load(names, tmp_path, num_channels=3)
+    assert got.shape == (2, 3, 4, 5)
+    assert all((got[0, c] == gray).all() for c in range(3))
+
+
+def test_arrays_are_read_as_ludwig_takes_them(tmp_path):
+    hwc = _rgb(1).astype(np.float64)
+    got = load_images(
+        pd.Series([hwc, np.dstack([hwc, hwc[..., :1]])]),
+        key=KEY,
+        column="img",
+        height=None,
+        width=None,
+        resize_method="interpolate",
+        data_dir=None,
+    )
+    assert got.shape == (2, 3, 4, 5) and got.dtype == np.uint8  # integers 0..255: stored as uint8
+    np.testing.assert_array_equal(got[1], hwc.transpose(2, 0, 1))
+    halves = _load([np.full((2, 2), 0.5)], None)
+    assert halves.dtype == np.float32 and halves.shape == (1, 1, 2, 2)
+
+
+def test_mixed_channel_counts_are_refused_with_the_file_the_key_and_the_fix(tmp_path):
+    names = [_save(tmp_path / f"{i}.png", _rgb(i), "RGB") for i in range(3)]
+    names.insert(2, _save(tmp_path / "gray.png", np.zeros((4, 5), np.uint8), "L"))
+    with pytest.raises(DataError) as info:
+        _load(names, tmp_path)
+    assert info.value.one_line() == (
+        f"{tmp_path}/gray.png: {KEY}: image is grayscale (1 channels; data row 3, column 'img') but the first "
+        "image (0.png) is colour (3); 1 of 4 images differ; fix: set preprocessing: {num_channels: 3} (RGB) or "
+        "{num_channels: 1} (grayscale) on the feature to convert every image"
+    )
+    assert _load(names, tmp_path, num_channels=1).shape == (4, 1, 4, 5)
+
+
+def test_resizing_keeps_channels_and_uint8(tmp_path):
+    flat = np.zeros((6, 8, 3), np.uint8)
+    flat[..., 0], flat[..., 1], flat[..., 2] = 10, 120, 250
+    got = _load([_save(tmp_path / "f.png", flat, "RGB")], tmp_path, height=3, width=4)
+    assert got.shape == (1, 3, 3, 4) and got.dtype == np.uint8
+    assert [int(got[0, c].min()) for c in range(3)] == [10, 120, 250]
+    assert [int(got[0, c].max()) for c in range(3)] == [10, 120, 250]
+
+
+def test_prepared_rgb_images_are_uint8_and_the_model_scales_them(tmp_path, make_config):
+    rows = 24
+    names = [_save(tmp_path / f"{i}.png", _rgb(i, (12, 12)), "RGB") for i in range(rows)]
+    df = pd.DataFrame({"img": names, "y": ["a", "b"] * (rows // 2)})
+    cfg = make_config(
+        [{"name": "img", "type": "image", "preprocessing": {"standardize_image": "imagenet1k"}}],
+        [{"name": "y", "type": "category"}],
+    )
+    data = prepare(df, cfg, tmp_path)
+    x = data.inputs["img"]
+    assert x.dtype == np.uint8 and x.shape == (rows, 3, 12, 12) and data.meta["img"].shape == (3, 12, 12)
+    stats = data.meta["img"].stats
+    assert stats["imagenet1k"] == 1.0 and stats["scale"] == float(x[data.splits["train"]].max())
+    model = build_model(cfg, data.meta)
+    pixels = model.pixels["img"](torch.from_numpy(x[:2]))
+    mean = torch.tensor(IMAGENET1K_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET1K_STD).view(1, 3, 1, 1)
+    torch.testing.assert_close(pixels, (torch.from_numpy(x[:2]).float() / stats["scale"] - mean) / std)
+    assert not any("pixels" in k for k in model.state_dict()), "scaling adds nothing to the weights"
+    out = model({"img": torch.from_numpy(x[:3])})
+    assert out["y"].shape == (3, 2)
+
+
+def test_imagenet1k_is_skipped_for_grayscale_as_ludwig_does(tmp_path, make_config):
+    names = [_save(tmp_path / f"{i}.png", np.full((3, 3), i * 10, np.uint8), "L") for i in range(20)]
+    cfg = make_config(
+        [{"name": "img", "type": "image", "preprocessing": {"standardize_image": "imagenet1k"}}],
+        [{"name": "y", "type": "category"}],
+    )
+    data = prepare(pd.DataFrame({"img": names, "y": ["a", "b"] * 10}), cfg, tmp_path)
+    assert data.meta["img"].stats["imagenet1k"] == 0.0
+    scaled = PixelScaling(data.meta["img"].stats)(torch.from_numpy(data.inputs["img"][:1]))
+    torch.testing.assert_close(
+        scaled, torch.from_numpy(data.inputs["img"][:1]).float() / data.meta["img"].stats["scale"]
+    )
