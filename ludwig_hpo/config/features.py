@@ -21,6 +21,17 @@ from ludwig_hpo.config.encoders import (
     StackedCNNEncoder,
     UnsupportedImageEncoder,
 )
+from ludwig_hpo.config.encoders_hf import (
+    ALBERTEncoder,
+    AutoTransformerEncoder,
+    BERTEncoder,
+    CamemBERTEncoder,
+    DistilBERTEncoder,
+    ELECTRAEncoder,
+    RoBERTaEncoder,
+    UnsupportedHFTextEncoder,
+    XLMRoBERTaEncoder,
+)
 from ludwig_hpo.config.encoders_sequence import (
     CNNRNNEncoder,
     ParallelCNNEncoder,
@@ -87,6 +98,15 @@ TextEncoder = Annotated[
         RNNEncoder,
         CNNRNNEncoder,
         SequenceTransformerEncoder,
+        AutoTransformerEncoder,
+        BERTEncoder,
+        DistilBERTEncoder,
+        RoBERTaEncoder,
+        XLMRoBERTaEncoder,
+        ALBERTEncoder,
+        ELECTRAEncoder,
+        CamemBERTEncoder,
+        UnsupportedHFTextEncoder,
         UnsupportedTextEncoder,
     ],
     Field(discriminator="type"),

@@ -35,6 +35,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     from ludwig_hpo.execution.cluster import local_plan
     from ludwig_hpo.execution.executor import choose_executor
     from ludwig_hpo.model.checks import check_prepared
+    from ludwig_hpo.model.hf_checks import offline_view
     from ludwig_hpo.tracking.resolve import resolve_tracking
 
     loaded = load_sweep(sweep_file, dataset=dataset, search=False)
@@ -47,16 +48,20 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
 
         pbt = pbt_checkpoints(cfg.hyperopt)
     lines = [*describe_sweep(cfg), *(describe_search(cfg, pbt_checkpoints=pbt) if loaded.searched else [])]
+    data_cfg, hf_notes = offline_view(cfg)  # no network here: a hub tokenizer not cached is a note
     data = prepare(
-        load_dataframe(cfg.dataset.source, loaded.base_dir), cfg, dataset_folder(cfg.dataset.source, loaded.base_dir)
+        load_dataframe(cfg.dataset.source, loaded.base_dir),
+        data_cfg,
+        dataset_folder(cfg.dataset.source, loaded.base_dir),
     )
-    check_prepared(cfg, data.meta, str(sweep_file))
+    hf_notes += check_prepared(data_cfg, data.meta, str(sweep_file), network=False)
     lines.append(
         f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
         f"features read and preprocessed without error"
     )
     lines.extend(f"data: {filled.text()}" for filled in data.filled)
-    lines.extend(f"data: {line}" for line in feature_stats_lines(data.meta, [f.name for f in cfg.input_features]))
+    lines.extend(f"data: {line}" for line in feature_stats_lines(data.meta, [f.name for f in data_cfg.input_features]))
+    lines.extend(hf_notes)
     lines.extend(batch_size_note(cfg, len(data.splits["train"])))
     plan = local_plan(cfg, loaded.path)
     lines.append(f"resources: {plan.describe()}")

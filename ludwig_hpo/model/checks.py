@@ -8,15 +8,26 @@ from collections.abc import Mapping
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model.encoders_image import check_image_encoders
+from ludwig_hpo.model.hf_checks import check_models_available, check_text_encoders
 from ludwig_hpo.model.losses import check_losses
 
 
-def check_prepared(cfg: SweepConfig, meta: Mapping[str, FeatureMeta], source: str) -> None:
-    """Every output's loss resolved against the data's classes, and every image ``stacked_cnn``
-    against the prepared image size. Driver.
+def check_prepared(
+    cfg: SweepConfig, meta: Mapping[str, FeatureMeta], source: str, *, network: bool = True
+) -> list[str]:
+    """Every output's loss resolved against the data's classes, every image ``stacked_cnn``
+    against the prepared image size, every Hugging Face model found (``network``: a hub id not
+    cached here must be downloadable; else it is a note) and, when local, checked against the
+    prepared text (:mod:`ludwig_hpo.model.hf_checks`). Driver.
+
+    Returns:
+        the notes ``hpo validate`` prints (hub ids not checked offline).
 
     Raises:
         ConfigError: naming ``source`` (the sweep file), the key and the fix.
     """
     check_losses(cfg.output_features, meta, source)
     check_image_encoders(cfg.input_features, meta, source)
+    notes = check_models_available(cfg, source, network=network)
+    check_text_encoders(cfg.input_features, meta, source)
+    return notes

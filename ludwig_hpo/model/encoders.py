@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ludwig_hpo.config import encoders as cfgs
+from ludwig_hpo.config import encoders_hf as hf_cfgs
 from ludwig_hpo.config import encoders_sequence as seq_cfgs
 from ludwig_hpo.config import encoders_structured as st_cfgs
 from ludwig_hpo.config.features import InputFeature
@@ -137,6 +138,10 @@ def build_encoder(feature: InputFeature, meta: FeatureMeta) -> nn.Module:
     ):
         vocab = len(meta.vocab) if feature.type in ("sequence", "text") else None
         return build_sequence_encoder(enc, vocab, int(meta.shape[0]))
+    if isinstance(enc, hf_cfgs.HFTextEncoder):
+        from ludwig_hpo.model.encoders_hf import HFTextEncoderModule  # transformers only for such encoders
+
+        return HFTextEncoderModule(enc, len(meta.vocab), int(meta.stats["padding_id"]), int(meta.shape[0]))
     if isinstance(enc, st_cfgs.SetEmbedEncoder):
         return st.SetEmbedEncoder(enc, len(meta.vocab))
     if isinstance(enc, st_cfgs.DateEmbedEncoder):
