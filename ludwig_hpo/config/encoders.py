@@ -203,6 +203,9 @@ class StackedCNNEncoder(_Base):
     connected stack: ``fc_layers``, else ``num_fc_layers`` (1) layers of ``output_size`` (128),
     ``fc_activation``, ``fc_dropout``, ``fc_norm``, xavier-uniform weights.
 
+    ``height``, ``width``, ``num_channels``: Ludwig's copies of the image preprocessing (it fills
+    them itself); written, they must match the prepared images.
+
     ``num_layers``, ``channels`` and ``dropout`` are this platform's own spellings of
     ``num_conv_layers``, ``out_channels`` (also of the two default layers) and ``conv_dropout``;
     Ludwig 0.4's key names are read as in :class:`Conv2DLayerConfig`.
@@ -239,6 +242,9 @@ class StackedCNNEncoder(_Base):
     fc_activation: Activation = "relu"
     fc_dropout: float = Field(default=0.0, ge=0, le=1)
     use_pretrained: bool = False
+    height: int | None = Field(default=None, ge=1, description="Ludwig's copy of preprocessing.height")
+    width: int | None = Field(default=None, ge=1, description="Ludwig's copy of preprocessing.width")
+    num_channels: int | None = Field(default=None, ge=1, description="Ludwig's copy of preprocessing.num_channels")
     num_layers: int | None = Field(default=None, ge=1, le=6, description="this platform's num_conv_layers")
     channels: int | None = Field(default=None, ge=1, le=1024, description="this platform's out_channels")
     dropout: float | None = Field(default=None, ge=0, lt=1, description="this platform's conv_dropout")
@@ -299,12 +305,13 @@ class _Unsupported(_Base):
 
 
 class UnsupportedImageEncoder(_Unsupported):
-    """Ludwig's pretrained and other image encoders (RGB and more vision come later)."""
+    """Ludwig's image encoders this platform does not build: the other torchvision networks
+    (``vit`` is torchvision's ViT; transformers' ViT is ``_vit_legacy``), ``_resnet_legacy``,
+    ``unet`` (an image-output encoder)."""
 
     type: Literal[
-        "resnet",
         "vit",
-        "mlp_mixer",
+        "_resnet_legacy",
         "unet",
         "alexnet",
         "convnext",
@@ -322,5 +329,8 @@ class UnsupportedImageEncoder(_Unsupported):
         "swin_transformer",
         "vgg",
         "wide_resnet",
+        "resnext",
     ]
-    _supported: ClassVar[str] = "stacked_cnn"
+    _supported: ClassVar[str] = (
+        "stacked_cnn, resnet, mlp_mixer, _vit_legacy (transformers' ViT), dinov2, clip, siglip or auto_transformer"
+    )

@@ -32,6 +32,16 @@ from ludwig_hpo.config.encoders_hf import (
     UnsupportedHFTextEncoder,
     XLMRoBERTaEncoder,
 )
+from ludwig_hpo.config.encoders_image import (
+    AutoVisionEncoder,
+    CLIPEncoder,
+    DINOv2Encoder,
+    MLPMixerEncoder,
+    ResNetEncoder,
+    SigLIPEncoder,
+    ViTLegacyEncoder,
+    legacy_image_encoder,
+)
 from ludwig_hpo.config.encoders_sequence import (
     CNNRNNEncoder,
     ParallelCNNEncoder,
@@ -124,7 +134,20 @@ TimeseriesEncoder = Annotated[
     ],
     Field(discriminator="type"),
 ]
-ImageEncoder = Annotated[Union[StackedCNNEncoder, UnsupportedImageEncoder], Field(discriminator="type")]
+ImageEncoder = Annotated[
+    Union[
+        StackedCNNEncoder,
+        ResNetEncoder,
+        MLPMixerEncoder,
+        ViTLegacyEncoder,
+        DINOv2Encoder,
+        CLIPEncoder,
+        SigLIPEncoder,
+        AutoVisionEncoder,
+        UnsupportedImageEncoder,
+    ],
+    Field(discriminator="type"),
+]
 DateEncoder = Annotated[Union[DateEmbedEncoder, DateWaveEncoder], Field(discriminator="type")]
 H3Encoder = Annotated[Union[H3EmbedEncoder, H3WeightedSumEncoder, H3RNNEncoder], Field(discriminator="type")]
 
@@ -183,6 +206,7 @@ class ImageInputFeature(_Input):
     preprocessing: ImagePreprocessing = ImagePreprocessing()
     augmentation: tuple[AugmentationOp, ...] = ()
     _fill = field_validator("encoder", mode="before")(default_type("stacked_cnn"))
+    _legacy = field_validator("encoder", mode="before")(legacy_image_encoder)
     _augment = field_validator("augmentation", mode="before")(augmentation_list)
 
 

@@ -25,6 +25,7 @@ from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model import encoders_structured as st
 from ludwig_hpo.model.encoder_parts import fc_stack
 from ludwig_hpo.model.encoders_image import Stacked2DCNN
+from ludwig_hpo.model.encoders_image_build import IMAGE_CONFIGS, build_image_encoder
 from ludwig_hpo.model.encoders_sequence import build_sequence_encoder
 from ludwig_hpo.model.init import init_embedding
 
@@ -125,6 +126,8 @@ def build_encoder(feature: InputFeature, meta: FeatureMeta) -> nn.Module:
         return CategoryPassthroughEncoder()
     if isinstance(enc, cfgs.StackedCNNEncoder):
         return Stacked2DCNN(enc, tuple(meta.shape))
+    if isinstance(enc, IMAGE_CONFIGS):
+        return build_image_encoder(enc, meta)
     if isinstance(
         enc,
         seq_cfgs.SequencePassthroughEncoder

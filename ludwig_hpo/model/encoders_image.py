@@ -19,6 +19,7 @@ from ludwig_hpo.config.features import InputFeature
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.errors import ConfigError
 from ludwig_hpo.model.combiners.fc import FCStack, activation, layer_specs
+from ludwig_hpo.model.encoders_image_build import CHECKED_CONFIGS, image_encoder_problem
 
 
 def _pair(value: Any) -> tuple[int, int]:
@@ -142,12 +143,19 @@ class Stacked2DCNN(nn.Module):
 
 def check_image_encoders(features: Sequence[InputFeature], meta: Mapping[str, FeatureMeta], source: str) -> None:
     """Refuse, before any trial starts, an image ``stacked_cnn`` whose convolutions shrink the
-    prepared images (``meta[name].shape``, (C, H, W)) below one pixel. Driver.
+    prepared images (``meta[name].shape``, (C, H, W)) below one pixel, and any other image
+    encoder that cannot take them (see
+    :func:`~ludwig_hpo.model.encoders_image_build.image_encoder_problem`). Driver.
 
     Raises:
         ConfigError: naming the feature's encoder and the fix.
     """
     for feat in features:
+        if isinstance(feat.encoder, CHECKED_CONFIGS) and feat.name in meta:
+            problem = image_encoder_problem(feat.encoder, meta[feat.name])
+            if problem:
+                message, _, fix = problem.partition("; ")
+                raise ConfigError(message, source=source, key=f"input_features[{feat.name}].encoder", fix=fix or None)
         if isinstance(feat.encoder, cfgs.StackedCNNEncoder) and feat.name in meta:
             shape = meta[feat.name].shape
             try:

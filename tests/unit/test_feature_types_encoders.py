@@ -232,7 +232,7 @@ def test_attention_reduction_and_unknown_tokenizers_are_refused_as_not_supported
         ({"type": "sequence", "encoder": {"type": "transformer", "num_heads": 3}}, "not a multiple of num_heads 3"),
         (
             {"type": "image", "encoder": {"type": "resnet", "resnet_size": 50}},
-            "encoder type 'resnet' is not supported yet",
+            "encoder type '_resnet_legacy' is not supported yet",  # Ludwig reads resnet_size as its old ResNet
         ),
         ({"type": "number", "tied": "other"}, "tied (sharing the encoder of 'other') is not supported yet"),
     ],
