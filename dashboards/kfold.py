@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboards._format import better_phrase, domain_text, format_number, metric_domain, plotly_text
-from dashboards.paired import PairedTest, paired_test, t_interval
 from ludwig_hpo.results import SweepResult
+from ludwig_hpo.results.paired import PairedTest, paired_test, t_interval
 
 
 class KFoldInfo(NamedTuple):

@@ -35,7 +35,7 @@ from dashboards.slices import rank_figure, rank_info, slice_figure, slice_info
 from dashboards.table import trials_table
 from dashboards.trials_html import table_view
 from ludwig_hpo.results import SweepResult
-from ludwig_hpo.tracking.layout import HIPLOT_ARTIFACT, REPORT_ARTIFACT, SWEEP_FILE_ARTIFACT
+from ludwig_hpo.tracking.layout import HIPLOT_ARTIFACT, REPORT_ARTIFACT, SWEEP_FILE_ARTIFACT, TEST_SCORE_PREFIX
 
 #: The report's two files, logged to the sweep's parent run under the same names.
 REPORT_FILE = REPORT_ARTIFACT
@@ -247,6 +247,31 @@ def _header(result: SweepResult) -> dict[str, Any]:
         "best_from_sweep": again.from_sweep_command if again else None,
         "best_batch_size": best.batch_size if best else None,
         "best_metrics": _best_metrics(best) if best else [],
+        "final_model": _final_model(result),
+    }
+
+
+def _final_model(result: SweepResult) -> dict[str, Any] | None:
+    """What the summary says about the final model with ``kfold``: its configuration, how it
+    was chosen (``kfold.select``, the rule and why) and trained, and its test score beside the
+    search's best trial's; None without the k-fold phase."""
+    sel = result.selection
+    if sel is None:
+        return None
+    key = TEST_SCORE_PREFIX + result.metric.split("/", 1)[-1]
+    test, search = result.test_scores.get(key), sel.search_test_scores.get(key)
+    return {
+        "config": f"config #{sel.config_rank} (trial {sel.trial_id})",
+        "select": sel.select,
+        "chosen_by": "best CV mean" if sel.chosen_by == "cv_mean" else "search's best",
+        "reason": sel.reason,
+        "trained": (
+            f"retrained on train+validation ({sel.train_rows} rows, {sel.epochs} epochs)"
+            if sel.retrained
+            else "the search trial's best weights"
+        ),
+        "test": f"{key} = {format_number(test)}" if test is not None else None,
+        "search_test": format_number(search) if sel.retrained and search is not None else None,
     }
 
 

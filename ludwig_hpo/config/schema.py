@@ -64,10 +64,14 @@ class DatasetConfig(_Base):
 
 class KFoldConfig(_Base):
     """After the search, re-run the ``top_k`` best configurations with ``k``-fold
-    cross-validation on train+validation and once on the held-out test split."""
+    cross-validation on train+validation and once on the held-out test split. ``select``: which
+    model the sweep ends with: ``cv``, the configuration with the best CV mean when a paired
+    t-test over the folds tells it from the search's best (else the search's best), retrained
+    on train+validation; ``search``, the search's best trial's own weights."""
 
     k: int = Field(default=5, ge=2, le=100)
     top_k: int = Field(default=3, ge=1, le=100)
+    select: Literal["cv", "search"] = "cv"
 
 
 class TrackingConfig(_Base):

@@ -5,6 +5,8 @@ after the best model's export."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 
 from ludwig_hpo.config.loader import LoadedSweep
@@ -25,18 +27,27 @@ def on_test_split(metric: str) -> str:
 
 
 def score_best_on_test(
-    best: TrialRecord, loaded: LoadedSweep, data: PreparedData, paths: SweepPaths, console: Console
+    best: TrialRecord,
+    loaded: LoadedSweep,
+    data: PreparedData,
+    paths: SweepPaths,
+    console: Console,
+    weights: Path | None = None,
 ) -> dict[str, float]:
     """``{"test/<feature>/<metric>": value}`` (and ``test/combined/loss``) of the best trial's
     exported best weights on the test split, but a score that repeats another one
     (:func:`~ludwig_hpo.tracking.layout.redundant_scores`, as in a trial's run); empty when the
     split has no rows or no weights were exported (a line says why).
 
+    ``weights``: a ``model.pt`` of ``best``'s configuration to score instead of
+    ``best_model/model.pt`` (the search's best trial's weights, scored for comparison when
+    ``kfold.select: cv`` exports another model).
+
     A failure to rebuild or score the model is one warning line, not the sweep's end: the
     search's results are written all the same.
     """
     try:
-        return _scores(best, loaded, data, paths, console)
+        return _scores(best, loaded, data, paths.best_weights if weights is None else weights, console)
     except Exception as e:
         why = one_line_error(f"{type(e).__name__}: {e}")
         say(console, f"warning: the best trial could not be scored on the test split: {why}")
@@ -44,7 +55,7 @@ def score_best_on_test(
 
 
 def _scores(
-    best: TrialRecord, loaded: LoadedSweep, data: PreparedData, paths: SweepPaths, console: Console
+    best: TrialRecord, loaded: LoadedSweep, data: PreparedData, weights: Path, console: Console
 ) -> dict[str, float]:
     import torch
 
@@ -58,12 +69,12 @@ def _scores(
     if rows is None or len(rows) == 0:
         say(console, "test split: no rows; the best trial is not scored on it")
         return {}
-    if not paths.best_weights.is_file():
+    if not weights.is_file():
         say(console, f"test split: no weights of the best trial {best.trial_id}; it is not scored on it")
         return {}
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
-    model.load_state_dict(torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
+    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True)["state_dict"])
     for name, temperature in calibrate(model, cfg, data).items():  # Ludwig's calibration: before the test scores
         say(console, f"calibration: {name}: temperature {temperature:.3f}, fitted on the validation split")
     size = cfg.trainer.eval_batch_size

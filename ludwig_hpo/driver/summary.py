@@ -75,10 +75,17 @@ def _test_lines(console: Console, result: SweepResult) -> None:
         return
     key = on_test_split(result.metric)
     first = f"{key} = {result.test_scores[key]:.6g}" if key in result.test_scores else "scores"
-    say(console, f"test split (best weights of trial {result.best_trial_id}): {first}")
+    sel = result.selection
+    if sel is not None and sel.retrained:  # kfold.select: cv
+        which = f"final model: config #{sel.config_rank} (trial {sel.trial_id}) retrained on train+validation"
+    else:
+        which = f"best weights of trial {result.best_trial_id}"
+    say(console, f"test split ({which}): {first}")
     for k, v in sorted(result.test_scores.items()):
         if k != key:
             say(console, f"  {k}: {v:.6g}")
+    if sel is not None and sel.retrained and key in sel.search_test_scores:
+        say(console, f"  (the search's best trial {result.best_trial_id}: {key} = {sel.search_test_scores[key]:.6g})")
 
 
 def print_sweep_summary(console: Console, result: SweepResult) -> bool:

@@ -24,8 +24,8 @@ from ludwig_hpo.config.describe import search_line
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import batch_size_note, dataset_folder, load_dataframe, prepare
 from ludwig_hpo.driver.console import activity, say
+from ludwig_hpo.driver.final_model import FinalModel
 from ludwig_hpo.driver.finish import finish_sweep
-from ludwig_hpo.driver.holdout import score_best_on_test
 from ludwig_hpo.driver.journal import JournalSink, read_journal
 from ludwig_hpo.driver.output import closing_parent_run, create_output, reopen_output
 from ludwig_hpo.driver.paths import KFOLD, SEARCH, Experiment
@@ -111,9 +111,9 @@ class Sweep:
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
         data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))
-        from ludwig_hpo.model.checks import check_prepared
+        from ludwig_hpo.driver.model_checks import check_model  # torch stays out of the driver
 
-        check_prepared(cfg, data.meta, str(self.loaded.path))
+        check_model(cfg, data.meta, str(self.loaded.path))
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
         for line in [f"data: {f.text()}" for f in data.filled] + batch_size_note(cfg, len(data.splits["train"])):
@@ -174,7 +174,6 @@ class Sweep:
         existing one): search, best-model export, k-fold; then the finish."""
         import optuna
 
-        from ludwig_hpo.driver.export import export_best
         from ludwig_hpo.execution.cache import persisted_sizes
         from ludwig_hpo.execution.cluster import local_cluster
 
@@ -208,19 +207,10 @@ class Sweep:
             batch_cache_stats(run, cfg, self.console)
             ranked = rank_trials(search.records, self.sign)
             best = ranked[0] if ranked else None
-            test_scores: dict[str, float] = {}
-            if best is not None:
-                export_best(
-                    best,
-                    search.checkpoints.get(best.trial_id),
-                    loaded=self.loaded,
-                    data=prepared.data,
-                    paths=paths,
-                    store=output.store,
-                    parent=output.parent,
-                    console=self.console,
-                )
-                test_scores = score_best_on_test(best, self.loaded, prepared.data, paths, self.console)
+            final = FinalModel(
+                best, search.checkpoints, loaded=self.loaded, data=prepared.data, output=output, console=self.console
+            )
+            final.after_search()
             kfold: tuple[KFoldRecord, ...] = ()
             if cfg.kfold is not None and ranked:
                 top = distinct_top(ranked, cfg.kfold.top_k)
@@ -228,7 +218,8 @@ class Sweep:
                     # a PBT trial's parameters are a schedule: re-evaluate what each ended with
                     top = [dataclasses.replace(r, params=search.final_params.get(r.trial_id, r.params)) for r in top]
                     self._say("k-fold: PBT trials are re-evaluated with the parameters they ended with")
-                kfold = self._kfold(run, top, cfg.kfold.k)
+                kfold, retrained = self._kfold(run, top, cfg.kfold.k)
+                final.after_kfold(top, kfold, retrained)
             output.enter("report")
         result = SweepResult(
             name=cfg.name,
@@ -244,7 +235,8 @@ class Sweep:
             output_dir=str(paths.root),
             tracking_uri=output.store.uri,
             stop_reason=search.stop_reason,
-            test_scores=test_scores,
+            test_scores=final.test_scores,
+            selection=final.selection,
         )
         finish_sweep(output, result, best, self.cfg, self.console)
         output.enter("finished")
@@ -361,12 +353,12 @@ class Sweep:
         )
 
     # ------------------------------------------------------------------ k-fold
-    def _kfold(self, run: SweepRun, top: list[TrialRecord], k: int) -> tuple[KFoldRecord, ...]:
+    def _kfold(self, run: SweepRun, top: list[TrialRecord], k: int) -> tuple[tuple[KFoldRecord, ...], dict[int, str]]:
         from ray import tune
 
         from ludwig_hpo.driver.console import ConsoleSink
         from ludwig_hpo.execution.trainable import kfold_trial
-        from ludwig_hpo.results.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs
+        from ludwig_hpo.results.kfold import aggregate_kfold, job_name, job_tags, kfold_jobs, retrained_weights
         from ludwig_hpo.results.live import TrialDescription
         from ludwig_hpo.tracking.sink import MlflowSink
 
@@ -397,4 +389,4 @@ class Sweep:
                 self.mode,
             )
         runs = [(t.tags, t.record(self.sign)) for t in monitor.trials.values()]
-        return aggregate_kfold(runs, k, metric)
+        return aggregate_kfold(runs, k, metric), retrained_weights(monitor.trials.values())

@@ -12,6 +12,7 @@ from typing import Any, overload
 
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
 from ludwig_hpo.results.records import ended_status
+from ludwig_hpo.results.selection import ModelSelection
 
 
 def _clean(v: Any) -> Any:
@@ -94,5 +95,19 @@ def read_result(path: Path) -> SweepResult:
             "stop_reason": d.get("stop_reason"),  # absent from files of sweeps that ran every trial
             # absent from files written before the best trial was scored on the test split
             "test_scores": {k: _number(v) for k, v in d.get("test_scores", {}).items()},
+            "selection": _selection(d.get("selection")),  # absent from files written before kfold.select
+        }
+    )
+
+
+def _selection(d: dict[str, Any] | None) -> ModelSelection | None:
+    if d is None:
+        return None
+    return ModelSelection(
+        **{
+            **d,
+            "cv_means": tuple(None if m is None else _number(m) for m in d["cv_means"]),
+            "p_value": _number(d["p_value"]),
+            "search_test_scores": {k: _number(v) for k, v in d["search_test_scores"].items()},
         }
     )

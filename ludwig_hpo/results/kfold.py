@@ -4,10 +4,13 @@ gathered. Pure; the sweep runs the jobs as a second Tune run."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ludwig_hpo.results import KFoldRecord, TrialRecord
 from ludwig_hpo.tracking import layout
+
+if TYPE_CHECKING:
+    from ludwig_hpo.results.live import LiveTrial
 
 
 def kfold_jobs(top: list[TrialRecord], k: int) -> list[dict[str, Any]]:
@@ -88,3 +91,14 @@ def aggregate_kfold(runs: Iterable[tuple[dict[str, Any], TrialRecord]], k: int, 
         )
         for r, s in sorted(by_rank.items())
     )
+
+
+def retrained_weights(trials: Iterable[LiveTrial]) -> dict[int, str]:
+    """``{config rank: checkpoint folder}`` of the k-fold phase's finished test runs that kept
+    their final weights (``kfold.select: cv``: each configuration trained on train+validation;
+    its folder's ``model.pt``). Driver only, from the k-fold monitor's trials."""
+    out = {}
+    for t in trials:
+        if t.tags.get(layout.KFOLD_TAG) == layout.KFOLD_TEST and t.status == "FINISHED" and t.checkpoint:
+            out[int(t.tags[layout.CONFIG_RANK_TAG])] = t.checkpoint
+    return out

@@ -8,9 +8,12 @@ building and its tests never need Ray or torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ludwig_hpo.tracking import layout
+
+if TYPE_CHECKING:
+    from ludwig_hpo.results.selection import ModelSelection
 
 TrialStatus = Literal["FINISHED", "KILLED", "FAILED", "RUNNING"]
 Goal = Literal["minimize", "maximize"]
@@ -172,9 +175,13 @@ class SweepResult:
         pareto_trial_ids: trials not dominated on ``objectives`` (by their last epoch).
         stop_reason: why the search ended before running every planned trial (e.g.
             ``"time budget reached after 3 of 8 trials"``), None when it ran them all.
-        test_scores: the best trial's best weights scored on the test split, as Ludwig scores
-            each trial's model on its test set: ``{"test/<feature>/<metric>": value}``
-            (``test/combined/loss`` too); empty without a test split or saved weights.
+        test_scores: the final model (``best_model/``, the logged model) scored on the test
+            split, as Ludwig scores each trial's model on its test set:
+            ``{"test/<feature>/<metric>": value}`` (``test/combined/loss`` too); empty without a
+            test split or saved weights. Without ``kfold`` or with ``kfold.select: search`` the
+            final model is the best trial's best weights.
+        selection: with ``kfold``, which configuration the final model is and why
+            (:class:`~ludwig_hpo.results.selection.ModelSelection`); None without the k-fold phase.
     """
 
     name: str
@@ -191,3 +198,4 @@ class SweepResult:
     pareto_trial_ids: tuple[str, ...] = ()
     stop_reason: str | None = None
     test_scores: dict[str, float] = field(default_factory=dict)
+    selection: ModelSelection | None = None

@@ -26,6 +26,7 @@ from ludwig_hpo.train.best import BestEpoch
 from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, train_shard
 from ludwig_hpo.train.early_stop import EarlyStopping
 from ludwig_hpo.train.evaluate import all_reduce, evaluate
+from ludwig_hpo.train.final_model import keeps_final_weights, write_final_weights
 from ludwig_hpo.train.job import Job, Reporter
 from ludwig_hpo.train.lr_schedule import LearningRateSchedule
 from ludwig_hpo.train.optim import clip_gradients, closure_step, make_optimizer
@@ -399,6 +400,11 @@ def train_loop(
                 )
                 ckpt_dir, announced = best.write(state_blob)
                 metrics.update(announced)
+        elif final and keeps_final_weights(cfg, job):  # kfold.select: cv makes this retrained model the final one
+            ckpt_dir, announced = write_final_weights(
+                best.folder, model, epoch=epoch, objective=metrics[OBJECTIVE], train_rows=len(train_rows), rank=rank
+            )
+            metrics.update(announced)
         t_report = time.perf_counter()
         report(metrics, ckpt_dir)  # the reporter persists the folder; the next write replaces it
         if job.kind == "search":

@@ -60,6 +60,9 @@ TRIAL_ID = "trial_id"
 #: what continuing after the written epoch needs.
 MODEL_FILE = "model.pt"
 TRAINER_STATE_FILE = "trainer_state.pt"
+#: In the ``model.pt`` of a k-fold phase's test run (the retrained model of ``kfold.select:
+#: cv``), beside ``state_dict`` and ``epoch``: how many rows it trained on (train+validation).
+MODEL_TRAIN_ROWS = "train_rows"
 #: In a fresh trial's storage folder, beside its checkpoints: how many times its current Train
 #: job started its worker group again after a failed start (written by the Train controller's
 #: callback, read by every rank for :data:`WORKER_GROUP_RESTARTS`).

@@ -84,6 +84,7 @@ CASES = [
         ("trials", "build_s", "report_mb", "hiplot_mb", "importance_s"),
         via_env=True,
     ),
+    Case("final_model", ("--seeds", "1", "--trials", "2"), ("test_delta_cv_vs_search", "other_config_chosen")),
 ]
 RAY_CASES = [
     Case(
