@@ -14,6 +14,7 @@ from torch import nn
 
 from ludwig_hpo.config import encoders_image as cfgs
 from ludwig_hpo.config.encoders import StackedCNNEncoder
+from ludwig_hpo.data import hf_loader
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model import encoders_image_hf as hf
 from ludwig_hpo.model.encoders_image_mixer import MLPMixerEncoder, patch_problem
@@ -67,8 +68,9 @@ def _written_size(cfg: Any, shape: tuple[int, int, int]) -> str | None:
 
 def image_encoder_problem(cfg: Any, meta: FeatureMeta) -> str | None:
     """Why the encoder cannot be built for the prepared images of ``meta``, as ``"what; fix"``,
-    or None. Reads the weights file (``resnet``) or the checkpoint's config (transformers
-    encoders), nothing else. Driver.
+    or None. Reads the weights file (``resnet``) or a local checkpoint's config (transformers
+    encoders; a hub id not cached here is left to the check of every named model), never the
+    network. Driver.
     """
     shape = geometry(meta.shape)
     written = _written_size(cfg, shape)
@@ -92,6 +94,13 @@ def image_encoder_problem(cfg: Any, meta: FeatureMeta) -> str | None:
         return None
     if isinstance(cfg, cfgs.MLPMixerEncoder):
         return patch_problem(cfg.patch_size, shape[1], shape[2])
+    if not (isinstance(cfg, cfgs.ViTLegacyEncoder) and not hf.loads_pretrained(cfg)):  # else no checkpoint read
+        try:
+            resolved = hf_loader.resolve(hf.model_name(cfg))
+        except hf_loader.HFModelError as e:
+            return f"{e}; {e.fix}"
+        if not resolved.local:
+            return None  # a hub id to download: whether the hub can serve it is checked with the other models
     try:
         config = hf.model_config(cfg, shape)
     except OSError as e:

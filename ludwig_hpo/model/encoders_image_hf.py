@@ -2,9 +2,12 @@
 ``dinov2``, ``clip`` and ``siglip``, and this platform's ``auto_transformer`` (any vision
 backbone ``AutoModel`` loads). Each returns the model's pooled output, (batch, hidden size).
 
-Pretrained weights are read with the model class's ``from_pretrained`` from a folder or a hub id
-(found in the local Hugging Face cache, or downloaded where the network allows); ``hpo sweep``
-checks before any trial that they can be found. Runs on every rank; the models keep their own
+A ``pretrained_model_name_or_path`` is resolved by :mod:`~ludwig_hpo.data.hf_loader` (a folder,
+the local Hugging Face cache, or a download where the hub is reachable); ``hpo sweep`` checks
+before any trial that it can be found. Weights that ``AutoModel`` loads (``_vit_legacy``,
+``dinov2``, ``auto_transformer``) are read once per process and copied into each new encoder;
+``clip`` and ``siglip`` take the vision half of a text-and-image checkpoint through their
+vision model class. Runs on every rank; the models keep their own
 initialization (pretrained or transformers' ``_init_weights``), never Ludwig's.
 """
 
@@ -18,6 +21,7 @@ import torch
 from torch import nn
 
 from ludwig_hpo.config import encoders_image as cfgs
+from ludwig_hpo.data import hf_loader
 
 #: Ludwig's transformers class of each named image encoder (its ``use_pretrained`` path).
 MODEL_CLASSES = {
@@ -45,6 +49,7 @@ def model_config(cfg: Any, shape: tuple[int, int, int]) -> Any:
     cache). Any process.
 
     Raises:
+        HFModelError: the name is neither a folder nor a hub id (see :func:`~ludwig_hpo.data.hf_loader.resolve`).
         OSError: the checkpoint's config can be neither found locally nor downloaded.
     """
     import transformers
@@ -65,10 +70,10 @@ def model_config(cfg: Any, shape: tuple[int, int, int]) -> Any:
             initializer_range=cfg.initializer_range,
             layer_norm_eps=cfg.layer_norm_eps,
         )
-    if cfg.type in MODEL_CLASSES:
-        config_class = getattr(transformers, MODEL_CLASSES[cfg.type][1])
-        return config_class.from_pretrained(model_name(cfg))
-    return transformers.AutoConfig.from_pretrained(model_name(cfg))
+    resolved = hf_loader.resolve(model_name(cfg))
+    local = {"local_files_only": True} if resolved.local else {}
+    config_class = getattr(transformers, MODEL_CLASSES[cfg.type][1]) if cfg.type in MODEL_CLASSES else None
+    return (config_class or transformers.AutoConfig).from_pretrained(resolved.source, **local)
 
 
 def hidden_width(config: Any) -> int:
@@ -84,7 +89,12 @@ def processor_mean_std(name: str) -> tuple[list[float], list[float]] | None:
     Reads the folder, the hub cache or the hub."""
     from transformers.utils import cached_file
 
-    path = cached_file(name, "preprocessor_config.json", _raise_exceptions_for_missing_entries=False)
+    resolved = hf_loader.resolve(name)
+    if resolved.path is not None:
+        local = resolved.path / "preprocessor_config.json"
+        path: str | None = str(local) if local.is_file() else None
+    else:
+        path = cached_file(name, "preprocessor_config.json", _raise_exceptions_for_missing_entries=False)
     if path is None:
         return None
     with open(path) as f:
@@ -149,16 +159,16 @@ class HFImageEncoder(nn.Module):
                 f"{model_name(cfg)!r} is a {config.model_type} model of text and images, not a vision backbone; "
                 f"use encoder type clip or siglip for it"
             )
-        if cfg.type in MODEL_CLASSES:
+        if cfg.type in ("clip", "siglip"):
             model_class: Any = getattr(transformers, MODEL_CLASSES[cfg.type][0])
+            resolved = hf_loader.resolve(model_name(cfg))
+            local = {"local_files_only": True} if resolved.local else {}
+            pretrained = loads_pretrained(cfg)
+            self.model = model_class.from_pretrained(resolved.source, **local) if pretrained else model_class(config)
+        elif isinstance(cfg, cfgs.ViTLegacyEncoder) and not loads_pretrained(cfg):
+            self.model = transformers.ViTModel(config)
         else:
-            model_class = transformers.AutoModel
-        if loads_pretrained(cfg):
-            self.model = model_class.from_pretrained(model_name(cfg))
-        elif model_class is transformers.AutoModel:
-            self.model = transformers.AutoModel.from_config(config)
-        else:
-            self.model = model_class(config)
+            self.model = hf_loader.load_model(model_name(cfg), use_pretrained=loads_pretrained(cfg), config=config)
         if isinstance(cfg, cfgs.ViTLegacyEncoder) and cfg.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.trainable = cfg.trainable

@@ -187,13 +187,14 @@ def test_dinov2_loads_a_saved_dinov2(tmp_path):
     assert type(enc.model).__name__ == "Dinov2Model" and enc(torch.rand(2, 3, 24, 40)).shape == (2, 32)
 
 
-def test_a_model_neither_local_nor_downloadable_is_one_line(tmp_path, monkeypatch):
+def test_a_missing_model_folder_is_one_line_and_a_hub_id_is_not_fetched(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     feat = _feature(type="auto_transformer", pretrained_model_name_or_path=str(tmp_path / "missing"))
     with pytest.raises(ConfigError) as info:
         check_image_encoders([feat], {"img": _meta((3, 32, 32))}, "sweep.yaml")  # type: ignore[arg-type]
-    assert "neither found locally nor downloaded" in str(info.value)
-    assert "\n" not in str(info.value)
+    assert "not found" in str(info.value) and info.value.fix and "\n" not in str(info.value)
+    # a hub id not in the local cache: no download here (the check of every named model asks the hub)
+    assert image_encoder_problem(DINOv2Encoder(), _meta((3, 32, 32))) is None
 
 
 def test_written_encoder_sizes_must_match_the_prepared_images():
