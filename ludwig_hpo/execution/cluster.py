@@ -4,6 +4,8 @@ an existing one the driver connects to (``--address`` / ``RAY_ADDRESS``).
 Its own temp folder and dashboard port keep it apart from other Ray instances on the
 machine; the dashboard is needed because Ray Train releases a stopped trial's placement
 group through Ray's state API (``RAY_API_SERVER_ADDRESS`` points it at this cluster). A
+local cluster starts only the processes a sweep uses (:func:`_only_what_a_sweep_uses`); an
+existing cluster keeps its own. A
 sweep starting a local cluster first removes the temp folders its user's dead sweeps left
 (:mod:`.ray_temp`).
 
@@ -57,9 +59,29 @@ RAY_ENV = {
 }
 
 
+#: Files that exist on a Linux machine with an NVIDIA or AMD GPU driver loaded (``/dev/dxg``:
+#: WSL 2's GPU bridge): without any of them torch sees no GPU, so it need not be imported to
+#: count none.
+GPU_DRIVER_FILES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+
+def may_have_gpus() -> bool:
+    """Whether this machine may have a GPU torch can use: False on Linux without a GPU
+    driver's files (:data:`GPU_DRIVER_FILES`) and on macOS (no CUDA), else True."""
+    if sys.platform == "darwin":
+        return False
+    if sys.platform.startswith("linux"):
+        return any(os.path.exists(p) for p in GPU_DRIVER_FILES)
+    return True
+
+
 def local_resources() -> tuple[int, int]:
-    """(CPUs, GPUs) of this machine for a local cluster."""
+    """(CPUs, GPUs) of this machine for a local cluster. Imports torch only where a GPU
+    driver is present (:func:`may_have_gpus`): ``hpo validate`` and the driver of a CPU
+    sweep stay free of it."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not may_have_gpus():
+        return cpus, 0
     try:
         import torch
 
@@ -301,6 +323,57 @@ def _daemons_in_their_own_session() -> Iterator[None]:
         setattr(services, "ConsolePopen", popen)  # noqa: B010
 
 
+#: The dashboard modules a local cluster loads: the state API, through which Ray Train's
+#: placement-group cleaner asks whether a stopped trial's controller is still alive. The
+#: other modules (jobs, metrics, events, serve, data, train and node views, reports) each
+#: run in a process of their own and serve Ray's web UI, which a sweep does not use: its UI
+#: is MLflow's (``hpo ui``).
+DASHBOARD_MODULES = ("StateHead",)
+
+
+@contextlib.contextmanager
+def _only_what_a_sweep_uses() -> Iterator[None]:
+    """While in this context, a local cluster that ``ray.init`` starts leaves out the
+    processes a sweep does not use. Driver only; an existing cluster is never started here.
+
+    - the dashboard loads :data:`DASHBOARD_MODULES` only (the state API stays);
+    - no autoscaler monitor: a local cluster has a fixed set of nodes, nothing to scale;
+    - no log monitor: it streams the workers' output to drivers, and the sweep's driver
+      asks for none (``log_to_driver=False``); the log files stay in the session folder,
+      where lost workers are diagnosed from (:mod:`.worker_loss`).
+
+    With another Ray layout (the names patched here missing) the cluster starts as Ray's
+    defaults have it.
+    """
+    from ray._private import parameter, ray_constants, services
+
+    start: Any = getattr(services, "start_ray_process", None)
+    params: Any = getattr(parameter, "RayParams", None)
+    dashboard = getattr(ray_constants, "PROCESS_TYPE_DASHBOARD", None)
+    if start is None or params is None or dashboard is None:
+        yield
+        return
+
+    def start_process(command: list[str], process_type: str, *args: Any, **kwargs: Any) -> Any:
+        if process_type == dashboard:
+            command = [*command, f"--modules-to-load={','.join(DASHBOARD_MODULES)}"]
+        return start(command, process_type, *args, **kwargs)
+
+    class _Params(params):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("no_monitor", True)
+            kwargs.setdefault("include_log_monitor", False)
+            super().__init__(*args, **kwargs)
+
+    setattr(services, "start_ray_process", start_process)  # noqa: B010 (Ray's own names, replaced for a while)
+    setattr(parameter, "RayParams", _Params)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(services, "start_ray_process", start)  # noqa: B010
+        setattr(parameter, "RayParams", params)  # noqa: B010
+
+
 @contextlib.contextmanager
 def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int, log_file: Path | None = None) -> Iterator[None]:
     """Start a local Ray cluster with ``trial_slots`` units of the ``trial_slot`` resource;
@@ -333,7 +406,7 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int, log_file:
     with scoped_env(env), rays_messages_to(log_file):
         try:
             on_term = signal.getsignal(signal.SIGTERM)
-            with _daemons_in_their_own_session():
+            with _daemons_in_their_own_session(), _only_what_a_sweep_uses():
                 ray.init(
                     num_cpus=cpus,
                     num_gpus=num_gpus,

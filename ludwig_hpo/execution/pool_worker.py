@@ -16,11 +16,13 @@ import socket
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.execution.spec import TrialSpec
 from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
+
+if TYPE_CHECKING:  # the pools actor imports this module for the class alone, without pandas
+    from ludwig_hpo.data.preprocess import PreparedData
 
 #: Timeout of the groups' collectives; a peer that died is normally noticed much sooner.
 COLLECTIVE_TIMEOUT_S = 600.0

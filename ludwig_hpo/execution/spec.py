@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ludwig_hpo.train.loop import Job
+from ludwig_hpo.train.job import Job
 
 #: Which way a trial's checkpoints rank (by ``checkpoint_objective``).
 Mode = Literal["min", "max"]

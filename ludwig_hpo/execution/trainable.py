@@ -21,7 +21,7 @@ from typing import Any
 from ludwig_hpo.config.spaces import ParamSpace
 from ludwig_hpo.execution.resources import ResourcePlan
 from ludwig_hpo.execution.spec import Mode, TrialSpec
-from ludwig_hpo.train.loop import Job
+from ludwig_hpo.train.job import Job
 
 
 @dataclass(frozen=True)

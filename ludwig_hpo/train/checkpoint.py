@@ -21,12 +21,9 @@ from typing import Any
 
 import torch
 
+from ludwig_hpo.train.job import CHECKPOINT_BUDGET
 from ludwig_hpo.train.report_keys import MODEL_FILE
 
-#: The share of a search trial's training time its checkpoint writes may take (Tune holds its
-#: experiment checkpoints to 5%; a trial's share is smaller, so the worker loop stays within a
-#: few percent of a plain loop together with its other costs).
-CHECKPOINT_BUDGET = 0.02
 #: Before a run's first write, its cost is estimated: a fixed part (serializing and creating
 #: two files, set for a write inside the training loop, where the serialization code runs cold
 #: after the epoch's steps and costs more than it does in a tight loop) plus the

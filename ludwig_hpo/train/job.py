@@ -1,16 +1,23 @@
 """What one training run is asked to do (:class:`Job`) and how it hands back each epoch
-(:data:`Reporter`): the hand-off between the executors and the worker loop. Plain data."""
+(:data:`Reporter`): the hand-off between the executors and the worker loop. Plain data, and
+free of torch and pandas: the Tune trial actors and the pools actor, which only pass a job on,
+import this module and not the training code."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ludwig_hpo.data.preprocess import PreparedData
-from ludwig_hpo.train.checkpoint import CHECKPOINT_BUDGET
+if TYPE_CHECKING:
+    from ludwig_hpo.data.preprocess import PreparedData
+
+#: The share of a search trial's training time its checkpoint writes may take (Tune holds its
+#: experiment checkpoints to 5%; a trial's share is smaller, so the worker loop stays within a
+#: few percent of a plain loop together with its other costs).
+CHECKPOINT_BUDGET = 0.02
 
 #: ``report(metrics, checkpoint_dir)``: called by every rank once per epoch with the same
 #: metrics (an :class:`~ludwig_hpo.train.report_keys.EpochReport` and the scores), except for

@@ -50,6 +50,41 @@ def test_the_clusters_processes_are_outside_the_drivers_process_group(cluster):
     assert ray.get(session.remote()) == daemons["raylet"] != os.getsid(0), daemons
 
 
+def test_the_local_cluster_runs_only_the_processes_a_sweep_uses(cluster):
+    """No autoscaler monitor, no log monitor, and the dashboard's state API as its only module
+    (Ray Train's placement-group cleaner asks it whether a controller is alive)."""
+    import contextlib
+
+    import psutil
+    import ray
+    from ray.util.state import get_actor
+
+    from ludwig_hpo.execution.cluster import DASHBOARD_MODULES
+
+    commands = []
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # it ended meanwhile
+            commands.append(" ".join(p.cmdline()))
+    assert any("gcs_server" in c for c in commands) and any("dashboard/dashboard.py" in c for c in commands), commands
+    assert not [c for c in commands if "log_monitor.py" in c or "autoscaler/_private/monitor.py" in c], commands
+    modules = {
+        c.split()[0].removeprefix("ray-dashboard-").rsplit("-", 1)[0]
+        for c in commands
+        if c.startswith("ray-dashboard-")
+    }
+    assert modules == set(DASHBOARD_MODULES), commands
+
+    @ray.remote(num_cpus=0)
+    class Probe:
+        def ping(self) -> bool:
+            return True
+
+    probe = Probe.remote()
+    assert ray.get(probe.ping.remote())
+    assert get_actor(probe._actor_id.hex()).state == "ALIVE"
+    ray.kill(probe)
+
+
 def _loaded(**trainer):
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
     raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "batch_size": 32, **trainer}}

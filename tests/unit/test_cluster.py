@@ -44,6 +44,21 @@ def test_rays_process_class_is_restored_when_ray_init_fails():
     assert services.ConsolePopen is ray_popen
 
 
+def test_rays_start_functions_are_restored_after_a_local_clusters_start():
+    from ray._private import parameter, services
+
+    from ludwig_hpo.execution.cluster import _only_what_a_sweep_uses
+
+    start, params = services.start_ray_process, parameter.RayParams
+    with pytest.raises(RuntimeError), _only_what_a_sweep_uses():
+        assert services.start_ray_process is not start
+        chosen = parameter.RayParams()
+        assert chosen.no_monitor and chosen.include_log_monitor is False
+        raise RuntimeError("ray.init failed")
+    assert services.start_ray_process is start and parameter.RayParams is params
+    assert not params().no_monitor  # Ray's own default again, for an existing cluster's driver
+
+
 # ---------------------------------------------------------------- temp folders of dead sweeps
 
 
