@@ -305,12 +305,10 @@ class _Unsupported(_Base):
 
 
 class UnsupportedImageEncoder(_Unsupported):
-    """Ludwig's image encoders this platform does not build: the other torchvision networks
-    (``vit`` is torchvision's ViT; transformers' ViT is ``_vit_legacy``), ``_resnet_legacy``,
-    ``unet`` (an image-output encoder)."""
+    """Ludwig's image encoders this platform does not build: the other torchvision networks,
+    ``_resnet_legacy``, ``unet`` (an image-output encoder)."""
 
     type: Literal[
-        "vit",
         "_resnet_legacy",
         "unet",
         "alexnet",
@@ -332,5 +330,5 @@ class UnsupportedImageEncoder(_Unsupported):
         "resnext",
     ]
     _supported: ClassVar[str] = (
-        "stacked_cnn, resnet, mlp_mixer, _vit_legacy (transformers' ViT), dinov2, clip, siglip or auto_transformer"
+        "stacked_cnn, resnet, vit, mlp_mixer, _vit_legacy (transformers' ViT), dinov2, clip, siglip or auto_transformer"
     )

@@ -1,5 +1,5 @@
 """Image encoder sections besides ``stacked_cnn`` (in :mod:`~ludwig_hpo.config.encoders`), with
-Ludwig's keys and defaults: ``resnet`` (torchvision's ResNet), ``mlp_mixer``, ``_vit_legacy``
+Ludwig's keys and defaults: ``resnet`` and ``vit`` (torchvision's ResNet and ViT), ``mlp_mixer``, ``_vit_legacy``
 (transformers' ViTModel), Ludwig's Hugging Face backbones ``dinov2``, ``clip`` and ``siglip``,
 and this platform's ``auto_transformer`` (any transformers vision backbone by
 ``pretrained_model_name_or_path``). Typed, frozen; no I/O.
@@ -59,6 +59,39 @@ class ResNetEncoder(_Base):
     def weight_file(self) -> str:
         """torchvision's file name of this variant's default weights."""
         return RESNET_WEIGHT_FILES[self.model_variant]
+
+
+#: torchvision's file name of each ViT variant's default weights (``h_14``: the 518x518 SWAG ones).
+VIT_WEIGHT_FILES = {
+    "b_16": "vit_b_16-c867db91.pth",
+    "b_32": "vit_b_32-d86f8d99.pth",
+    "l_16": "vit_l_16-852ce7e3.pth",
+    "l_32": "vit_l_32-c7638314.pth",
+    "h_14": "vit_h_14_swag-80465313.pth",
+}
+
+
+class ViTEncoder(_Base):
+    """Ludwig's ``vit`` (torchvision's VisionTransformer, ``model_variant`` ``b_16``, ``b_32``,
+    ``l_16``, ``l_32``, ``h_14``): (batch, C, S, S) -> (batch, 768 / 1024 / 1280), the class
+    token after the last layer norm (the classification head removed, as Ludwig does).
+
+    ``use_pretrained``, ``model_cache_dir``, ``saved_weights_in_checkpoint``, ``trainable`` as
+    for ``resnet``; pretrained weights take the size they were trained at (224x224; ``h_14``
+    518x518). Without them the network is built for the prepared images' size.
+    """
+
+    type: Literal["vit"] = "vit"
+    model_variant: Literal["b_16", "b_32", "l_16", "l_32", "h_14"] = "b_16"
+    use_pretrained: bool = True
+    model_cache_dir: str | None = None
+    saved_weights_in_checkpoint: bool = False
+    trainable: bool = True
+
+    @property
+    def weight_file(self) -> str:
+        """torchvision's file name of this variant's default weights."""
+        return VIT_WEIGHT_FILES[self.model_variant]
 
 
 class MLPMixerEncoder(_ImageSize):

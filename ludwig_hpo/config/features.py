@@ -39,6 +39,7 @@ from ludwig_hpo.config.encoders_image import (
     MLPMixerEncoder,
     ResNetEncoder,
     SigLIPEncoder,
+    ViTEncoder,
     ViTLegacyEncoder,
     legacy_image_encoder,
 )
@@ -138,6 +139,7 @@ ImageEncoder = Annotated[
     Union[
         StackedCNNEncoder,
         ResNetEncoder,
+        ViTEncoder,
         MLPMixerEncoder,
         ViTLegacyEncoder,
         DINOv2Encoder,

@@ -19,9 +19,11 @@ from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.model import encoders_image_hf as hf
 from ludwig_hpo.model.encoders_image_mixer import MLPMixerEncoder, patch_problem
 from ludwig_hpo.model.encoders_image_resnet import ResNetEncoder, loads_pretrained, weights_path
+from ludwig_hpo.model.encoders_image_vit import ViTEncoder
+from ludwig_hpo.model.encoders_image_vit import image_problem as vit_image_problem
 
 #: The sections this module builds.
-IMAGE_CONFIGS = (cfgs.ResNetEncoder, cfgs.MLPMixerEncoder, *cfgs.HF_IMAGE_ENCODERS)
+IMAGE_CONFIGS = (cfgs.ResNetEncoder, cfgs.ViTEncoder, cfgs.MLPMixerEncoder, *cfgs.HF_IMAGE_ENCODERS)
 #: The sections :func:`image_encoder_problem` checks (``stacked_cnn``: its size keys only).
 CHECKED_CONFIGS = (StackedCNNEncoder, *IMAGE_CONFIGS)
 
@@ -43,6 +45,8 @@ def build_image_encoder(cfg: Any, meta: FeatureMeta) -> nn.Module:
     shape = geometry(meta.shape)
     if isinstance(cfg, cfgs.ResNetEncoder):
         return ResNetEncoder(cfg, shape[0], standardized=bool(meta.stats.get("imagenet1k", 0.0)))
+    if isinstance(cfg, cfgs.ViTEncoder):
+        return ViTEncoder(cfg, shape, standardized=bool(meta.stats.get("imagenet1k", 0.0)))
     if isinstance(cfg, cfgs.MLPMixerEncoder):
         return MLPMixerEncoder(cfg, shape)
     return hf.HFImageEncoder(cfg, shape)
@@ -66,6 +70,18 @@ def _written_size(cfg: Any, shape: tuple[int, int, int]) -> str | None:
     return None
 
 
+def _weights_missing(cfg: cfgs.ResNetEncoder | cfgs.ViTEncoder, network: str) -> str | None:
+    """Why torchvision's default weights of ``network`` cannot be read, or None."""
+    path = weights_path(cfg)
+    if path.is_file():
+        return None
+    return (
+        f"use_pretrained: torchvision's {network} weights are not in {path.parent} "
+        f"(they are never downloaded here); put {cfg.weight_file} there (or point model_cache_dir at "
+        f"the folder holding hub/checkpoints/{cfg.weight_file}), or set use_pretrained: false"
+    )
+
+
 def image_encoder_problem(cfg: Any, meta: FeatureMeta) -> str | None:
     """Why the encoder cannot be built for the prepared images of ``meta``, as ``"what; fix"``,
     or None. Reads the weights file (``resnet``) or a local checkpoint's config (transformers
@@ -76,6 +92,11 @@ def image_encoder_problem(cfg: Any, meta: FeatureMeta) -> str | None:
     written = _written_size(cfg, shape)
     if written or isinstance(cfg, StackedCNNEncoder):
         return written
+    if isinstance(cfg, cfgs.ViTEncoder):
+        problem = vit_image_problem(cfg, shape)
+        if problem or not loads_pretrained(cfg):
+            return problem
+        return _weights_missing(cfg, f"vit_{cfg.model_variant}")
     if isinstance(cfg, cfgs.ResNetEncoder):
         if not loads_pretrained(cfg):
             return None
@@ -84,14 +105,7 @@ def image_encoder_problem(cfg: Any, meta: FeatureMeta) -> str | None:
                 f"use_pretrained: torchvision's resnet{cfg.model_variant} weights take 3-channel images, "
                 f"not {shape[0]}; set the feature's preprocessing num_channels: 3, or use_pretrained: false"
             )
-        path = weights_path(cfg)
-        if not path.is_file():
-            return (
-                f"use_pretrained: torchvision's resnet{cfg.model_variant} weights are not in {path.parent} "
-                f"(they are never downloaded here); put {cfg.weight_file} there (or point model_cache_dir at "
-                f"the folder holding hub/checkpoints/{cfg.weight_file}), or set use_pretrained: false"
-            )
-        return None
+        return _weights_missing(cfg, f"resnet{cfg.model_variant}")
     if isinstance(cfg, cfgs.MLPMixerEncoder):
         return patch_problem(cfg.patch_size, shape[1], shape[2])
     if not (isinstance(cfg, cfgs.ViTLegacyEncoder) and not hf.loads_pretrained(cfg)):  # else no checkpoint read

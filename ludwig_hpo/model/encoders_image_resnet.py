@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ludwig_hpo.config.encoders_image import ResNetEncoder as ResNetConfig
+from ludwig_hpo.config.encoders_image import ViTEncoder as ViTConfig
 
 #: torchvision's ImageNet mean and std per RGB channel (its weights' ``transforms()``), which
 #: Ludwig applies to the [0, 1] pixels of a torchvision encoder's images.
@@ -118,8 +119,8 @@ class ResNet(nn.Module):
         return torch.flatten(self.avgpool(x), 1)
 
 
-def weights_path(cfg: ResNetConfig) -> Path:
-    """Where torchvision keeps this variant's default weights: ``<model_cache_dir>/hub/checkpoints/``
+def weights_path(cfg: ResNetConfig | ViTConfig) -> Path:
+    """Where torchvision keeps a ``resnet`` or ``vit`` variant's default weights: ``<model_cache_dir>/hub/checkpoints/``
     (Ludwig points ``TORCH_HOME`` at ``model_cache_dir``), else torch.hub's own folder
     (``$TORCH_HOME/hub``, by default ``~/.cache/torch/hub``). Pure apart from reading the
     environment."""
@@ -127,7 +128,7 @@ def weights_path(cfg: ResNetConfig) -> Path:
     return hub / "checkpoints" / cfg.weight_file
 
 
-def loads_pretrained(cfg: ResNetConfig) -> bool:
+def loads_pretrained(cfg: ResNetConfig | ViTConfig) -> bool:
     """Whether the encoder starts from torchvision's weights (``use_pretrained`` and not
     ``saved_weights_in_checkpoint``)."""
     return cfg.use_pretrained and not cfg.saved_weights_in_checkpoint

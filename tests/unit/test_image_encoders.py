@@ -19,6 +19,7 @@ from ludwig_hpo.config.encoders_image import (
     DINOv2Encoder,
     MLPMixerEncoder,
     ResNetEncoder,
+    ViTEncoder,
     ViTLegacyEncoder,
 )
 from ludwig_hpo.config.features import ImageInputFeature
@@ -207,7 +208,7 @@ def test_written_encoder_sizes_must_match_the_prepared_images():
 
 
 @pytest.mark.parametrize(
-    ("kind", "hint"), [("vit", "_vit_legacy"), ("convnext", "auto_transformer"), ("_resnet_legacy", "resnet")]
+    ("kind", "hint"), [("alexnet", "vit"), ("convnext", "auto_transformer"), ("_resnet_legacy", "resnet")]
 )
 def test_encoders_not_built_are_refused_naming_the_built_ones(kind, hint):
     with pytest.raises(ValidationError, match="not supported yet") as info:
@@ -288,3 +289,28 @@ def test_ludwigs_old_resnet_and_vit_keys_pick_the_old_encoders():
     with pytest.raises(ValidationError, match="'_resnet_legacy' is not supported yet"):
         _feature(type="resnet", resnet_size=50)
     assert isinstance(_feature(type="resnet", model_variant=18).encoder, ResNetEncoder)
+
+
+def test_vit_is_torchvisions_vision_transformer_with_its_state_dict_names(tmp_path):
+    torch.manual_seed(0)
+    cfg = ViTEncoder(model_variant="b_16", use_pretrained=False)
+    enc = build_image_encoder(cfg, _meta((3, 32, 32)))
+    block = ["ln_1.weight", "ln_1.bias", "self_attention.in_proj_weight", "self_attention.in_proj_bias"]
+    block += ["self_attention.out_proj.weight", "self_attention.out_proj.bias", "ln_2.weight", "ln_2.bias"]
+    block += ["mlp.0.weight", "mlp.0.bias", "mlp.3.weight", "mlp.3.bias"]
+    expected = ["class_token", "conv_proj.weight", "conv_proj.bias", "encoder.pos_embedding"]
+    expected += [f"encoder.layers.encoder_layer_{i}.{k}" for i in range(12) for k in block]
+    expected += ["encoder.ln.weight", "encoder.ln.bias"]
+    assert list(enc.model.state_dict()) == expected
+    assert enc.model.encoder.pos_embedding.shape == (1, 5, 768)  # 2x2 patches of 16 and the class token
+    assert enc.output_size == 768 and enc(torch.rand(2, 3, 32, 32)).shape == (2, 768)
+    assert enc.model._no_split_modules == ["EncoderBlock"]  # one FSDP unit per block
+    gray = build_image_encoder(ViTEncoder(model_variant="b_32", use_pretrained=False), _meta((1, 32, 32)))
+    assert gray.model.conv_proj.in_channels == 1 and gray(torch.rand(2, 1, 32, 32)).shape == (2, 768)
+    problem = image_encoder_problem(cfg, _meta((3, 32, 24)))
+    assert problem is not None and "square images of a whole number of 16-pixel patches" in problem
+    pretrained = ViTEncoder(model_cache_dir=str(tmp_path))
+    problem = image_encoder_problem(pretrained, _meta((3, 32, 32)))
+    assert problem is not None and "height: 224, width: 224" in problem
+    problem = image_encoder_problem(pretrained, _meta((3, 224, 224)))
+    assert problem is not None and "vit_b_16-c867db91.pth" in problem
