@@ -226,3 +226,18 @@ def test_hpo_validate_prints_the_text_stats_of_a_ludwig_config() -> None:
 
 def test_rule_errors_are_value_errors() -> None:
     assert issubclass(RuleError, ValueError)
+
+
+def test_a_bert_encoder_reads_the_ids_of_its_models_tokenizer(tiny_bert_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    feat = TextInputFeature.model_validate(
+        {"name": "t", "type": "text", "encoder": {"type": "bert", "pretrained_model_name_or_path": str(tiny_bert_dir)}}
+    )
+    assert feat.preprocessing.tokenizer == "space_punct"  # as written; the encoder decides
+    s = pd.Series(["The cat sat", "a dog chased the ball"], name="t")
+    x, m = encode_text(feat, s, "input_features[t]", np.arange(2), DataOrigin.of(pd.DataFrame({"t": s})))
+    tok = AutoTokenizer.from_pretrained(str(tiny_bert_dir))
+    want = tok(["The cat sat", "a dog chased the ball"])["input_ids"]
+    assert x[1].tolist() == want[1] and x[0].tolist()[: len(want[0])] == want[0]
+    assert m.stats["padding_id"] == tok.pad_token_id and len(m.vocab) == len(tok)
