@@ -98,6 +98,15 @@ def memory(pid: int) -> Memory | None:
     return Memory(values.get("Pss", values["Rss"]), values["Rss"])
 
 
+def maps_torch(pid: int) -> bool:
+    """Whether ``pid`` has torch's library mapped (it imported torch)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any("libtorch" in line for line in f)
+    except OSError:
+        return False
+
+
 def cmdline(pid: int) -> str:
     """``pid``'s command line, arguments joined by spaces ('' if it ended)."""
     try:
@@ -178,6 +187,7 @@ class Sampler:
     peak_processes: int = 0
     peak_at_s: float = 0.0
     at_peak: list[tuple[str, int, Memory]] = field(default_factory=list)
+    torch_at_peak: set[int] = field(default_factory=set)
     max_processes: int = 0
     samples: int = 0
     roles_seen: set[str] = field(default_factory=set)
@@ -216,6 +226,7 @@ class Sampler:
             self.peak_processes = len(rows)
             self.peak_at_s = time.monotonic() - self._t0
             self.at_peak = sorted(rows, key=lambda r: -r[2].pss)
+            self.torch_at_peak = {pid for _, pid, _ in rows if maps_torch(pid)}
         self.peak_rss = max(self.peak_rss, sum(m.rss for _, _, m in rows))
 
     def stop(self) -> None:
@@ -315,7 +326,13 @@ def run_sweep(sweep: Path, work: Path) -> dict[str, Any]:
         "roles_seen": sorted(sampler.roles_seen),
         "timeline": [t for t in timeline if first_trial is None or t[0] <= first_trial],
         "top_by_pss": [
-            {"role": r, "pid": pid, "pss_mb": round(m.pss / 2**20, 1), "rss_mb": round(m.rss / 2**20, 1)}
+            {
+                "role": r,
+                "pid": pid,
+                "pss_mb": round(m.pss / 2**20, 1),
+                "rss_mb": round(m.rss / 2**20, 1),
+                "torch": pid in sampler.torch_at_peak,
+            }
             for r, pid, m in sampler.at_peak
         ],
     }
@@ -374,7 +391,8 @@ def main() -> None:
                 flush=True,
             )
             for p in f["top_by_pss"][:TOP]:
-                print(f"    {p['pss_mb']:7.1f} MB PSS {p['rss_mb']:7.1f} MB RSS  {p['role']}", flush=True)
+                torch = " (torch)" if p["torch"] else ""
+                print(f"    {p['pss_mb']:7.1f} MB PSS {p['rss_mb']:7.1f} MB RSS  {p['role']}{torch}", flush=True)
     med = {
         k: _median([s[k] for s in sweeps])
         for k in ("peak_pss_mb", "peak_rss_mb", "first_trial_s", "first_epoch_s", "wall_s")

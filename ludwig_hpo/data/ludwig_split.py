@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from ludwig_hpo.config.preprocessing import LudwigSplitConfig
 from ludwig_hpo.data.origin import DataOrigin
@@ -81,6 +80,8 @@ def _column(df: pd.DataFrame, column: str, what: str, origin: DataOrigin) -> pd.
 def stratify_split(labels: pd.DataFrame, probabilities: tuple[float, float, float], seed: int) -> dict[str, np.ndarray]:
     """Ludwig's ``stratify`` split: ``labels`` is the one-column frame of the stratify column
     (its rows are the rows split). Sorted int64 indices per split."""
+    from sklearn.model_selection import train_test_split  # driver only (see data.split)
+
     frac_train, frac_val, frac_test = probabilities
     column = labels.columns[0]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.errors import DataError
@@ -50,6 +49,10 @@ def split_indices(
     n_classes = len(np.unique(labels)) if labels is not None else 0
     # stratify when every class can appear in every split; else a plain seeded split
     strat = labels if _can_stratify(labels, 3) and min(n_test, n_val) >= n_classes else None
+    # scikit-learn here, not at the top: the processes that unpickle prepared data (trial
+    # workers) import this package but never split
+    from sklearn.model_selection import train_test_split
+
     rest, test = train_test_split(idx, test_size=n_test, random_state=seed, stratify=strat)
     strat_rest = strat[rest] if strat is not None else None
     train, val = train_test_split(rest, test_size=n_val, random_state=seed + 1, stratify=strat_rest)
@@ -132,6 +135,8 @@ def kfold_indices(
         raise DataError(
             f"{len(rows)} train+validation rows are fewer than kfold.k={k}", key="kfold.k", fix="lower kfold.k"
         )
+    from sklearn.model_selection import KFold, StratifiedKFold
+
     sub = labels[rows] if labels is not None else None
     if _can_stratify(sub, k):
         splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(rows, sub)

@@ -111,9 +111,9 @@ class Sweep:
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
         data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))
-        from ludwig_hpo.model.checks import check_prepared
+        from ludwig_hpo.driver.model_checks import check_model  # torch stays out of the driver
 
-        check_prepared(cfg, data.meta, str(self.loaded.path))
+        check_model(cfg, data.meta, str(self.loaded.path))
         sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
         self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
         for line in [f"data: {f.text()}" for f in data.filled] + batch_size_note(cfg, len(data.splits["train"])):

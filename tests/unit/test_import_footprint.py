@@ -1,0 +1,89 @@
+"""What each process of a sweep imports: the commands that train nothing and the processes
+that only pass trials on stay free of Ray, torch and the data stack they do not use.
+
+Each case runs in a fresh interpreter (a subprocess), since this test process has imported
+everything already, and reads ``sys.modules`` there after the work is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import ROOT
+
+HEAVY = ("ray", "torch", "mlflow", "transformers", "optuna", "sklearn", "pandas")
+#: Upper bound that catches a hung interpreter, not a speed figure.
+TIMEOUT_S = 120
+
+
+def _imported_after(code: str) -> set[str]:
+    """The :data:`HEAVY` top-level packages imported once ``code`` has run in a fresh interpreter."""
+    probe = textwrap.dedent(code) + textwrap.dedent(
+        f"""
+        import json as _json, sys as _sys
+        print("MODULES=" + _json.dumps(sorted(m for m in {HEAVY!r} if m in _sys.modules)))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = [ln for ln in done.stdout.splitlines() if ln.startswith("MODULES=")][-1]
+    return set(json.loads(line.removeprefix("MODULES=")))
+
+
+def _cli(*args: str, cwd: str | None = None) -> str:
+    return textwrap.dedent(
+        f"""
+        import os, sys
+        from ludwig_hpo.cli import app
+        os.chdir({cwd!r} or os.getcwd())
+        sys.argv = ["hpo", *{list(args)!r}]
+        try:
+            app()
+        except SystemExit as e:
+            assert e.code in (0, None), e.code
+        """
+    )
+
+
+def test_hpo_schema_imports_no_ray_torch_or_mlflow():
+    assert _imported_after(_cli("schema")) & {"ray", "torch", "mlflow", "transformers", "optuna"} == set()
+
+
+def test_hpo_validate_starts_no_ray_and_no_mlflow(tmp_path):
+    imported = _imported_after(_cli("validate", str(ROOT / "sweeps" / "breast_cancer_tiny.yaml"), cwd=str(tmp_path)))
+    assert imported & {"ray", "mlflow"} == set()
+
+
+def test_processes_that_pass_trials_on_import_no_torch_or_data_stack():
+    # the Tune trial actor, the warm pools' actor, the batch-size cache actor and the MLflow
+    # store process import these modules (their classes and functions) and nothing that trains
+    imported = _imported_after(
+        """
+        import ludwig_hpo.execution.trainable, ludwig_hpo.execution.pool, ludwig_hpo.execution.cache
+        import ludwig_hpo.execution.pool_worker, ludwig_hpo.tracking.process
+        """
+    )
+    assert imported & {"torch", "pandas", "sklearn", "transformers", "mlflow"} == set()
+
+
+def test_prepared_data_unpickles_without_scikit_learn():
+    # trial workers unpickle the prepared data (its module) but never split it
+    assert "sklearn" not in _imported_after("import ludwig_hpo.data.preprocess, ludwig_hpo.train.job")
+
+
+def test_counting_no_gpu_imports_no_torch():
+    from ludwig_hpo.execution.cluster import may_have_gpus
+
+    if may_have_gpus():
+        pytest.skip("this machine has a GPU driver: torch counts its GPUs")
+    code = "from ludwig_hpo.execution.cluster import local_resources\nassert local_resources()[1] == 0\n"
+    assert "torch" not in _imported_after(code)
