@@ -16,7 +16,8 @@ trial's best weights; ``cv``, the chosen configuration retrained on train+valida
 Prints per seed the chosen configuration, the rule's reason and both test losses; last line:
 ``test_delta_cv_vs_search=<x>``, the mean over seeds of the search model's test loss minus the
 cv model's (``test/malignant/loss``: positive when ``select: cv`` is better), with how often the
-rule chose another configuration than the search's best. The figures also go to
+rule chose another configuration than the search's best and the mean test ROC AUC difference
+(cv − search: positive when ``cv`` is better). ``--k`` overrides the sweep's 3 folds. The figures also go to
 ``bench/results/final_model.json`` (see ``bench/_results.py``).
 Run: ``python bench/final_model.py``.
 """
@@ -55,6 +56,7 @@ from _results import BenchRun, Figure, parser
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "sweeps" / "breast_cancer.yaml"
 TEST_KEY = "test/malignant/loss"
+ROC_AUC = "test/malignant/roc_auc"
 
 
 def train(cfg: Any, data: Any, job: Job) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -72,18 +74,20 @@ def train(cfg: Any, data: Any, job: Job) -> tuple[list[dict[str, Any]], dict[str
     return reports, weights
 
 
-def test_loss(cfg: Any, data: Any, weights: dict[str, Any]) -> float:
+def test_scores(cfg: Any, data: Any, weights: dict[str, Any]) -> dict[str, float]:
+    """``weights`` of ``cfg``'s model scored on the test split (``{"test/malignant/<metric>": value}``)."""
     model = build_model(cfg, data.meta)
     model.load_state_dict(weights["state_dict"])
     scores = evaluate(model, cfg, DeviceData(data, torch.device("cpu")), data.splits["test"], "test", 512)
-    return float(scores[TEST_KEY])
+    return {k: float(v) for k, v in scores.items() if k.startswith("test/malignant/")}
 
 
-def one_seed(seed: int, n_trials: int) -> dict[str, Any]:
+def one_seed(seed: int, n_trials: int, k: int | None) -> dict[str, Any]:
     loaded = load_sweep(SWEEP)
     raw = deep_merge(
         loaded.raw,
         {
+            "kfold": {"k": k or loaded.raw["kfold"]["k"]},
             "dataset": {"split": {"seed": 42 + seed}},
             "backend": {"num_workers": 1},
             "trainer": {"batch_size": 32},
@@ -125,12 +129,14 @@ def one_seed(seed: int, n_trials: int) -> dict[str, Any]:
     assert sel is not None and retrained[sel.config_rank] is not None
     search_weights = weights[top[0].trial_id]
     assert search_weights is not None
-    search = test_loss(resolve_trial_config(raw, top[0].params), data, search_weights)
+    search_all = test_scores(resolve_trial_config(raw, top[0].params), data, search_weights)
     chosen = top[sel.config_rank - 1]
-    cv = test_loss(resolve_trial_config(raw, chosen.params), data, retrained[sel.config_rank])  # type: ignore[arg-type]
+    cv_all = test_scores(resolve_trial_config(raw, chosen.params), data, retrained[sel.config_rank])  # type: ignore[arg-type]
+    search, cv = search_all[TEST_KEY], cv_all[TEST_KEY]
     print(
         f"seed {seed}: config #{sel.config_rank} chosen ({sel.chosen_by}: {sel.reason}); "
-        f"{TEST_KEY}: search {search:.4f}, cv {cv:.4f}",
+        f"{TEST_KEY}: search {search:.4f}, cv {cv:.4f}; roc_auc: search {search_all[ROC_AUC]:.4f}, "
+        f"cv {cv_all[ROC_AUC]:.4f}",
         flush=True,
     )
     return {
@@ -141,6 +147,8 @@ def one_seed(seed: int, n_trials: int) -> dict[str, Any]:
         "cv_means": list(sel.cv_means),
         "search_test_loss": search,
         "cv_test_loss": cv,
+        "search_test_scores": search_all,
+        "cv_test_scores": cv_all,
     }
 
 
@@ -148,24 +156,28 @@ def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     ap.add_argument("--trials", type=int, default=None, help="search trials per seed (default: the sweep's)")
+    ap.add_argument("--k", type=int, default=None, help="folds (default: the sweep's kfold.k, 3)")
     args = ap.parse_args()
     run_record = BenchRun("final_model", args)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     torch.set_num_threads(1)
     n_trials = args.trials or load_sweep(SWEEP).config.hyperopt.num_trials
     t0 = time.perf_counter()
-    per_seed = [one_seed(seed, n_trials) for seed in range(args.seeds)]
+    per_seed = [one_seed(seed, n_trials, args.k) for seed in range(args.seeds)]
     deltas = [s["search_test_loss"] - s["cv_test_loss"] for s in per_seed]
+    auc = statistics.mean(s["cv_test_scores"][ROC_AUC] - s["search_test_scores"][ROC_AUC] for s in per_seed)
     other = sum(s["config_rank"] != 1 for s in per_seed)
     print(
         f"{len(per_seed)} seeds, {n_trials} trials each, {time.perf_counter() - t0:.0f}s; another configuration "
         f"than the search's best chosen for {other}; test loss difference per seed (search - cv): "
         + ", ".join(f"{d:+.4f}" for d in deltas)
+        + f"; mean {ROC_AUC} difference (cv - search) {auc:+.4f}"
     )
     run_record.finish(
         {
             "test_delta_cv_vs_search": Figure(statistics.mean(deltas), ".4f"),
             "other_config_chosen": Figure(other, "d"),
+            "roc_auc_delta_cv_vs_search": Figure(auc, ".4f"),
         },
         {"per_seed": per_seed, "metric": TEST_KEY, "sweep": "sweeps/breast_cancer.yaml", "trials": n_trials},
     )

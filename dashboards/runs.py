@@ -23,6 +23,7 @@ from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
 from ludwig_hpo.results.kfold import aggregate_kfold
 from ludwig_hpo.results.records import Goal, TrialStatus
+from ludwig_hpo.results.selection import selection_from_tags
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.train.report_keys import TRAIN_TIME_S
 
@@ -179,6 +180,7 @@ def sweep_from_runs(
         objectives=tuple(k for k, _ in objectives),
         pareto_trial_ids=pareto,
         stop_reason=parent.tags.get(layout.STOP_REASON_TAG) or None,
+        selection=selection_from_tags(parent.tags, kfold),
     )
 
 

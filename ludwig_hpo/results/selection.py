@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ludwig_hpo.results.records import Goal, KFoldRecord
+from ludwig_hpo.tracking import layout
 
 SelectMode = Literal["cv", "search"]
 #: ``cv_mean``: the configuration with the best CV mean (the search's best when it has it);
@@ -130,4 +131,25 @@ def select_configuration(kfold: Sequence[KFoldRecord], goal: Goal, select: Selec
         f"config #{top.config_rank} has the best CV mean, {compared}, but the paired t-test cannot tell "
         f"them apart (p = {shown} over {test.n} folds): the search's best is kept",
         p,
+    )
+
+
+def selection_from_tags(tags: dict[str, str], kfold: Sequence[KFoldRecord]) -> ModelSelection | None:
+    """The choice as a parent run's ``final_model.*`` tags hold it (``hpo report`` from
+    MLflow), with the CV means recomputed from ``kfold``; the p-value, the retrain's epochs and
+    the search's best's test scores are not in tags (None, empty). None without the tags. Pure."""
+    select, chosen_by = tags.get(layout.FINAL_MODEL_SELECT_TAG), tags.get(layout.FINAL_MODEL_CHOSEN_BY_TAG)
+    rank, trial = tags.get(layout.FINAL_MODEL_CONFIG_RANK_TAG), tags.get(layout.FINAL_MODEL_TRIAL_ID_TAG)
+    if select not in ("cv", "search") or chosen_by not in ("cv_mean", "search_best") or not rank or not trial:
+        return None
+    rows = tags.get(layout.FINAL_MODEL_TRAIN_ROWS_TAG)
+    return ModelSelection(
+        select="cv" if select == "cv" else "search",
+        config_rank=int(rank),
+        trial_id=trial,
+        chosen_by="cv_mean" if chosen_by == "cv_mean" else "search_best",
+        reason=tags.get(layout.FINAL_MODEL_REASON_TAG, ""),
+        cv_means=tuple(cv_mean(r) for r in sorted(kfold, key=lambda r: r.config_rank)),
+        retrained=tags.get(layout.FINAL_MODEL_RETRAINED_TAG) == "true",
+        train_rows=int(rows) if rows and rows.isdigit() else None,
     )

@@ -84,7 +84,11 @@ CASES = [
         ("trials", "build_s", "report_mb", "hiplot_mb", "importance_s"),
         via_env=True,
     ),
-    Case("final_model", ("--seeds", "1", "--trials", "2"), ("test_delta_cv_vs_search", "other_config_chosen")),
+    Case(
+        "final_model",
+        ("--seeds", "1", "--trials", "2"),
+        ("test_delta_cv_vs_search", "other_config_chosen", "roc_auc_delta_cv_vs_search"),
+    ),
 ]
 RAY_CASES = [
     Case(

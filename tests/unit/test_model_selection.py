@@ -158,3 +158,28 @@ def test_fold_runs_and_select_search_keep_no_weights(tmp_path):
     assert kept == []
     _, kept = _checkpoints(th.config(kfold={"k": 2, "top_k": 1}), Job("fold", 0, epochs=1), tmp_path)
     assert kept == []
+
+
+def test_the_selection_is_read_back_from_the_parent_run_tags():
+    from ludwig_hpo.results.selection import selection_from_tags
+    from ludwig_hpo.tracking import layout
+
+    tags = {
+        layout.FINAL_MODEL_SELECT_TAG: "cv",
+        layout.FINAL_MODEL_CONFIG_RANK_TAG: "2",
+        layout.FINAL_MODEL_TRIAL_ID_TAG: "t2",
+        layout.FINAL_MODEL_CHOSEN_BY_TAG: "cv_mean",
+        layout.FINAL_MODEL_REASON_TAG: "why",
+        layout.FINAL_MODEL_RETRAINED_TAG: "true",
+        layout.FINAL_MODEL_TRAIN_ROWS_TAG: "480",
+    }
+    s = selection_from_tags(tags, [CLEARLY_BETTER, SEARCH_BEST])
+    assert s is not None and (s.select, s.config_rank, s.trial_id, s.chosen_by, s.reason) == (
+        "cv",
+        2,
+        "t2",
+        "cv_mean",
+        "why",
+    )
+    assert s.retrained and s.train_rows == 480 and s.cv_means == pytest.approx((0.11, 0.062))
+    assert selection_from_tags({}, [SEARCH_BEST]) is None
