@@ -236,7 +236,7 @@ def legacy_image_encoder(value: Any) -> Any:
         return value
     legacy = {"resnet": ("_resnet_legacy", _LEGACY_RESNET_KEYS), "vit": ("_vit_legacy", _LEGACY_VIT_KEYS)}
     kind = value.get("type")
-    if kind in legacy and set(value) & legacy[kind][1]:
+    if isinstance(kind, str) and kind in legacy and set(value) & legacy[kind][1]:
         return {**value, "type": legacy[kind][0]}
     return value
 
