@@ -73,6 +73,7 @@ class TextPreprocessing(_Missing):
     padding: Literal["right", "left"] = "right"
     lowercase: bool = True
     fill_value: str = UNKNOWN_SYMBOL
+    #: Ludwig computes this itself from the data; a value written here has no effect, as in Ludwig.
     computed_fill_value: str = UNKNOWN_SYMBOL
     ngram_size: int = Field(default=2, ge=1)
     cache_encoder_embeddings: bool = False

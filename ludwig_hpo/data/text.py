@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ludwig_hpo.config.text import HF_TOKENIZER
-from ludwig_hpo.config.type_preprocessing import START_SYMBOL, STOP_SYMBOL
+from ludwig_hpo.config.type_preprocessing import START_SYMBOL, STOP_SYMBOL, UNKNOWN_SYMBOL
 from ludwig_hpo.data.feature_types import _Column, fill_missing
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.data.preprocess import FeatureMeta
@@ -84,6 +84,8 @@ def _pad(rows: list[list[int]], length: int, pad_id: int, padding: str) -> np.nd
 
 
 def _cells(col: _Column, prep: Any) -> list[str]:
+    if prep.fill_value == UNKNOWN_SYMBOL:  # Ludwig's default fill follows a renamed unknown_symbol
+        prep = prep.model_copy(update={"fill_value": prep.unknown_symbol})
     filled = fill_missing(col, prep, empty="keep")
     return [str(c).lower() if prep.lowercase else str(c) for c in filled]
 

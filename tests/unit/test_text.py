@@ -158,6 +158,11 @@ def test_missing_cells_take_the_fill_value() -> None:
     assert x[1].tolist()[:3] == [1, m.vocab.index("zzz"), 0]
 
 
+def test_the_default_fill_is_the_unknown_symbol_as_renamed() -> None:
+    x, m = _encode(["a b", None], unknown_symbol="?", tokenizer="space")
+    assert m.vocab[3] == "?" and x[1].tolist()[:3] == [1, 3, 0]
+
+
 def test_a_column_empty_in_every_training_row_is_refused() -> None:
     with pytest.raises(DataError) as e:
         _encode(["  ", "", " "], tokenizer="space")
