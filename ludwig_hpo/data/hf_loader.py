@@ -225,6 +225,9 @@ def _read(resolved: Resolved, pretrained_kwargs: dict[str, Any], model_kwargs: d
             return hit
     _CACHE.clear()  # free the previous model before reading the next one
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a bar per rank and trial on the sweep's console says nothing
 
     model = AutoModel.from_pretrained(resolved.source, **_local_only(resolved), **pretrained_kwargs, **model_kwargs)
     READS.append(resolved.source)
