@@ -150,11 +150,21 @@ def text_stats_line(name: str, stats: dict[str, float], length: int) -> str:
     )
 
 
-def image_stats_line(name: str, shape: tuple[int, ...]) -> str:
+def image_stats_line(name: str, shape: tuple[int, ...], stats: Mapping[str, float] | None = None) -> str:
     """``hpo validate``'s line of one image feature from its prepared shape: (channels, height,
-    width), or (height, width) for one channel. Pure."""
+    width), or (height, width) for one channel, and its pixel statistics (``scale``, the
+    divisor of each batch; ``imagenet1k`` / ``imagenet1k_skipped``, see
+    :func:`ludwig_hpo.data.images.prepare_images`). Pure."""
     channels, height, width = shape if len(shape) == 3 else (1, *shape[-2:])
-    return f"image {name}: {height}x{width} pixels, {channels} channel(s)"
+    line = f"image {name}: {height}x{width} pixels, {channels} channel(s)"
+    stats = stats or {}
+    if "scale" in stats:
+        line += f"; pixels divided by {show(stats['scale'])}"
+    if stats.get("imagenet1k"):
+        line += ", then standardized with ImageNet's mean and std (standardize_image: imagenet1k)"
+    elif stats.get("imagenet1k_skipped"):
+        line += f"; standardize_image imagenet1k not applied: it needs 3 channels, not {channels} (as in Ludwig)"
+    return line
 
 
 def feature_stats_lines(meta: Mapping[str, Any], names: list[str]) -> list[str]:
@@ -170,5 +180,5 @@ def feature_stats_lines(meta: Mapping[str, Any], names: list[str]) -> list[str]:
         if m.type == "text":
             lines.append(text_stats_line(name, dict(m.stats), int(m.shape[0])))
         elif m.type == "image" and len(m.shape) >= 2:
-            lines.append(image_stats_line(name, tuple(int(v) for v in m.shape)))
+            lines.append(image_stats_line(name, tuple(int(v) for v in m.shape), dict(m.stats)))
     return lines

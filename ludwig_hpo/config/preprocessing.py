@@ -117,15 +117,18 @@ class ImagePreprocessing(_Base):
     ``num_channels``: 1 (grayscale) or 3 (RGB); colour files are converted to grayscale for 1,
     grayscale files repeat their channel for 3, and an alpha channel is dropped. Unset, every
     image must have the first image's channels (1 for grayscale files and 2-D arrays, 3 for
-    colour files), as Ludwig requires without ``num_channels``. Pixels are kept as read (8-bit
+    colour files; Ludwig would convert them to the majority's). Pixels are kept as read (8-bit
     images as uint8) and divided on each batch by the training split's maximum pixel value
     (``scale: auto``) or by a given number; ``standardize_image: imagenet1k`` then subtracts
-    ImageNet's per-channel mean and divides by its standard deviation (3 channels only; Ludwig
-    skips it with a warning for other channel counts, so does this platform). ``height`` and
-    ``width`` (set both or neither) resize every image, by ``resize_method``: ``interpolate``
-    (bilinear) or ``crop_or_pad`` (centred); unset, every image must have the first image's
-    size. Ludwig's ``in_memory`` and ``num_processes`` only say how Ludwig reads the files;
-    here every image is read once, in the driver, so they change nothing.
+    ImageNet's per-channel mean and divides by its standard deviation (3 channels only: as in
+    Ludwig, other channel counts are left unstandardized, and ``hpo validate`` says so).
+    ``height`` and ``width`` (set both or neither) resize every image, by ``resize_method``:
+    ``interpolate`` (bilinear) or ``crop_or_pad`` (centred). Unset, with
+    ``infer_image_dimensions`` (Ludwig's default) every image is resized to the average size of
+    the first ``infer_image_sample_size`` images, at most ``infer_image_max_height`` x
+    ``infer_image_max_width``; without it, every image must have the first image's size. Ludwig's ``in_memory`` and
+    ``num_processes`` only say how Ludwig reads the files; here every image is read once, in the
+    driver, so they change nothing.
     """
 
     scale: Union[Literal["auto"], float] = "auto"
@@ -136,6 +139,10 @@ class ImagePreprocessing(_Base):
     in_memory: bool = True
     num_processes: int = Field(default=1, ge=1)
     standardize_image: Literal["imagenet1k"] | None = None
+    infer_image_dimensions: bool = True
+    infer_image_max_height: int = Field(default=256, ge=1, le=4096)
+    infer_image_max_width: int = Field(default=256, ge=1, le=4096)
+    infer_image_sample_size: int = Field(default=100, ge=1)
 
     @model_validator(mode="before")
     @classmethod

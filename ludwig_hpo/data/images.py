@@ -8,8 +8,9 @@ unset, each image keeps its own channels (alpha dropped: grayscale 1, colour 3) 
 must have the first image's. Pixels stay as read: 8-bit images are stored as uint8 (a quarter
 of float32's memory; scaled on each batch, see :mod:`ludwig_hpo.model.image_input`), deeper
 ones as float32. Relative paths start at the dataset file's folder. Images are resized to
-``preprocessing.height`` x ``width`` when those are set; otherwise every image must have the
-first image's size. Runs in the driver, once per sweep.
+``preprocessing.height`` x ``width`` when those are set, else to the size Ludwig's
+``infer_image_dimensions`` infers; without either, every image must have the first image's
+size. Runs in the driver, once per sweep.
 """
 
 from __future__ import annotations
@@ -192,6 +193,7 @@ def load_images(
     resize_method: str,
     data_dir: Path | None,
     num_channels: int | None = None,
+    infer: tuple[int, int, int] | None = None,
     origin: DataOrigin | None = None,
 ) -> np.ndarray:
     """Every cell of an image column as one (N, C, H, W) array of raw pixel values: uint8 when
@@ -208,6 +210,10 @@ def load_images(
             current folder.
         num_channels: 1 or 3: every image converted to it; None: the first image's, which
             every other image must have.
+        infer: without ``height``/``width``, Ludwig's ``infer_image_dimensions``: (sample
+            size, max height, max width): every image resized to the rounded average size of
+            the first ``sample size`` images, capped; None: the first image's size, which every
+            other image must have.
         origin: the dataset file, named in errors with the rows as it counts them.
 
     Raises:
@@ -233,6 +239,10 @@ def load_images(
     _same_channels(images, key, column, origin, paths)
     if any(im.dtype != np.uint8 for im in images):
         images = [im.astype(np.float32) for im in images]
+    if (height is None or width is None) and infer is not None:
+        sample = images[: infer[0]]
+        height = min(int(round(sum(im.shape[1] for im in sample) / len(sample))), infer[1])
+        width = min(int(round(sum(im.shape[2] for im in sample) / len(sample))), infer[2])
     if height is not None and width is not None:
         return np.stack([_resize(im, (height, width), resize_method) for im in images])
     first = images[0].shape[1:]
@@ -246,7 +256,7 @@ def load_images(
                 source=str(paths[i]) if paths else None,
                 key=key,
                 fix=f"set preprocessing: {{height: {first[0]}, width: {first[1]}}} on the feature to "
-                f"resize every image",
+                f"resize every image (or remove infer_image_dimensions: false)",
             )
     return np.stack(images)
 
@@ -287,7 +297,8 @@ def prepare_images(
     """An image column read (:func:`load_images`) with its batch-time scaling: the (N, C, H, W)
     pixels as read, and ``{"scale", "imagenet1k"}``: the divisor (the training split's maximum
     pixel for ``scale: auto``, else ``prep.scale``; 1 for an all-black training split) and 1.0
-    when ``standardize_image: imagenet1k`` applies (3 channels; Ludwig skips it otherwise).
+    when ``standardize_image: imagenet1k`` applies (3 channels; Ludwig skips it otherwise, and
+    ``imagenet1k_skipped`` is then 1.0).
     Driver, once per sweep.
 
     Args:
@@ -307,9 +318,17 @@ def prepare_images(
         resize_method=prep.resize_method,
         data_dir=data_dir,
         num_channels=prep.num_channels,
+        infer=(
+            (prep.infer_image_sample_size, prep.infer_image_max_height, prep.infer_image_max_width)
+            if prep.infer_image_dimensions
+            else None
+        ),
         origin=origin,
     )
     if scale is None:
         scale = float(arr[train].max()) if prep.scale == "auto" else float(prep.scale)
-    imagenet = prep.standardize_image == "imagenet1k" and arr.shape[1] == 3
-    return arr, {"scale": scale or 1.0, "imagenet1k": float(imagenet)}
+    asked = prep.standardize_image == "imagenet1k"
+    stats = {"scale": scale or 1.0, "imagenet1k": float(asked and arr.shape[1] == 3)}
+    if asked and arr.shape[1] != 3:
+        stats["imagenet1k_skipped"] = 1.0  # Ludwig's rule; hpo validate says so
+    return arr, stats

@@ -91,13 +91,13 @@ class Case:
     files: dict[str, bytes] = field(default_factory=dict)
 
 
-def _png(size: tuple[int, int] = (4, 4)) -> bytes:
+def _png(size: tuple[int, ...] = (4, 4)) -> bytes:
     import io
 
     from PIL import Image
 
     buf = io.BytesIO()
-    Image.fromarray(np.full(size, 9, np.uint8), mode="L").save(buf, format="PNG")
+    Image.fromarray(np.full(size, 9, np.uint8), mode="L" if len(size) == 2 else "RGB").save(buf, format="PNG")
     return buf.getvalue()
 
 
@@ -338,9 +338,18 @@ CASES = {
         "error: {dir}/img/big.png: input_features[img]: "
         "image is 6x7 pixels (line 7 of data.csv, column 'img') but the first image (ok.png) is 4x4 "
         "(height x width); fix: set preprocessing: {{height: 4, width: 4}} on the feature "
-        "to resize every image",
-        inputs=IMG,
+        "to resize every image (or remove infer_image_dimensions: false)",
+        inputs="  - {name: img, type: image, preprocessing: {infer_image_dimensions: false}}\n",
         files={**IMAGES, "img/big.png": _png((6, 7))},
+    ),
+    "images of mixed channel counts": Case(
+        _image_paths(5, "img/colour.png"),
+        "error: {dir}/img/colour.png: input_features[img]: "
+        "image is colour (3 channels; line 7 of data.csv, column 'img') but the first image (ok.png) is "
+        "grayscale (1); 1 of 120 images differ; fix: set preprocessing: {{num_channels: 3}} (RGB) or "
+        "{{num_channels: 1}} (grayscale) on the feature to convert every image",
+        inputs=IMG,
+        files={**IMAGES, "img/colour.png": _png((4, 4, 3))},
     ),
     "images too small for the stacked_cnn": Case(
         _image_paths(),

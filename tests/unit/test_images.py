@@ -122,7 +122,7 @@ def test_an_image_of_another_size_names_the_file_and_the_fix(tmp_path):
     assert info.value.one_line() == (
         f"{tmp_path}/images/big.png: {KEY}: image is 10x12 pixels (data row 3, column 'img') but the first image "
         "(0.png) is 8x8 (height x width); fix: set preprocessing: {height: 8, width: 8} on the feature to resize "
-        "every image"
+        "every image (or remove infer_image_dimensions: false)"
     )
 
 
@@ -187,3 +187,15 @@ def test_the_fixture_pixels_are_the_digits(tmp_path):
     np.testing.assert_array_equal(arr[:, 0], np.round(digits.images[:150] * 255 / 16))
     assert df["digit"].tolist() == digits.target[:150].tolist()
     assert sorted(set(df["split"])) == [0, 1, 2]
+
+
+def test_infer_image_dimensions_resizes_to_the_average_of_the_first_images_capped(tmp_path):
+    """Ludwig's default without height/width: the rounded mean size of the first
+    ``infer_image_sample_size`` images, at most ``infer_image_max_height`` x ``_width``."""
+    _png(tmp_path / "a.png", np.full((4, 6), 10, np.uint8))
+    _png(tmp_path / "b.png", np.full((8, 9), 20, np.uint8))
+    _png(tmp_path / "c.png", np.full((30, 30), 30, np.uint8))
+    got = _load(["a.png", "b.png", "c.png"], tmp_path, infer=(2, 256, 256))
+    assert got.shape == (3, 1, 6, 8)  # (4 + 8) / 2, round((6 + 9) / 2) = round(7.5) = 8
+    assert (got[2] == 30).all()
+    assert _load(["a.png", "b.png", "c.png"], tmp_path, infer=(3, 5, 256)).shape == (3, 1, 5, 15)

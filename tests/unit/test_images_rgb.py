@@ -121,8 +121,21 @@ def test_imagenet1k_is_skipped_for_grayscale_as_ludwig_does(tmp_path, make_confi
         [{"name": "y", "type": "category"}],
     )
     data = prepare(pd.DataFrame({"img": names, "y": ["a", "b"] * 10}), cfg, tmp_path)
-    assert data.meta["img"].stats["imagenet1k"] == 0.0
+    assert data.meta["img"].stats["imagenet1k"] == 0.0 and data.meta["img"].stats["imagenet1k_skipped"] == 1.0
     scaled = PixelScaling(data.meta["img"].stats)(torch.from_numpy(data.inputs["img"][:1]))
     torch.testing.assert_close(
         scaled, torch.from_numpy(data.inputs["img"][:1]).float() / data.meta["img"].stats["scale"]
+    )
+
+
+def test_hpo_validate_names_each_image_features_size_channels_and_scaling():
+    from ludwig_hpo.config.describe import image_stats_line
+
+    assert image_stats_line("img", (3, 32, 48), {"scale": 255.0, "imagenet1k": 1.0}) == (
+        "image img: 32x48 pixels, 3 channel(s); pixels divided by 255, then standardized with ImageNet's mean and "
+        "std (standardize_image: imagenet1k)"
+    )
+    assert image_stats_line("g", (1, 8, 8), {"scale": 16.0, "imagenet1k": 0.0, "imagenet1k_skipped": 1.0}) == (
+        "image g: 8x8 pixels, 1 channel(s); pixels divided by 16; standardize_image imagenet1k not applied: it "
+        "needs 3 channels, not 1 (as in Ludwig)"
     )
