@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ludwig_hpo import cli_help as h
 from ludwig_hpo.cli_help import DATASET, TEST_SET, TRAINING_SET, VALIDATION_SET, Command, Group, refuse_split_files
 from ludwig_hpo.errors import ConfigError, UserError
 
@@ -360,6 +361,35 @@ def ui(
     from ludwig_hpo.driver.ui import serve
 
     serve(results_dir, host=host, port=port, browser=not no_browser, out=out)
+
+
+@app.command(cls=Command, epilog=_example("hpo predict results/breast-cancer-tiny --dataset rows.csv -o out.csv"))
+@_guard
+def predict(model: str = h.MODEL, rows: Path = h.ROWS, output: Path = h.PREDICTIONS, skip: bool = h.SKIP) -> None:
+    """Predict every row of a CSV/Parquet file with a sweep's best model (Ludwig's column names)."""
+    from ludwig_hpo.driver.predict import predict_command
+
+    predict_command(model, rows, output, skip_bad_rows=skip, tracking_uri=None, out=out, err=err)
+
+
+@app.command(cls=Command, epilog=_example("hpo evaluate results/breast-cancer-tiny --dataset rows.csv --split test"))
+@_guard
+def evaluate(
+    model: str = h.MODEL, rows: Path = h.ROWS, split: str = h.SPLIT, output: Path = h.METRICS, skip: bool = h.SKIP
+) -> None:
+    """Score a sweep's best model on labelled rows with the metrics the sweep reports."""
+    from ludwig_hpo.driver.evaluate_cmd import evaluate_command
+
+    evaluate_command(model, rows, output, split=split, skip_bad_rows=skip, tracking_uri=None, out=out, err=err)
+
+
+@app.command(cls=Command, epilog=_example("hpo serve results/breast-cancer-tiny --port 5001"))
+@_guard
+def serve(model: str = h.MODEL, port: int = h.PORT) -> None:
+    """Serve a sweep's best model on 127.0.0.1 with MLflow's scoring server (raw rows in, predictions out)."""
+    from ludwig_hpo.driver.serve import serve_command
+
+    serve_command(model, port=port, tracking_uri=None, out=out)
 
 
 def main() -> None:

@@ -76,3 +76,33 @@ def refuse_split_files(training_set: Path | None, validation_set: Path | None, t
                 fix="put the rows in one file with a split column (0 train, 1 validation, 2 test), pass it with "
                 "--dataset and set preprocessing.split: {type: fixed, column: split}",
             )
+
+
+#: ``DIR|MODEL`` of ``hpo predict / evaluate / serve``.
+MODEL = typer.Argument(
+    ...,
+    metavar="DIR|MODEL",
+    help="A sweep's (or hpo train's) output folder, an MLflow model folder, or runs:/<parent run id>/model "
+    "(in MLFLOW_TRACKING_URI's store).",
+)
+#: ``--dataset FILE`` of ``hpo predict / evaluate``: the rows to score.
+ROWS = typer.Option(..., "--dataset", metavar="FILE", help="CSV/Parquet file of rows with the dataset's columns.")
+#: ``--skip-bad-rows``: leave rows that cannot be scored out (counted) instead of failing.
+SKIP = typer.Option(
+    False, "--skip-bad-rows", help="Leave out (and count) rows that cannot be scored instead of failing."
+)
+#: ``-o`` of ``hpo predict``.
+PREDICTIONS = typer.Option(
+    Path("predictions.csv"), "--output", "-o", metavar="FILE", help="Predictions file: .csv, or .parquet."
+)
+#: ``-o`` of ``hpo evaluate``.
+METRICS = typer.Option(Path("evaluation.json"), "--output", "-o", metavar="FILE", help="Metrics file (JSON).")
+#: ``--split`` of ``hpo evaluate``, Ludwig's names.
+SPLIT = typer.Option(
+    "full",
+    "--split",
+    metavar="SPLIT",
+    help="full (every row), training, validation or test (the model's split of these rows), or each.",
+)
+#: ``--port`` of ``hpo serve``.
+PORT = typer.Option(5001, "--port", metavar="PORT", help="Port on 127.0.0.1.")

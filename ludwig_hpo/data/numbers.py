@@ -133,6 +133,20 @@ def normalize(
     return x
 
 
+def denormalize(x: np.ndarray, how: str | None, stats: dict[str, float]) -> np.ndarray:
+    """The inverse of :func:`normalize` (a prediction of a normalized number target in the
+    column's units), with the same guard for a zero spread. Pure."""
+    if how == "zscore":
+        return x * (stats["std"] or 1.0) + stats["mean"]
+    if how == "minmax":
+        return x * ((stats["max"] - stats["min"]) or 1.0) + stats["min"]
+    if how == "iq":
+        return x * ((stats["q3"] - stats["q1"]) or 1.0) + stats["q2"]
+    if how == "log1p":
+        return np.expm1(x)
+    return x
+
+
 @dataclass
 class PreparedNumber:
     """One number column, prepared: ``values`` (N,) float32, ``stats`` (see the module's

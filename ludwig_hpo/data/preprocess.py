@@ -168,31 +168,51 @@ def _encode_inputs(
     for feat in cfg.input_features:
         key = f"input_features[{feat.name}]"
         s = column_of(df, feat, "input_features", origin)
-        if feat.type == "number":
-            num = prepare_number(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
-            inputs[feat.name], filled = num.values[:, None], filled + num.filled
-            meta[feat.name] = FeatureMeta(feat.name, "number", stats=num.stats)
-        elif feat.type == "binary":
-            col = prepare_binary(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
-            inputs[feat.name], filled = col.values[:, None], filled + col.filled
-            meta[feat.name] = FeatureMeta(feat.name, "binary")
-        elif feat.type == "category":
-            col = prepare_category_input(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
-            inputs[feat.name], filled = col.values, filled + col.filled
-            meta[feat.name] = FeatureMeta(feat.name, "category", vocab=col.vocab)
-        elif feat.type == "image":
-            x, stats = _image(s, key, train, feat, data_dir, origin)
-            inputs[feat.name] = x
-            meta[feat.name] = FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats)
-        elif feat.type == "text":
-            from ludwig_hpo.data.text import encode_text
-
-            inputs[feat.name], meta[feat.name] = encode_text(feat, s, key, train, origin, data_dir)
-        else:  # set, bag, sequence, timeseries, vector, date, h3
-            from ludwig_hpo.data.feature_types import encode_input
-
-            inputs[feat.name], meta[feat.name] = encode_input(feat, s, key, train, origin)
+        inputs[feat.name], meta[feat.name], notes = prepare_input(feat, s, key, train, data_dir, origin)
+        filled += notes
     return inputs, meta, filled
+
+
+def prepare_input(
+    feat: Any,
+    s: pd.Series,
+    key: str,
+    train: np.ndarray,
+    data_dir: Path | None,
+    origin: DataOrigin,
+) -> tuple[np.ndarray, FeatureMeta, list[FilledValues]]:
+    """One input feature's column prepared with statistics of the ``train`` rows: its array
+    (see :class:`PreparedData`), its :class:`FeatureMeta` and what was filled.
+
+    The one preparation of an input, for a sweep (:func:`prepare`) and for a served model's
+    new rows (:mod:`ludwig_hpo.model.raw_rows`, which passes the training rows first; an
+    image's pixels are scaled inside the model). Runs in the driver or the serving process.
+
+    Raises:
+        DataError: a cell that does not read as the feature's type (see :func:`prepare`).
+    """
+    if feat.type == "number":
+        num = prepare_number(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
+        return num.values[:, None], FeatureMeta(feat.name, "number", stats=num.stats), num.filled
+    if feat.type == "binary":
+        col = prepare_binary(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
+        return col.values[:, None], FeatureMeta(feat.name, "binary"), col.filled
+    if feat.type == "category":
+        col = prepare_category_input(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
+        return col.values, FeatureMeta(feat.name, "category", vocab=col.vocab), col.filled
+    if feat.type == "image":
+        x, stats = _image(s, key, train, feat, data_dir, origin)
+        return x, FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats), []
+    if feat.type == "text":
+        from ludwig_hpo.data.text import encode_text
+
+        x, m = encode_text(feat, s, key, train, origin, data_dir)
+        return x, m, []
+    # set, bag, sequence, timeseries, vector, date, h3
+    from ludwig_hpo.data.feature_types import encode_input
+
+    x, m = encode_input(feat, s, key, train, origin)
+    return x, m, []
 
 
 def _encode_targets(
@@ -204,46 +224,87 @@ def _encode_targets(
     for out in cfg.output_features:
         key = f"output_features[{out.name}]"
         s = column_of(df, out, "output_features", origin)
-        if out.type == "category":
-            col = category_values(s, preprocessing_of(out, "output_features"), out.name, train)
-            values, filled = pd.Series(col.values, name=s.name), filled + col.filled
-            _require_targets(values, key, origin)
-            classes = tuple(sorted(values.unique(), key=lambda v: (str(type(v)), v)))
-            cap = preprocessing_of(out, "output_features").most_common
-            if cap is not None and len(classes) > cap:
-                raise DataError(
-                    f"column {s.name!r}: the target has {len(classes)} classes, more than most_common {cap}; "
-                    "a target whose rarer classes read as unknown is not supported yet",
-                    source=origin.source,
-                    key=f"{key}.preprocessing.most_common",
-                    fix=f"remove most_common or set it to at least {len(classes)}",
-                )
-            if len(classes) < 2:
-                raise DataError(
-                    f"column {s.name!r}: the target has a single class",
-                    source=origin.source,
-                    key=key,
-                    fix="use a column with at least 2 classes",
-                )
-            lookup = {v: i for i, v in enumerate(classes)}
-            targets[out.name] = values.map(lookup).to_numpy(np.int64)
-            meta[out.name] = FeatureMeta(
-                out.name, "category", vocab=tuple(c.item() if hasattr(c, "item") else c for c in classes)
-            )
-        elif out.type == "binary":
-            b = prepare_binary(s, preprocessing_of(out, "output_features"), out.name, key, train, origin)
-            targets[out.name], filled = b.values, filled + b.filled
-            meta[out.name] = FeatureMeta(out.name, "binary")
-        elif out.type == "number":
-            num = prepare_number(s, preprocessing_of(out, "output_features"), out.name, key, train, origin)
-            targets[out.name], filled = num.values, filled + num.filled
-            meta[out.name] = FeatureMeta(out.name, "number", stats=num.stats)
-        else:  # set, vector
-            from ludwig_hpo.data.feature_types import encode_output
-
-            _require_targets(s, key, origin)
-            targets[out.name], meta[out.name] = encode_output(out, s, key, train, origin)
+        targets[out.name], meta[out.name], notes = prepare_target(out, s, key, train, origin)
+        filled += notes
     return targets, meta, filled
+
+
+def prepare_target(
+    out: Any,
+    s: pd.Series,
+    key: str,
+    train: np.ndarray,
+    origin: DataOrigin,
+    *,
+    classes: tuple[Any, ...] | None = None,
+) -> tuple[np.ndarray, FeatureMeta, list[FilledValues]]:
+    """One output feature's column as targets (see :class:`PreparedData`), its
+    :class:`FeatureMeta` and what was filled; statistics from the ``train`` rows.
+
+    The one preparation of a target, for a sweep (:func:`prepare`) and for a served model's
+    labelled rows (``hpo evaluate``), which passes a category target's fitted ``classes``:
+    a value outside them is an error, not a new class. Runs in the driver or the serving process.
+
+    Raises:
+        DataError: missing target values, a target with a single class or more than
+            ``most_common`` classes, a value outside ``classes``.
+    """
+    if out.type == "category":
+        col = category_values(s, preprocessing_of(out, "output_features"), out.name, train)
+        values = pd.Series(col.values, name=s.name)
+        _require_targets(values, key, origin)
+        if classes is not None:
+            return _known_classes(values, classes, key, origin), FeatureMeta(out.name, "category", vocab=classes), []
+        classes = tuple(sorted(values.unique(), key=lambda v: (str(type(v)), v)))
+        cap = preprocessing_of(out, "output_features").most_common
+        if cap is not None and len(classes) > cap:
+            raise DataError(
+                f"column {s.name!r}: the target has {len(classes)} classes, more than most_common {cap}; "
+                "a target whose rarer classes read as unknown is not supported yet",
+                source=origin.source,
+                key=f"{key}.preprocessing.most_common",
+                fix=f"remove most_common or set it to at least {len(classes)}",
+            )
+        if len(classes) < 2:
+            raise DataError(
+                f"column {s.name!r}: the target has a single class",
+                source=origin.source,
+                key=key,
+                fix="use a column with at least 2 classes",
+            )
+        lookup = {v: i for i, v in enumerate(classes)}
+        vocab = tuple(c.item() if hasattr(c, "item") else c for c in classes)
+        return values.map(lookup).to_numpy(np.int64), FeatureMeta(out.name, "category", vocab=vocab), col.filled
+    if out.type == "binary":
+        b = prepare_binary(s, preprocessing_of(out, "output_features"), out.name, key, train, origin)
+        return b.values, FeatureMeta(out.name, "binary"), b.filled
+    if out.type == "number":
+        num = prepare_number(s, preprocessing_of(out, "output_features"), out.name, key, train, origin)
+        return num.values, FeatureMeta(out.name, "number", stats=num.stats), num.filled
+    # set, vector
+    from ludwig_hpo.data.feature_types import encode_output
+
+    _require_targets(s, key, origin)
+    x, m = encode_output(out, s, key, train, origin)
+    return x, m, []
+
+
+def _known_classes(values: pd.Series, classes: tuple[Any, ...], key: str, origin: DataOrigin) -> np.ndarray:
+    """Category labels as ids of a fitted model's ``classes`` (compared as text, as the
+    labels were read). Raises DataError naming the rows of a label the model never saw."""
+    lookup = {str(c): i for i, c in enumerate(classes)}
+    ids = values.map(lambda v: lookup.get(str(v), -1)).to_numpy(np.int64)
+    unseen = ids < 0
+    if unseen.any():
+        first = values[unseen].iloc[0]
+        raise DataError(
+            f"column {values.name!r}: label {first!r} is not one of the model's {len(classes)} classes "
+            f"({origin.rows(_rows(unseen))})",
+            source=origin.source,
+            key=key,
+            fix="score rows whose labels the model was trained on",
+        )
+    return ids
 
 
 def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) -> PreparedData:
@@ -267,23 +328,9 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
             rows for the split or the folds, missing or unreadable image files, images of
             different sizes without ``preprocessing.height``/``width``.
     """
-    origin = DataOrigin.of(df)
-    glob = global_preprocessing(cfg)
-    seed = cfg.dataset.split.seed
-    sampled = sample_rows(len(df), glob, seed, origin.source)
-    if sampled is not None:
-        df, origin = _subset(df, origin, sampled)
-    drop, notes = missing_drops(df, cfg, origin)
-    if drop.any():
-        df, origin = _subset(df, origin, np.flatnonzero(~drop))
-    strat = _stratify_labels(df, cfg, origin)
-    splits = split_rows(df, cfg, strat, origin)
-    drop, outliers = outlier_drops(df, cfg, splits["train"], origin)
-    if drop.any():
-        splits = keep_splits(splits, ~drop)
-        df, origin = _subset(df, origin, np.flatnonzero(~drop))
-        strat = None if strat is None else strat[~drop]
-    check_sizes(cfg, splits, strat, origin)
+    kept = kept_rows(df, cfg)
+    df, origin, splits, strat, notes = kept.df, kept.origin, kept.splits, kept.strata, kept.notes
+    glob, seed = global_preprocessing(cfg), cfg.dataset.split.seed
     train = splits["train"]
     inputs, meta, filled = _encode_inputs(df, cfg, train, data_dir, origin)
     targets, out_meta, out_filled = _encode_targets(df, cfg, train, origin)
@@ -301,8 +348,51 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
         splits=splits,
         folds=folds,
         meta=meta,
-        filled=tuple(notes + outliers + filled + out_filled),
+        filled=tuple(notes + filled + out_filled),
     )
+
+
+@dataclass(frozen=True)
+class KeptRows:
+    """The rows :func:`prepare` encodes, before any feature is: ``df`` (sampled, rows a
+    ``drop_row`` strategy drops gone), its ``origin``, the ``splits`` (positions in ``df``,
+    before the training split is rebalanced), the stratification labels ``strata`` (None
+    when not stratified) and ``notes`` of the dropped rows."""
+
+    df: pd.DataFrame
+    origin: DataOrigin
+    splits: dict[str, np.ndarray]
+    strata: np.ndarray | None
+    notes: list[FilledValues]
+
+
+def kept_rows(df: pd.DataFrame, cfg: SweepConfig) -> KeptRows:
+    """Sample, drop and split ``df`` as :func:`prepare` does (the module docstring's order),
+    deterministically: the same rows and splits for the same file and config (a served model
+    refits its preprocessing on the same training rows; ``hpo evaluate --split`` scores the
+    same test rows). Runs in the driver or the serving process.
+
+    Raises:
+        DataError: see :func:`prepare` (a single-class target, too few rows for the split).
+    """
+    origin = DataOrigin.of(df)
+    glob = global_preprocessing(cfg)
+    seed = cfg.dataset.split.seed
+    sampled = sample_rows(len(df), glob, seed, origin.source)
+    if sampled is not None:
+        df, origin = _subset(df, origin, sampled)
+    drop, notes = missing_drops(df, cfg, origin)
+    if drop.any():
+        df, origin = _subset(df, origin, np.flatnonzero(~drop))
+    strat = _stratify_labels(df, cfg, origin)
+    splits = split_rows(df, cfg, strat, origin)
+    drop, outliers = outlier_drops(df, cfg, splits["train"], origin)
+    if drop.any():
+        splits = keep_splits(splits, ~drop)
+        df, origin = _subset(df, origin, np.flatnonzero(~drop))
+        strat = None if strat is None else strat[~drop]
+    check_sizes(cfg, splits, strat, origin)
+    return KeptRows(df, origin, splits, strat, notes + outliers)
 
 
 def _require_targets(s: pd.Series, key: str, origin: DataOrigin) -> None:

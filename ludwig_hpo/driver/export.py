@@ -7,6 +7,7 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from rich.console import Console
@@ -15,9 +16,13 @@ from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.config.paths import apply_params
 from ludwig_hpo.data import PreparedData
 from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.errors import UserError
 from ludwig_hpo.results import TrialRecord
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.protocol import Tracker
+
+if TYPE_CHECKING:
+    import torch
 
 #: Rows of the test split logged as the MLflow model's input example.
 INPUT_EXAMPLE_ROWS = 5
@@ -67,7 +72,7 @@ def export_best(
         )
     store.log_artifact(parent, out, layout.BEST_MODEL_ARTIFACT)
     if weights is not None:
-        _log_best_model(best, paths.best_weights, loaded, data, store, parent, console)
+        _log_best_model(best, paths, loaded, data, store, parent, console)
 
 
 def _note_exported_epoch(best: TrialRecord, weights: Path, store: Tracker, parent: str, console: Console) -> None:
@@ -90,37 +95,83 @@ def _note_exported_epoch(best: TrialRecord, weights: Path, store: Tracker, paren
 
 def _log_best_model(
     best: TrialRecord,
-    weights: Path,
+    paths: SweepPaths,
     loaded: LoadedSweep,
     data: PreparedData,
     store: Tracker,
     parent: str,
     console: Console,
 ) -> None:
-    """The best trial's model as an MLflow PyTorch model (``model/`` of the parent run), with
-    the first test rows as input example; registered when ``tracking.register_model`` is set.
-    Tags the parent run with ``best_model_uri`` (and ``registered_model``: ``<name>/<version>``)."""
+    """The best trial's model (calibrated) as the parent run's MLflow logged models: ``model``,
+    the raw-row pyfunc model (also written to ``model/`` of the output folder; registered when
+    ``tracking.register_model`` is set), and ``pytorch_model``, the module in MLflow's PyTorch
+    flavour taking the prepared columns. Each has the first test rows as input example. Tags
+    the parent run with ``best_model_uri`` (the pyfunc's), ``pytorch_model_uri`` and
+    ``registered_model`` (``<name>/<version>``). A raw-row model that cannot be built (its
+    dataset no longer readable) is one warning line; the PyTorch model is logged all the same."""
     import torch
 
     from ludwig_hpo.config.loader import resolve_trial_config
     from ludwig_hpo.model import build_model
     from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
-    from ludwig_hpo.tracking.models import log_pytorch_model
+    from ludwig_hpo.tracking.models import log_pytorch_model, log_saved_model
     from ludwig_hpo.train.calibrate import calibrate
 
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True)["state_dict"])
+    model.load_state_dict(torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
     calibrate(model, cfg, data)  # Ludwig's calibration: the served probabilities are calibrated
+    name = loaded.config.tracking.register_model
+    tags: dict[str, str] = {}
+    try:
+        save_raw_row_model(paths.served_model, model, best, loaded, data)
+    except UserError as e:
+        console.print(f"warning: no raw-row model was logged: {e.one_line()}", highlight=False)
+    else:
+        logged = log_saved_model(store, parent, paths.served_model, layout.MODEL_ARTIFACT, register_as=name)
+        tags[layout.BEST_MODEL_URI_TAG] = logged.uri
+        if logged.version is not None and name is not None:
+            tags[layout.REGISTERED_MODEL_TAG] = layout.registered_model_value(name, logged.version)
+            console.print(f"model registry: {name} version {logged.version}", highlight=False)
     flat = FlatInputModel(model, data.meta, [f.name for f in cfg.output_features])
     example = flat_inputs(data.inputs, data.splits["test"][:INPUT_EXAMPLE_ROWS], model.input_names, data.meta)
-    name = loaded.config.tracking.register_model
-    logged = log_pytorch_model(store, parent, flat, example, register_as=name)
-    tags = {layout.BEST_MODEL_URI_TAG: logged.uri}
-    if logged.version is not None and name is not None:
-        tags[layout.REGISTERED_MODEL_TAG] = layout.registered_model_value(name, logged.version)
-        console.print(f"model registry: {name} version {logged.version}", highlight=False)
+    plain = log_pytorch_model(store, parent, flat, example, name=layout.PYTORCH_MODEL_ARTIFACT)
+    tags[layout.PYTORCH_MODEL_URI_TAG] = plain.uri
     store.set_tags(parent, tags)
+
+
+def save_raw_row_model(
+    folder: Path, model: torch.nn.Module, best: TrialRecord, loaded: LoadedSweep, data: PreparedData
+) -> None:
+    """Write ``model`` (trained, calibrated, of ``best``'s configuration) as an MLflow pyfunc
+    model folder at ``folder`` (replacing one there; written beside it, then renamed): the
+    training split's raw cells it refits its preprocessing on are read again from the sweep's
+    dataset and split as the sweep split it; its input example is the first test rows (else
+    training rows). Driver only.
+
+    Raises:
+        UserError: the dataset cannot be read or split again.
+    """
+    from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.data import dataset_folder, load_dataframe
+    from ludwig_hpo.data.preprocess import kept_rows
+    from ludwig_hpo.model.pyfunc import ServedModel, save_pyfunc
+    from ludwig_hpo.model.raw_rows import reference_rows
+
+    cfg = loaded.config
+    kept = kept_rows(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
+    train = kept.df.iloc[kept.splits["train"]]
+    test = kept.splits.get("test")
+    example = (
+        kept.df.iloc[test[:INPUT_EXAMPLE_ROWS]] if test is not None and len(test) else train.head(INPUT_EXAMPLE_ROWS)
+    )
+    served = ServedModel(model, resolve_trial_config(loaded.raw, best.params), data.meta, reference_rows(train, cfg))
+    tmp = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cwd = dataset_folder(cfg.dataset.source, loaded.base_dir)  # relative image paths of the example
+    save_pyfunc(tmp, served, example, loaded.raw, best.params, data_dir=cwd)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
 
 
 def log_best_trial(best: TrialRecord, metric: str, goal: str, store: Tracker, parent: str) -> None:

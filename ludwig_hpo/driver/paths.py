@@ -105,6 +105,12 @@ class SweepPaths:
         return self.best_model / "config.yaml"
 
     @property
+    def served_model(self) -> Path:
+        """``model/``: the best model as an MLflow pyfunc model folder (raw rows in, Ludwig-named
+        predictions out), as the parent run's logged model ``model`` holds it (``hpo predict DIR``)."""
+        return self.root / layout.MODEL_ARTIFACT
+
+    @property
     def best_preprocessing(self) -> Path:
         """``best_model/preprocessing.json``: the preprocessing fitted on the training split."""
         return self.best_model / "preprocessing.json"

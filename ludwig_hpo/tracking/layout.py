@@ -90,6 +90,7 @@ OBJECTIVES_TAG: Final = "objectives"
 BEST_TRIAL_ID_TAG: Final = "best_trial_id"
 BEST_MODEL_EPOCH_TAG: Final = "best_model.epoch"  # the epoch whose weights best_model/model.pt holds
 BEST_MODEL_URI_TAG: Final = "best_model_uri"  # models:/<model id> (runs:/<parent run id>/model loads it too)
+PYTORCH_MODEL_URI_TAG: Final = "pytorch_model_uri"  # models:/<model id> of the PyTorch-flavour model
 REGISTERED_MODEL_TAG: Final = "registered_model"  # <registered name>/<version>
 #: With ``kfold``, which configuration the final model (``best_model/``, the logged model) is:
 #: ``kfold.select`` (``cv`` | ``search``), its rank in the search, its search trial, the rule
@@ -139,7 +140,10 @@ RESULTS_ARTIFACT: Final = "results.json"
 REPORT_ARTIFACT: Final = "report.html"
 HIPLOT_ARTIFACT: Final = "hiplot.html"
 BEST_MODEL_ARTIFACT: Final = "best_model"  # folder: weights, config, preprocessing
-MODEL_ARTIFACT: Final = "model"  # the name of the MLflow logged model (PyTorch flavour) of the parent run
+MODEL_ARTIFACT: Final = (
+    "model"  # the parent run's MLflow logged model: raw rows in, Ludwig-named predictions out (pyfunc)
+)
+PYTORCH_MODEL_ARTIFACT: Final = "pytorch_model"  # the same model in MLflow's PyTorch flavour: prepared columns in
 
 # ------------------------------------------------------------------------------ child runs
 #: The trial's Tune id, the key by which a resumed sweep finds the trial's run again.

@@ -51,7 +51,12 @@ def _requirements() -> list[str]:
 
 
 def log_pytorch_model(
-    store: Tracker, run_id: str, model: torch.nn.Module, example: pd.DataFrame, register_as: str | None = None
+    store: Tracker,
+    run_id: str,
+    model: torch.nn.Module,
+    example: pd.DataFrame,
+    register_as: str | None = None,
+    name: str = MODEL_ARTIFACT,
 ) -> LoggedModel:
     """Save ``model`` (CPU, eval mode) with MLflow's PyTorch flavour, an input example and the
     signature inferred from ``model(example)``, log it as the logged model ``model`` of
@@ -62,6 +67,8 @@ def log_pytorch_model(
         model: takes one float32 tensor (batch, columns of ``example``), returns one tensor
             (batch, outputs); its ``output_columns`` attribute, when present, names the outputs.
         example: a few input rows (their column names become the signature's).
+        name: the logged model's name (``model``; the sweep logs this one as ``pytorch_model``
+            beside its raw-row model).
 
     Raises:
         mlflow.exceptions.MlflowException: the store refused the upload or the registration.
@@ -77,7 +84,7 @@ def log_pytorch_model(
     names = getattr(model, "output_columns", None)  # named outputs, e.g. a binary's probability
     signature = infer_signature(example, pd.DataFrame(prediction, columns=names) if names else prediction)
     with tempfile.TemporaryDirectory(prefix="hpo-model-") as tmp:
-        path = Path(tmp) / MODEL_ARTIFACT
+        path = Path(tmp) / name
         # pickle: the whole module, any batch size (MLflow's 'pt2' export fixes the example's
         # shapes); MLflow warns about pickle on every save, which is not news for the console
         log = logging.getLogger("mlflow.pytorch")
@@ -94,8 +101,18 @@ def log_pytorch_model(
             )
         finally:
             log.setLevel(level)
-        model_id = store.log_model(run_id, MODEL_ARTIFACT, path)
-    version = store.register_model_version(register_as, run_id, MODEL_ARTIFACT, model_id) if register_as else None
+        return log_saved_model(store, run_id, path, name, register_as)
+
+
+def log_saved_model(store: Tracker, run_id: str, path: Path, name: str, register_as: str | None = None) -> LoggedModel:
+    """Log the saved MLflow model folder ``path`` as the logged model ``name`` of ``run_id``
+    (and register it as a new version of ``register_as`` when given). Driver only.
+
+    Raises:
+        mlflow.exceptions.MlflowException: the store refused the upload or the registration.
+    """
+    model_id = store.log_model(run_id, name, path)
+    version = store.register_model_version(register_as, run_id, name, model_id) if register_as else None
     return LoggedModel(f"models:/{model_id}", model_id, version)
 
 

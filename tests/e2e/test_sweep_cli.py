@@ -151,8 +151,12 @@ def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
     } <= artifacts
     # the best model is an MLflow logged model of the parent run: MLflow's model views list it
     models = client.search_logged_models(experiment_ids=[parent.info.experiment_id])
-    assert [(m.name, m.source_run_id) for m in models] == [("model", parent.info.run_id)]
-    assert ptags["best_model_uri"] == f"models:/{models[0].model_id}"
+    ids = {m.name: m.model_id for m in models if m.source_run_id == parent.info.run_id}
+    assert sorted(ids) == ["model", "pytorch_model"] and len(models) == 2  # raw rows in, and the module
+    assert (ptags["best_model_uri"], ptags["pytorch_model_uri"]) == (
+        f"models:/{ids['model']}",
+        f"models:/{ids['pytorch_model']}",
+    )
     # the outcome on the parent: the best trial's scores, each top configuration's k-fold and test scores
     pm = parent.data.metrics
     assert {"best/validation/malignant/roc_auc", "kfold/1/mean", "kfold/1/ci95", "kfold/1/test"} <= set(pm)
@@ -173,7 +177,7 @@ def check_sweep_tree(client, runs, *, n_trials=4, folds=("0", "1", "test")):
 
 
 def load_best_model_and_score_test_rows(tracking_uri: str, parent) -> float:
-    """Load the parent's ``best_model_uri`` with ``mlflow.pytorch.load_model`` and return its
+    """Load the parent's ``pytorch_model_uri`` with ``mlflow.pytorch.load_model`` and return its
     accuracy on the tiny sweep's test rows."""
     import numpy as np
     import torch
@@ -182,7 +186,7 @@ def load_best_model_and_score_test_rows(tracking_uri: str, parent) -> float:
     from ludwig_hpo.data import load_dataframe, prepare
     from ludwig_hpo.model.serving import flat_inputs
 
-    uri = parent.data.tags["best_model_uri"]
+    uri = parent.data.tags["pytorch_model_uri"]
     assert uri.startswith("models:/")
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
     data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config)
@@ -514,6 +518,79 @@ def test_hpo_train_from_a_sweep_logs_into_the_sweeps_store_under_its_parent(tiny
     assert trial.info.status == "FINISHED" and trial.data.tags["run_kind"] == "trial"
     assert [m.source_run_id for m in client.search_logged_models(experiment_ids=[exp.experiment_id])].count(
         train.info.run_id
-    ) == 1
+    ) == 2  # the raw-row model and the PyTorch one
     assert not (tmp_path / "t" / "breast-cancer-tiny-train" / "mlflow.db").exists()  # no store of its own
     assert len(load_sweep_result(uri, experiment="breast-cancer-tiny").trials) == 4  # the sweep's own trials
+
+
+def test_the_best_model_scores_raw_rows_the_same_everywhere(mlflow_runs, tiny_sweep, tmp_path):
+    """The logged raw-row model (``runs:/<parent>/model``) on the sweep's own test rows as a
+    user has them (a CSV of the dataset's columns): ``hpo evaluate --split test`` gives
+    results.json's test scores, and ``hpo predict``, the pyfunc model in Python and ``hpo
+    serve`` over HTTP on 127.0.0.1 give the same predictions, whose accuracy is the test score."""
+    import urllib.request
+
+    import pandas as pd
+
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.data import load_dataframe
+    from ludwig_hpo.data.preprocess import kept_rows
+    from ludwig_hpo.execution.cluster import free_port
+
+    client, runs = mlflow_runs
+    _, out = tiny_sweep
+    parent = next(r for r in runs if r.data.tags.get("run_kind") == "sweep")
+    expected = json.loads((out / "results.json").read_text())["test_scores"]
+    cfg = load_sweep(SWEEPS / "breast_cancer_tiny.yaml").config
+    df = load_dataframe(cfg.dataset.source, SWEEPS)
+    df.to_csv(tmp_path / "rows.csv", index=False)
+    ev = run_cli("evaluate", str(out), "--dataset", "rows.csv", "--split", "test", "-o", "ev.json", cwd=tmp_path)
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    scores = json.loads((tmp_path / "ev.json").read_text())
+    assert expected and {k: pytest.approx(v, rel=1e-6) for k, v in expected.items()} == {k: scores[k] for k in expected}
+
+    kept = kept_rows(df, cfg)
+    test = kept.df.iloc[kept.splits["test"]].reset_index(drop=True)
+    features = test.drop(columns=["malignant"])
+    features.to_csv(tmp_path / "test.csv", index=False)
+    pr = run_cli("predict", str(out), "--dataset", "test.csv", "-o", "pred.csv", cwd=tmp_path)
+    assert pr.returncode == 0 and f"predictions: {len(test)} of {len(test)} rows" in pr.stdout, pr.stderr[-3000:]
+    predicted = pd.read_csv(tmp_path / "pred.csv")
+    accuracy = (predicted["malignant_predictions"] == test["malignant"].astype(bool)).mean()
+    assert accuracy == pytest.approx(expected["test/malignant/accuracy"])
+
+    saved = dict(os.environ)
+    try:
+        os.environ["MLFLOW_TRACKING_URI"] = client.tracking_uri  # where runs:/ URIs resolve
+        import mlflow.pyfunc
+
+        model = mlflow.pyfunc.load_model(f"runs:/{parent.info.run_id}/model")
+        in_python = model.predict(features)
+    finally:  # MLflow's torch import also sets KMP_* variables
+        os.environ.clear()
+        os.environ.update(saved)
+    true = "malignant_probabilities_True"
+    assert in_python[true].to_numpy() == pytest.approx(predicted[true].to_numpy(), rel=1e-6)
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ludwig_hpo", "serve", str(out), "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_until_answering(f"http://127.0.0.1:{port}/ping", server)
+        body = json.dumps({"dataframe_records": features.head(10).to_dict(orient="records")}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/invocations", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            served = pd.DataFrame(json.loads(reply.read())["predictions"])
+    finally:
+        stop_process_group(server)
+    assert list(served.columns) == list(predicted.columns)
+    assert served[true].to_numpy() == pytest.approx(predicted[true].head(10).to_numpy(), rel=1e-6)
+    assert (served["malignant_predictions"] == predicted["malignant_predictions"].head(10)).all()

@@ -1,0 +1,128 @@
+"""``hpo evaluate DIR|MODEL --dataset DATA [--split S] [-o OUT]``: the metrics the sweep reports
+(``<split>/<output>/<metric>``, ``<split>/combined/loss``), of a raw-row model on labelled rows,
+computed by the sweep's own scoring (:func:`ludwig_hpo.train.evaluate.evaluate`).
+
+``--split``, as Ludwig's ``evaluate`` takes it: ``full`` (default) scores every row;
+``training``, ``validation`` or ``test`` score the rows the model's config puts in that split
+(its ``dataset.split`` / ``preprocessing.split``: a split column, or the seeded random split,
+so the sweep's own file gives the sweep's own test rows); ``each`` scores the three splits in
+turn. The metrics are printed and written as JSON (``{"<split>/<output>/<metric>": value}``).
+The CLI process, CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ludwig_hpo.errors import DataError
+
+#: ``--split`` values: Ludwig's split names -> the sweep's.
+SPLITS = {"training": "train", "validation": "validation", "test": "test"}
+#: ``--split`` values besides those.
+FULL, EACH = "full", "each"
+
+
+def split_names(split: str) -> list[str]:
+    """The ``--split`` value as the splits to score, in Ludwig's names.
+
+    Raises:
+        DataError: an unknown split.
+    """
+    if split == EACH:
+        return list(SPLITS)
+    if split == FULL or split in SPLITS:
+        return [split]
+    raise DataError(
+        f"unknown split {split!r}",
+        key="--split",
+        fix=f"use one of {', '.join([FULL, *SPLITS, EACH])}",
+    )
+
+
+def evaluate_rows(served: Any, df: Any, split: str, *, skip_bad_rows: bool, data_dir: Path | None) -> dict:
+    """``{"<split>/<output>/<metric>": value}`` of ``served`` (a
+    :class:`~ludwig_hpo.model.pyfunc.ServedModel`) on ``df``'s rows of ``split`` (one name of
+    :func:`split_names`), and the bad rows left out (``"bad_rows"``: their count).
+
+    Raises:
+        DataError / BadRowsError: as :meth:`~ludwig_hpo.model.pyfunc.ServedModel.prepare_labelled`;
+            a split without rows.
+    """
+    import torch
+
+    from ludwig_hpo.data.preprocess import kept_rows
+    from ludwig_hpo.driver.holdout import EVAL_BATCH_SIZE
+    from ludwig_hpo.train.data import DeviceData
+    from ludwig_hpo.train.evaluate import evaluate
+
+    cfg = served.cfg
+    if split != FULL:
+        kept = kept_rows(df, cfg)  # the sweep's own row selection and split, on these rows
+        rows = kept.splits.get(SPLITS[split])
+        if rows is None or len(rows) == 0:
+            raise DataError(f"the {split} split of these rows is empty", key="--split", fix="choose another split")
+        df = kept.df.iloc[rows]
+    prepared = served.prepare_labelled(df, skip_bad_rows=skip_bad_rows, data_dir=data_dir)
+    size = cfg.trainer.eval_batch_size
+    batch = size if isinstance(size, int) else EVAL_BATCH_SIZE
+    name = SPLITS.get(split, FULL)
+    scores = evaluate(
+        served.model, cfg, DeviceData(prepared.data, torch.device("cpu")), prepared.data.splits["rows"], name, batch
+    )
+    return {"scores": scores, "rows": len(prepared.kept), "bad_rows": list(prepared.bad)}
+
+
+def evaluate_command(
+    source: str,
+    dataset: Path,
+    output: Path,
+    *,
+    split: str,
+    skip_bad_rows: bool,
+    tracking_uri: str | None,
+    out: Console,
+    err: Console,
+) -> dict[str, float]:
+    """Score ``dataset``'s rows of ``split`` with the model, print one line per metric and write
+    them to ``output`` (JSON, renamed into place); returns them.
+
+    Raises:
+        DataError: the model or the dataset cannot be read, a column is missing, an empty split.
+        BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``.
+    """
+    from ludwig_hpo.driver.model_source import resolve_source
+    from ludwig_hpo.driver.predict import read_rows, say_bad_rows
+    from ludwig_hpo.model.raw_rows import BadRowsError
+
+    names = split_names(split)
+    model = resolve_source(source, tracking_uri)
+    df, data_dir = read_rows(dataset)
+    served = model.load()
+    scores: dict[str, float] = {}
+    for name in names:
+        try:
+            result = evaluate_rows(served, df, name, skip_bad_rows=skip_bad_rows, data_dir=data_dir)
+        except BadRowsError as e:
+            say_bad_rows(err, e.bad, "refused")
+            raise
+        if result["bad_rows"]:
+            say_bad_rows(err, tuple(result["bad_rows"]), "left out")
+        out.print(f"{name}: {result['rows']} rows", highlight=False)
+        for key, value in result["scores"].items():
+            out.print(f"  {key} = {value:.6g}", highlight=False)
+        scores.update(result["scores"])
+    tmp = output.with_name(f".{output.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(scores, indent=2))
+        os.replace(tmp, output)
+    except OSError as e:
+        raise DataError(f"cannot write ({e.strerror or e})", source=str(output), key="--output") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    out.print(f"metrics -> {output}", highlight=False)
+    return scores

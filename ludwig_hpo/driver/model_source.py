@@ -1,0 +1,90 @@
+"""Which raw-row model ``hpo predict / evaluate / serve`` take: ``DIR|MODEL``, one of
+
+- a sweep's or ``hpo train``'s output folder (its ``model/``, the pyfunc model the sweep logged),
+- an MLflow pyfunc model folder (holding ``MLmodel``),
+- an MLflow model URI (``runs:/<parent run id>/model``, ``models:/<id>``, ``models:/<name>/<version>``),
+  resolved in ``MLFLOW_TRACKING_URI`` (the store a ``hpo sweep`` output folder's ``mlflow.db`` is).
+
+The CLI process only; MLflow is imported when a model is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ludwig_hpo.driver.paths import SweepPaths
+from ludwig_hpo.errors import DataError
+
+#: An MLflow model URI's scheme (``runs:/``, ``models:/``, ``file:/``, ``s3://``, ...).
+_URI = re.compile(r"^[a-z][a-z0-9+.-]*:/", re.IGNORECASE)
+_FIX = "pass a sweep's (or hpo train's) output folder, an MLflow model folder, or runs:/<parent run id>/model"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model to load: ``uri`` (a local folder's path, or an MLflow URI) and the
+    ``tracking_uri`` an MLflow URI resolves in (None: a folder)."""
+
+    uri: str
+    tracking_uri: str | None
+
+    def load(self):  # -> ServedModel (a torch/MLflow import away)
+        """The :class:`~ludwig_hpo.model.pyfunc.ServedModel` of the pyfunc model at ``uri``,
+        loaded with ``mlflow.pyfunc.load_model``.
+
+        Raises:
+            DataError: no such run, model or artifact, or not a raw-row model (one line).
+        """
+        import mlflow
+        from mlflow.exceptions import MlflowException
+
+        from ludwig_hpo.model.pyfunc import quiet_artifacts, served_from_pyfunc
+
+        if self.tracking_uri is not None:
+            mlflow.set_tracking_uri(self.tracking_uri)  # where runs:/ and models:/ resolve (this process)
+        try:
+            with quiet_artifacts():
+                loaded = mlflow.pyfunc.load_model(self.uri)
+        except (MlflowException, OSError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            where = f" in {self.tracking_uri}" if self.tracking_uri else ""
+            raise DataError(f"cannot load the model{where}: {first[:300]}", source=self.uri, fix=_FIX) from None
+        return served_from_pyfunc(loaded)
+
+
+def resolve_source(source: str, tracking_uri: str | None = None) -> ModelSource:
+    """``source`` as the CLI was given it, checked before anything is loaded.
+
+    Raises:
+        DataError: a folder that is neither an output folder with a model nor a model folder;
+            a path that does not exist; an MLflow URI without a tracking store to resolve it in.
+    """
+    path = Path(source)
+    if _URI.match(source) and not path.exists():
+        uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        if uri is None and source.startswith(("runs:/", "models:/")):
+            raise DataError(
+                "an MLflow run or model URI needs its tracking store",
+                source=source,
+                key="MLFLOW_TRACKING_URI",
+                fix="set MLFLOW_TRACKING_URI (e.g. sqlite:///DIR/mlflow.db), or pass the sweep's output folder",
+            )
+        return ModelSource(source, uri)
+    if not path.is_dir():
+        raise DataError("no such folder", source=source, fix=_FIX)
+    if (path / "MLmodel").is_file():
+        return ModelSource(str(path), None)
+    paths = SweepPaths(path)
+    if (paths.served_model / "MLmodel").is_file():
+        return ModelSource(str(paths.served_model), None)
+    if paths.best_model.is_dir() or paths.state.is_file():
+        raise DataError(
+            f"this output folder holds no raw-row model ({paths.served_model.name}/): its sweep ended without "
+            "a trained model, or ran before raw-row models were saved",
+            source=source,
+            fix="rerun the sweep (or hpo train) with this version",
+        )
+    raise DataError("not a sweep's or hpo train's output folder, nor an MLflow model folder", source=source, fix=_FIX)

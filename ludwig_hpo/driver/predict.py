@@ -1,0 +1,105 @@
+"""``hpo predict DIR|MODEL --dataset DATA [-o OUT]``: a raw-row model's predictions of every
+row of a CSV or Parquet file, written as CSV (or Parquet for a ``.parquet`` OUT) with Ludwig's
+column names (:mod:`ludwig_hpo.model.predictions`), one row per dataset row in order.
+
+Bad rows (a missing value a feature cannot fill, text in a number column, an unreadable image)
+are listed one line each and nothing is written (exit 2); with ``--skip-bad-rows`` they are
+left out, counted and listed, and the file holds the other rows. The file is written beside
+its final name and renamed, so a failed run leaves no half-written file. The CLI process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from rich.console import Console
+
+from ludwig_hpo.errors import DataError
+
+if TYPE_CHECKING:
+    from ludwig_hpo.model.raw_rows import BadRow
+
+#: Bad rows listed on the console; the rest are counted.
+SHOWN_BAD_ROWS = 20
+
+
+def read_rows(dataset: Path) -> tuple[pd.DataFrame, Path | None]:
+    """The rows of ``dataset`` (CSV, TSV or Parquet) and the folder its relative image paths
+    start at (the file's).
+
+    Raises:
+        DataError: the file does not exist or cannot be read.
+    """
+    from ludwig_hpo.data import dataset_folder, load_dataframe
+
+    source = str(dataset)
+    return load_dataframe(source, Path.cwd()), dataset_folder(source, Path.cwd())
+
+
+def say_bad_rows(err: Console, bad: tuple[BadRow, ...], verb: str) -> None:
+    """One line per bad row (at most :data:`SHOWN_BAD_ROWS`, then a count), ``verb`` saying
+    what happened to them (``"left out"``, ``"refused"``)."""
+    for b in bad[:SHOWN_BAD_ROWS]:
+        err.print(f"bad row ({verb}): {b.where}: {b.reason}", soft_wrap=True)
+    if len(bad) > SHOWN_BAD_ROWS:
+        err.print(f"... and {len(bad) - SHOWN_BAD_ROWS} more bad rows ({verb})")
+
+
+def write_atomically(frame: pd.DataFrame, out: Path) -> None:
+    """``frame`` as CSV, or Parquet when ``out`` ends in ``.parquet``: written to a hidden file
+    beside ``out``, then renamed over it (no half-written file on failure).
+
+    Raises:
+        DataError: the folder does not exist or cannot be written.
+    """
+    if not out.parent.is_dir():
+        raise DataError("no such folder", source=str(out.parent), key="--output", fix="create it or choose another")
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        if out.suffix.lower() == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
+        os.replace(tmp, out)
+    except OSError as e:
+        raise DataError(f"cannot write ({e.strerror or e})", source=str(out), key="--output") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def predict_command(
+    source: str,
+    dataset: Path,
+    output: Path,
+    *,
+    skip_bad_rows: bool,
+    tracking_uri: str | None,
+    out: Console,
+    err: Console,
+) -> Path:
+    """Write the predictions of every row of ``dataset`` to ``output``; returns it.
+
+    Raises:
+        DataError: the model or the dataset cannot be read, a column the model reads is missing.
+        BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``.
+    """
+    from ludwig_hpo.driver.model_source import resolve_source
+    from ludwig_hpo.model.raw_rows import BadRowsError
+
+    model = resolve_source(source, tracking_uri)
+    df, data_dir = read_rows(dataset)
+    served = model.load()
+    try:
+        scored = served.predict(df, skip_bad_rows=skip_bad_rows, data_dir=data_dir)
+    except BadRowsError as e:
+        say_bad_rows(err, e.bad, "refused")
+        raise
+    write_atomically(scored.frame, output)
+    if scored.rows.bad:
+        say_bad_rows(err, scored.rows.bad, "left out")
+    skipped = f"; {len(scored.rows.bad)} bad rows left out" if scored.rows.bad else ""
+    out.print(f"predictions: {len(scored.frame)} of {len(df)} rows -> {output}{skipped}", highlight=False)
+    return output

@@ -1,0 +1,251 @@
+"""Raw rows (a DataFrame with the dataset's columns) prepared for a trained model, with the
+preprocessing the sweep fitted, through the very functions the sweep ran
+(:func:`~ludwig_hpo.data.preprocess.prepare_input`, :func:`~ludwig_hpo.data.preprocess.prepare_target`).
+
+Those functions fit their statistics (fill values, normalization, vocabularies, lengths) on
+the rows they are told are the training split and apply them to every row. A served model
+keeps the training split's raw cells of its non-image features (``reference``) and prepares
+new rows by passing those cells first, as the training rows, then the new ones: the fitted
+statistics are the sweep's own, recomputed by the same code, so a row gets exactly the
+values the sweep gave it. Image pixels need no fitted statistic here (their scale is part of
+the model, :mod:`ludwig_hpo.model.image_input`), so image cells are read on their own.
+
+A row that cannot be prepared (a missing value a ``drop_row`` feature needs, text in a
+number column, an unreadable image path, a label the model never saw) is a :class:`BadRow`
+with a one-line reason; the other rows are prepared without it. Runs in whatever process
+serves the model (the CLI, MLflow's scoring server); no Ray, no sweep folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data.origin import DataOrigin
+from ludwig_hpo.data.preprocess import FeatureMeta, PreparedData, prepare_input, prepare_target
+from ludwig_hpo.data.rows import preprocessing_of
+from ludwig_hpo.errors import DataError
+
+#: The config sections of inputs and targets, as keys and errors name them.
+INPUTS, OUTPUTS = "input_features", "output_features"
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A row that cannot be prepared: ``row`` its 0-based position in the DataFrame given,
+    ``where`` the row as its file counts it (``line 7``, ``data row 3``), ``reason`` one line."""
+
+    row: int
+    where: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RawRows:
+    """Rows prepared for the model: ``data`` (its ``inputs``, ``targets`` when asked for, the
+    split ``"rows"`` over every prepared row, the model's ``meta``), ``kept`` (each prepared
+    row's position in the DataFrame given, ascending) and the ``bad`` rows left out."""
+
+    data: PreparedData
+    kept: np.ndarray
+    bad: tuple[BadRow, ...]
+
+
+class BadRowsError(DataError):
+    """Rows that cannot be prepared, one line each (``hpo predict`` / ``hpo evaluate`` exit 2
+    on it unless ``--skip-bad-rows``; the scoring server answers it as a bad request).
+
+    Args:
+        bad: the rows, in order.
+        source: the dataset file, when known.
+    """
+
+    def __init__(self, bad: tuple[BadRow, ...], source: str | None = None) -> None:
+        self.bad = bad
+        head = f"{len(bad)} row{'s' if len(bad) != 1 else ''} cannot be scored"
+        super().__init__(head, source=source, fix="fix or remove them, or pass --skip-bad-rows to leave them out")
+
+    def lines(self) -> list[str]:
+        """One line per bad row: ``<where>: <reason>``."""
+        return [f"{b.where}: {b.reason}" for b in self.bad]
+
+    def __reduce__(self):
+        return (type(self), (self.bad, self.source))
+
+
+def columns_needed(cfg: SweepConfig, *, targets: bool) -> list[tuple[str, Any]]:
+    """``(section, feature)`` of every feature whose column the rows must hold: the inputs,
+    and the outputs when ``targets`` (to score them)."""
+    feats = [(INPUTS, f) for f in cfg.input_features]
+    return feats + ([(OUTPUTS, f) for f in cfg.output_features] if targets else [])
+
+
+def check_columns(df: pd.DataFrame, cfg: SweepConfig, *, targets: bool, source: str | None) -> None:
+    """Refuse rows without a column the model reads, before any row is prepared.
+
+    Raises:
+        DataError: one line naming the first missing column, its feature's key and the fix.
+    """
+    for section, feat in columns_needed(cfg, targets=targets):
+        if feat.source_column not in df.columns:
+            what = "scores" if section == OUTPUTS else "reads"
+            raise DataError(
+                f"column {feat.source_column!r} is not in the rows (the model {what} it; they have "
+                f"{len(df.columns)} columns)",
+                source=source,
+                key=f"{section}[{feat.name}]",
+                fix=f"add the column {feat.source_column!r}",
+            )
+
+
+class RowPreparer:
+    """Prepares raw rows with a fitted model's preprocessing (see the module docstring).
+
+    Args:
+        cfg: the model's resolved config (its features and their ``preprocessing``).
+        meta: the model's :class:`FeatureMeta` per feature (``preprocessing.json``).
+        reference: the training split's raw cells, one column per non-image feature's
+            ``source_column`` (:func:`reference_rows`).
+    """
+
+    def __init__(self, cfg: SweepConfig, meta: dict[str, FeatureMeta], reference: pd.DataFrame) -> None:
+        self.cfg, self.meta, self.reference = cfg, meta, reference
+
+    def prepare(
+        self, df: pd.DataFrame, *, targets: bool = False, data_dir: Path | None = None, skip_bad_rows: bool = False
+    ) -> RawRows:
+        """``df``'s rows prepared for the model (its inputs, and its targets when ``targets``).
+
+        Args:
+            df: raw rows with the dataset's columns (a :func:`~ludwig_hpo.data.load_dataframe`
+                frame names its file in errors); image cells are paths (relative to
+                ``data_dir``, else the current folder) or arrays.
+            skip_bad_rows: leave bad rows out (``RawRows.bad`` lists them) instead of raising.
+
+        Raises:
+            DataError: a column the model needs is missing.
+            BadRowsError: some rows cannot be prepared (without ``skip_bad_rows``), or none can.
+        """
+        origin = DataOrigin.of(df)
+        check_columns(df, self.cfg, targets=targets, source=origin.source)
+        df = df.reset_index(drop=True)
+        feats = columns_needed(self.cfg, targets=targets)
+        reasons: dict[int, str] = {}
+        for section, feat in feats:
+            for row, why in self._missing_drops(df, section, feat, origin).items():
+                reasons.setdefault(row, why)
+        keep = np.array([i for i in range(len(df)) if i not in reasons], dtype=np.int64)
+        arrays = self._prepare_all(df, keep, feats, data_dir, origin)
+        if arrays is None:  # a feature refused some rows: find them one by one
+            for section, feat in feats:
+                for row, why in self._refused_rows(df, keep, section, feat, data_dir, origin).items():
+                    reasons.setdefault(row, why)
+            keep = np.array([i for i in range(len(df)) if i not in reasons], dtype=np.int64)
+        bad = tuple(BadRow(r, origin.rows(r), reasons[r]) for r in sorted(reasons))
+        if (bad and not skip_bad_rows) or len(keep) == 0:
+            raise BadRowsError(bad, origin.source)
+        # the rows left all prepared one by one; together they do too (else: that error)
+        inputs, target_arrays = arrays or self._prepare_all(df, keep, feats, data_dir, origin, catch=False)  # type: ignore[misc]
+        data = PreparedData(
+            inputs=inputs,
+            targets=target_arrays,
+            splits={"rows": np.arange(len(keep))},
+            folds=(),
+            meta=self.meta,
+        )
+        return RawRows(data, keep, bad)
+
+    # ------------------------------------------------------------------ one feature
+    def _missing_drops(self, df: pd.DataFrame, section: str, feat: Any, origin: DataOrigin) -> dict[int, str]:
+        """Rows whose cell is missing where the feature's ``missing_value_strategy`` is
+        ``drop_row`` (the sweep dropped such rows before preparing; a target's default)."""
+        prep = preprocessing_of(feat, section)
+        if getattr(prep, "missing_value_strategy", None) != "drop_row":
+            return {}
+        col = feat.source_column
+        missing = np.flatnonzero(df[col].isna().to_numpy())
+        why = (
+            f"column {col!r} has no value, and {section}[{feat.name}] drops such rows "
+            "(missing_value_strategy: drop_row)"
+        )
+        return {int(r): why for r in missing}
+
+    def _prepare_all(
+        self,
+        df: pd.DataFrame,
+        keep: np.ndarray,
+        feats: list[tuple[str, Any]],
+        data_dir: Path | None,
+        origin: DataOrigin,
+        catch: bool = True,
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+        """Every feature of the ``keep`` rows; None when a feature refuses one of them (with
+        ``catch``; else its DataError)."""
+        inputs: dict[str, np.ndarray] = {}
+        targets: dict[str, np.ndarray] = {}
+        for section, feat in feats:
+            try:
+                x = self._feature(df, keep, section, feat, data_dir, origin)
+            except DataError:
+                if not catch:
+                    raise
+                return None
+            (inputs if section == INPUTS else targets)[feat.name] = x
+        return inputs, targets
+
+    def _refused_rows(
+        self, df: pd.DataFrame, keep: np.ndarray, section: str, feat: Any, data_dir: Path | None, origin: DataOrigin
+    ) -> dict[int, str]:
+        """The ``keep`` rows the feature refuses, each prepared alone, with the error's line."""
+        try:
+            self._feature(df, keep, section, feat, data_dir, origin)
+            return {}
+        except DataError:
+            pass
+        out: dict[int, str] = {}
+        for r in keep:
+            try:
+                self._feature(df, np.array([r]), section, feat, data_dir, origin)
+            except DataError as e:
+                # the file the error is about when it is not the rows' own (an image file)
+                about = f"{e.source}: " if e.source and e.source != origin.source else ""
+                out[int(r)] = about + " ".join(e.message.split()) + (f"; fix: {e.fix}" if e.fix else "")
+        return out
+
+    def _feature(
+        self, df: pd.DataFrame, rows: np.ndarray, section: str, feat: Any, data_dir: Path | None, origin: DataOrigin
+    ) -> np.ndarray:
+        """One feature's prepared array of ``df``'s ``rows``: the reference cells first as the
+        training rows, then these rows (an image's cells alone). Raises DataError as the
+        sweep's preparation does."""
+        col = feat.source_column
+        key = f"{section}[{feat.name}]"
+        new = df[col].iloc[rows].reset_index(drop=True)
+        positions = rows if origin.kept is None else origin.kept[rows]
+        if feat.type == "image":
+            at = DataOrigin(origin.source, origin.separator, np.asarray(positions))
+            x, _, _ = prepare_input(feat, new, key, np.arange(len(new)), data_dir, at)
+            return x
+        ref = self.reference[col]
+        cells = pd.concat([ref, new], ignore_index=True).rename(new.name)
+        at = DataOrigin(origin.source, origin.separator, np.concatenate([np.zeros(len(ref), np.int64), positions]))
+        train = np.arange(len(ref))
+        if section == INPUTS:
+            x, _, _ = prepare_input(feat, cells, key, train, data_dir, at)
+        else:
+            classes = self.meta[feat.name].vocab if feat.type == "category" else None
+            x, _, _ = prepare_target(feat, cells, key, train, at, classes=classes)
+        return x[len(ref) :]
+
+
+def reference_rows(train_rows: pd.DataFrame, cfg: SweepConfig) -> pd.DataFrame:
+    """The raw cells a :class:`RowPreparer` refits on: the training split's rows
+    (:func:`~ludwig_hpo.data.preprocess.kept_rows`), one column per non-image feature's
+    ``source_column`` (inputs and outputs), in the split's order. Pure."""
+    cols = list(dict.fromkeys(f.source_column for _, f in columns_needed(cfg, targets=True) if f.type != "image"))
+    return train_rows[cols].reset_index(drop=True)
