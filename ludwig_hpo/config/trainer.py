@@ -90,7 +90,6 @@ _NOT_YET: dict[str, tuple[Any, str]] = {
     "bucketing_field": (None, "batches are drawn at random"),
     "compile": (False, "the model runs eagerly"),
     "effective_batch_size": ("auto", "set batch_size and gradient_accumulation_steps"),
-    "enable_gradient_checkpointing": (False, "it applies to LLMs only"),
     "skip_all_evaluation": (False, "every epoch is scored"),
     "enable_profiling": (False, "no profiler runs"),
 }
@@ -125,6 +124,9 @@ class TrainerConfig(_Base):
     ``compile``, ``effective_batch_size`` and profiling are not supported yet (an error says so).
     ``loss_balancing``: Ludwig's default ``none`` (the weighted sum); its other strategies are
     not supported yet.
+    ``enable_gradient_checkpointing``: recompute each transformer block's activations in the
+    backward pass (pretrained encoders' layers and our transformer encoder and combiners' blocks),
+    trading compute for activation memory; a model without such a block refuses it.
     """
 
     type: Literal["trainer"] = "trainer"
@@ -165,6 +167,7 @@ class TrainerConfig(_Base):
     bucketing_field: str | None = None
     compile: bool = False
     effective_batch_size: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = "auto"
+    #: recompute each transformer block in the backward pass (see ``ludwig_hpo.train.recompute``)
     enable_gradient_checkpointing: bool = False
     skip_all_evaluation: bool = False
     enable_profiling: bool = False

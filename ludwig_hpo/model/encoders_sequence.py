@@ -324,7 +324,8 @@ class TransformerEncoder(_SequenceEncoder):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embedded(x)
         if self.positions is not None:
-            h = h + self.positions.weight[: h.shape[1]]
+            # through the module's call, not its weight: FSDP gathers a sharded unit only there
+            h = h + self.positions(torch.arange(h.shape[1], device=h.device))
         if self.project is not None:
             h = self.project(h)
         h = self.transformer(h)

@@ -134,6 +134,7 @@ def tune_batch_sizes(
     world_size: int,
     local_world_size: int,
     cache: BatchSizeCache | None,
+    longest: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[TunedSize, TunedSize]:
     """The per-worker training and evaluation batch sizes of a trial.
 
@@ -145,7 +146,11 @@ def tune_batch_sizes(
     CPU a memory guard keeps each worker within its share of half the available RAM.
 
     The probes leave torch's random state as they found it, so a trial trains the same
-    whether its size was probed or came from a cache.
+    whether its size was probed or came from a cache. ``longest(rows)``: the rows every probe
+    batch of ``rows`` includes (:func:`~ludwig_hpo.train.lengths.longest_rows`), so each size
+    is measured at the longest sequence length a batch can have. The input shapes in the key
+    hold each input's prepared width (a token input's padded length L, an image's (H, W)), so
+    a longer ``max_sequence_length`` or a larger image is probed again, never reused.
 
     Runs on every rank; the result is identical on all ranks.
     """
@@ -165,6 +170,9 @@ def tune_batch_sizes(
     }
     per_worker = math.ceil(len(train_rows) / world_size)
 
+    def _of(rows: np.ndarray) -> np.ndarray | None:
+        return None if longest is None else longest(rows)
+
     def guard() -> CpuMemoryGuard | None:
         return CpuMemoryGuard.for_workers(local_world_size) if dd.device.type == "cpu" else None
 
@@ -172,7 +180,9 @@ def tune_batch_sizes(
         cap = max(1, min(tr.max_batch_size, per_worker // MIN_STEPS_PER_EPOCH))
         train = _tune_one(
             "train",
-            lambda: make_train_probe(module, optimizer, loss_of, dd, train_rows, seed=tr.seed, guard=guard()),
+            lambda: make_train_probe(
+                module, optimizer, loss_of, dd, train_rows, seed=tr.seed, guard=guard(), longest=_of(train_rows)
+            ),
             cap,
             key_parts,
             cache,
@@ -185,7 +195,7 @@ def tune_batch_sizes(
         cap = max(1, min(MAX_EVAL_BATCH_SIZE, eval_per_worker))
         evaluation = _tune_one(
             "eval",
-            lambda: make_eval_probe(module, dd, eval_rows, seed=tr.seed, guard=guard()),
+            lambda: make_eval_probe(module, dd, eval_rows, seed=tr.seed, guard=guard(), longest=_of(eval_rows)),
             cap,
             key_parts,
             cache,

@@ -28,9 +28,11 @@ from ludwig_hpo.train.early_stop import EarlyStopping
 from ludwig_hpo.train.evaluate import all_reduce, evaluate
 from ludwig_hpo.train.final_model import keeps_final_weights, write_final_weights
 from ludwig_hpo.train.job import Job, Reporter
+from ludwig_hpo.train.lengths import longest_rows
 from ludwig_hpo.train.lr_schedule import LearningRateSchedule
 from ludwig_hpo.train.optim import clip_gradients, closure_step, make_optimizer
 from ludwig_hpo.train.plan import batches_per_epoch, ordered_shard, plan_training
+from ludwig_hpo.train.recompute import enable_gradient_checkpointing
 from ludwig_hpo.train.regularize import regularization_loss
 from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_CACHE_HIT,
@@ -61,6 +63,15 @@ from ludwig_hpo.train.strategy import world as _world
 from ludwig_hpo.train.watch import watched_keys
 
 __all__ = ["Job", "Reporter", "train_loop"]
+
+
+def _built(cfg: SweepConfig, data: PreparedData, device: torch.device) -> torch.nn.Module:
+    """The trial's model on ``device``, its transformer blocks recomputed in the backward pass
+    under ``trainer.enable_gradient_checkpointing`` (before any wrapping, which keeps it)."""
+    model = build_model(cfg, data.meta).to(device)
+    if cfg.trainer.enable_gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    return model
 
 
 def train_loop(
@@ -126,7 +137,7 @@ def train_loop(
     train_rows, split, eval_rows = job.rows(data)
     dd = DeviceData(data, device)
     augment = Augmentation(cfg.input_features, data.meta, seed=seed, rank=rank)  # image features' augmentation
-    model = wrap(build_model(cfg, data.meta).to(device), cfg.backend.strategy, device, world)
+    model = wrap(_built(cfg, data, device), cfg.backend.strategy, device, world)
     fsdp = is_fsdp(model)
     lr = effective_learning_rate(tr.learning_rate, tr.learning_rate_scaling, world)
     optimizer = make_optimizer(cfg, model.parameters(), lr)
@@ -139,7 +150,7 @@ def train_loop(
     setup_s = time.perf_counter() - t_setup
     # Batch-size probes run on one rank's own module without collectives; a sharded model
     # has none, so FSDP probes a whole replica (a conservative memory estimate).
-    probe_model = build_model(cfg, data.meta).to(device) if fsdp else inner
+    probe_model = _built(cfg, data, device) if fsdp else inner
     probe_opt = make_optimizer(cfg, probe_model.parameters(), lr) if fsdp else optimizer
 
     def probe_loss(x, y):
@@ -157,6 +168,7 @@ def train_loop(
         world_size=world,
         local_world_size=local_world_size or world,
         cache=cache,
+        longest=lambda rows: longest_rows(data.inputs, data.meta, rows),
     )
     del probe_opt
     batch_size, eval_batch_size = train_bs.batch_size, eval_bs.batch_size

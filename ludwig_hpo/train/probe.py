@@ -89,6 +89,17 @@ class CpuMemoryGuard:
         self.points.append((batch_size, self._proc.memory_info().rss))
 
 
+def probe_rows(rng: np.random.Generator, rows: np.ndarray, batch_size: int, longest: np.ndarray | None) -> np.ndarray:
+    """The rows of one probe batch: ``batch_size`` drawn (seeded) from ``rows``, the first of
+    them replaced by the ``longest`` rows (see :func:`~ludwig_hpo.train.lengths.longest_rows`),
+    so that the batch is as long as any batch of training can be. Pure."""
+    picked = rng.choice(rows, size=batch_size, replace=len(rows) < batch_size)
+    if longest is not None and len(longest):
+        k = min(batch_size, len(longest))
+        picked[:k] = longest[:k]
+    return picked
+
+
 def _timed(
     step: Callable[[torch.Tensor], None],
     dd: DeviceData,
@@ -97,11 +108,12 @@ def _timed(
     batch_size: int,
     warmup: int,
     steps: int,
+    longest: np.ndarray | None = None,
 ) -> Throughput:
     sync = torch.cuda.synchronize if dd.device.type == "cuda" else (lambda: None)
     times = []
     for i in range(warmup + steps):
-        idx = torch.as_tensor(rng.choice(rows, size=batch_size, replace=len(rows) < batch_size)).to(dd.device)
+        idx = torch.as_tensor(probe_rows(rng, rows, batch_size, longest)).to(dd.device)
         sync()
         t = time.perf_counter()
         step(idx)
@@ -121,6 +133,7 @@ def _probe(
     warmup: int,
     steps: int,
     guard: CpuMemoryGuard | None,
+    longest: np.ndarray | None,
 ) -> Probe:
     rng = np.random.default_rng(seed)
 
@@ -128,7 +141,7 @@ def _probe(
         speed: float | None = None
         if guard is None or guard.allows(batch_size):
             try:
-                speed = _timed(step, dd, rows, rng, batch_size, warmup, steps)
+                speed = _timed(step, dd, rows, rng, batch_size, warmup, steps, longest)
                 if guard is not None:
                     guard.record(batch_size)
             except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
@@ -154,6 +167,7 @@ def make_train_probe(
     warmup: int = 1,
     steps: int = 3,
     guard: CpuMemoryGuard | None = None,
+    longest: np.ndarray | None = None,
 ) -> Probe:
     """A probe ``batch_size -> samples/s per worker | None`` of training steps.
 
@@ -167,6 +181,9 @@ def make_train_probe(
     Args:
         module: the unwrapped model (not the DDP wrapper); ``optimizer`` steps its parameters.
         loss_of: ``(inputs, targets) -> scalar loss`` computed with ``module``.
+        longest: rows every probe batch starts with (the longest of each sequence or text
+            input), so a size is measured at the longest length a batch can have and a long
+            batch in training cannot run out of memory where the probe did not.
     """
     model_state = copy.deepcopy(module.state_dict())
     opt_state = copy.deepcopy(optimizer.state_dict())
@@ -183,7 +200,7 @@ def make_train_probe(
         optimizer.load_state_dict(opt_state)
         optimizer.zero_grad(set_to_none=True)
 
-    return _probe(step, restore, dd, rows, seed=seed, warmup=warmup, steps=steps, guard=guard)
+    return _probe(step, restore, dd, rows, seed=seed, warmup=warmup, steps=steps, guard=guard, longest=longest)
 
 
 def make_eval_probe(
@@ -195,6 +212,7 @@ def make_eval_probe(
     warmup: int = 1,
     steps: int = 3,
     guard: CpuMemoryGuard | None = None,
+    longest: np.ndarray | None = None,
 ) -> Probe:
     """Like :func:`make_train_probe` for evaluation: forward passes under ``torch.no_grad``."""
     was_training = module.training
@@ -207,4 +225,4 @@ def make_eval_probe(
     def restore() -> None:
         module.train(was_training)
 
-    return _probe(step, restore, dd, rows, seed=seed, warmup=warmup, steps=steps, guard=guard)
+    return _probe(step, restore, dd, rows, seed=seed, warmup=warmup, steps=steps, guard=guard, longest=longest)

@@ -40,8 +40,8 @@ def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
 
 
 def wrap(model: torch.nn.Module, strategy: str, device: torch.device, world_size: int) -> torch.nn.Module:
-    """``model`` ready for distributed training: DDP, or FSDP2 (``fully_shard`` on every
-    top-level child with parameters, then on the root). Unchanged for one worker.
+    """``model`` ready for distributed training: DDP, or FSDP2 (``fully_shard`` on each unit
+    of :func:`fsdp_units`, then on the root). Unchanged for one worker.
 
     Every rank must call this with an identically initialized model.
     """
@@ -50,18 +50,50 @@ def wrap(model: torch.nn.Module, strategy: str, device: torch.device, world_size
     if strategy == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
-        for child in model.modules():
-            if child is not model and _is_block(child):
-                fully_shard(child)
+        for unit in fsdp_units(model):
+            fully_shard(unit)
         fully_shard(model)
         return model
     return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
-def _is_block(m: torch.nn.Module) -> bool:
-    # Leaf-ish modules that own parameters directly (Linear, Conv, Embedding, norms): each
-    # becomes one FSDP unit, so only one unit's full parameters exist at a time.
-    return any(True for _ in m.parameters(recurse=False))
+def transformer_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks inside ``model``, outermost first in module order: our
+    :class:`~ludwig_hpo.model.combiners.transformer.TransformerBlock` (the layers of every
+    ``TransformerStack``) and, in a Hugging Face model, each module whose class its model
+    names in ``_no_split_modules`` (``BertLayer``, ``ViTLayer``, ``BertEmbeddings``...: the
+    parts that model says must stay whole). A block inside another block is not listed. Pure."""
+    from ludwig_hpo.model.combiners.transformer import TransformerBlock
+
+    whole: set[str] = set()
+    for m in model.modules():
+        whole.update(getattr(m, "_no_split_modules", None) or ())
+    blocks: list[torch.nn.Module] = []
+    inside: set[int] = set()  # ids of modules under a listed block
+    for m in model.modules():
+        if id(m) in inside or m is model:
+            continue
+        if isinstance(m, TransformerBlock) or type(m).__name__ in whole:
+            blocks.append(m)
+            inside.update(id(sub) for sub in m.modules())
+    return blocks
+
+
+def fsdp_units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules FSDP shards one by one, children before the modules that hold them: each
+    transformer block (:func:`transformer_blocks`) as one unit, and every other module that
+    owns parameters directly (a Linear, Conv, Embedding or norm outside any block). Only one
+    unit's whole parameters exist on a rank at a time; a block is gathered in one all-gather
+    rather than one per layer inside it. The root is not listed (``wrap`` shards it last). Pure."""
+    blocks = transformer_blocks(model)
+    inside = {id(sub) for b in blocks for sub in b.modules()}
+    leaves = [
+        m for m in model.modules() if m is not model and id(m) not in inside and any(True for _ in m.parameters(False))
+    ]
+    # fully_shard must reach a child before its parent (a parent manages every parameter no
+    # child unit holds yet): the reverse of the model's pre-order puts children first
+    order = {id(m): i for i, m in enumerate(model.modules())}
+    return sorted(blocks + leaves, key=lambda m: -order[id(m)])
 
 
 def is_fsdp(model: torch.nn.Module) -> bool:

@@ -36,10 +36,10 @@ def _worker(
 
         real = probe._timed
 
-        def fake(step, dd, rows, rng, size, warmup, steps):
+        def fake(step, dd, rows, rng, size, warmup, steps, *rest):
             if size >= oom_rank1_from:
                 raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (fake, rank 1 only)")
-            return real(step, dd, rows, rng, size, warmup, steps)
+            return real(step, dd, rows, rng, size, warmup, steps, *rest)
 
         probe._timed = fake
     try:

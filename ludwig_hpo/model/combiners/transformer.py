@@ -146,7 +146,9 @@ class TabTransformerCombiner(nn.Module):
         if self.embeddable:
             h = _tokens(self.projectors, [encodings[n] for n in self.embeddable])
             if self.name_embedding is not None:
-                names = self.name_embedding.weight[: len(self.embeddable)].unsqueeze(0).expand(h.shape[0], -1, -1)
+                # through the module's call, not its weight: FSDP gathers a sharded unit only there
+                ids = torch.arange(len(self.embeddable), device=h.device)
+                names = self.name_embedding(ids).unsqueeze(0).expand(h.shape[0], -1, -1)
                 h = h + names if self.add_names else torch.cat([h, names], dim=-1)
             parts.append(self.reduce(self.transformer_stack(h)))
         if self.layer_norm is not None:

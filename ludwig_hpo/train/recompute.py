@@ -1,0 +1,79 @@
+"""Gradient checkpointing (Ludwig's ``trainer.enable_gradient_checkpointing``): each transformer
+block keeps only its input from the forward pass and recomputes its activations in the backward
+pass, so activation memory grows with the number of blocks' inputs, not with everything inside
+them (a larger batch or a longer sequence fits, each step costs about one more forward).
+
+Runs on every rank, on the freshly built model, before it is wrapped for DDP or FSDP. Both
+mechanisms keep the parameter names (checkpoints and exported models are unchanged) and run the
+FSDP hooks outside the recomputation, so a sharded block is gathered once per pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import torch
+
+from ludwig_hpo.errors import ConfigError
+
+#: The trainer key, Ludwig's spelling.
+KEY = "trainer.enable_gradient_checkpointing"
+
+
+def _hf_models(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The outermost Hugging Face models inside ``model`` that support gradient checkpointing."""
+    found: list[torch.nn.Module] = []
+    inside: set[int] = set()
+    for m in model.modules():
+        if id(m) in inside:
+            continue
+        if getattr(m, "supports_gradient_checkpointing", False) and hasattr(m, "activation_checkpointing_enable"):
+            found.append(m)
+            inside.update(id(sub) for sub in m.modules())
+    return found
+
+
+def enable_gradient_checkpointing(model: torch.nn.Module) -> int:
+    """Recompute every transformer block of ``model`` in the backward pass; returns how many
+    blocks are recomputed.
+
+    A Hugging Face model inside ``model`` gets its own ``activation_checkpointing_enable``
+    (transformers 5's name for ``gradient_checkpointing_enable``; non-reentrant; it checkpoints
+    each layer's ``forward``, active only while training with gradients). Every other
+    transformer block (:func:`~ludwig_hpo.train.strategy.transformer_blocks`: the layers of a
+    ``TransformerStack`` in the ``transformer`` sequence encoder and combiners, the blocks an
+    encoder names in ``_no_split_modules``) gets torch's composable, non-reentrant
+    ``checkpoint`` hooks. Evaluation under ``torch.no_grad`` recomputes nothing. Dropout inside
+    a block draws the same mask again when recomputed (the RNG state is replayed).
+
+    Raises:
+        ConfigError: ``model`` has no transformer block to recompute (naming the key and the fix),
+            rather than a setting that silently changes nothing.
+    """
+    from torch.distributed._composable import checkpoint
+
+    from ludwig_hpo.train.strategy import transformer_blocks
+
+    count = 0
+    hf = _hf_models(model)
+    if hf:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+
+        for m in hf:
+            cast(Any, m).activation_checkpointing_enable({"use_reentrant": False})
+            count += sum(
+                1 for sub in m.modules() if isinstance(sub, GradientCheckpointingLayer) and sub.gradient_checkpointing
+            )
+    in_hf = {id(sub) for m in hf for sub in m.modules()}
+    for m in transformer_blocks(model):
+        if id(m) not in in_hf:
+            checkpoint(m)
+            count += 1
+    if count == 0:
+        raise ConfigError(
+            "gradient checkpointing recomputes transformer blocks, and this model has none (no transformer "
+            "encoder or combiner, no pretrained encoder)",
+            key=KEY,
+            fix="remove it, or use a transformer encoder or combiner",
+        )
+    return count
