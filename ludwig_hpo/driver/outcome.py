@@ -77,7 +77,14 @@ def sweep_description(result: SweepResult) -> str:
         *(f"| `{path}` | {_value(v)} |" for path, v in best.params.items()),
     ]
     if result.test_scores:
-        lines += ["", "Its best weights on the test split:", "", "| score | value |", "|---|---|"]
+        sel = result.selection
+        which = "Its best weights on the test split:"
+        if sel is not None and sel.retrained:  # kfold.select: cv
+            which = (
+                f"The final model, config #{sel.config_rank} (`{sel.trial_id}`) retrained on train+validation "
+                f"(`kfold.select: cv`: {sel.reason}), on the test split:"
+            )
+        lines += ["", which, "", "| score | value |", "|---|---|"]
         lines += [f"| `{k}` | {_value(v)} |" for k, v in sorted(result.test_scores.items())]
     if result.kfold:
         k = max(len(kf.fold_scores) + kf.failed_folds for kf in result.kfold)

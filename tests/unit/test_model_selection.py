@@ -183,3 +183,18 @@ def test_the_selection_is_read_back_from_the_parent_run_tags():
     )
     assert s.retrained and s.train_rows == 480 and s.cv_means == pytest.approx((0.11, 0.062))
     assert selection_from_tags({}, [SEARCH_BEST]) is None
+
+
+def test_the_parent_run_description_names_the_retrained_final_model():
+    from ludwig_hpo.driver.outcome import sweep_description
+    from ludwig_hpo.results import EpochRecord, TrialRecord
+
+    trial = TrialRecord("t1", "FINISHED", {"trainer.learning_rate": 0.01}, 0.2, 0.2, (EpochRecord(1, 0.2),))
+    sel = ModelSelection("cv", 1, "t1", "cv_mean", "the search's best has the best CV mean", retrained=True)
+    result = SweepResult(
+        "s", "validation/label/loss", "minimize", (), (trial,), best_trial_id="t1", test_scores={"test/label/loss": 0.3}
+    )
+    assert "Its best weights on the test split:" in sweep_description(result)
+    text = sweep_description(dataclasses.replace(result, selection=sel))
+    assert "The final model, config #1 (`t1`) retrained on train+validation (`kfold.select: cv`" in text
+    assert "| `test/label/loss` | 0.3 |" in text
