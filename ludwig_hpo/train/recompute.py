@@ -20,6 +20,10 @@ from ludwig_hpo.errors import ConfigError
 KEY = "trainer.enable_gradient_checkpointing"
 
 
+def _trainable(m: torch.nn.Module) -> bool:
+    return any(p.requires_grad for p in m.parameters())
+
+
 def _hf_models(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The outermost Hugging Face models inside ``model`` that support gradient checkpointing."""
     found: list[torch.nn.Module] = []
@@ -33,47 +37,63 @@ def _hf_models(model: torch.nn.Module) -> list[torch.nn.Module]:
     return found
 
 
-def enable_gradient_checkpointing(model: torch.nn.Module) -> int:
-    """Recompute every transformer block of ``model`` in the backward pass; returns how many
-    blocks are recomputed.
+def _recomputed_layers(m: torch.nn.Module) -> int:
+    """Layers of the Hugging Face model(s) in ``m`` whose checkpointing is on."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
 
-    A Hugging Face model inside ``model`` gets its own ``activation_checkpointing_enable``
-    (transformers 5's name for ``gradient_checkpointing_enable``; non-reentrant; it checkpoints
-    each layer's ``forward``, active only while training with gradients). Every other
-    transformer block (:func:`~ludwig_hpo.train.strategy.transformer_blocks`: the layers of a
+    return sum(1 for sub in m.modules() if isinstance(sub, GradientCheckpointingLayer) and sub.gradient_checkpointing)
+
+
+def enable_gradient_checkpointing(model: torch.nn.Module) -> int:
+    """Recompute every trainable transformer block of ``model`` in the backward pass; returns
+    how many blocks are recomputed.
+
+    An encoder module that knows how (one with an ``enable_gradient_checkpointing()`` method
+    returning whether it turned it on: the pretrained text encoders, which leave a frozen
+    transformer alone) is asked first. Any other Hugging Face model inside ``model`` with
+    trainable weights gets its own ``activation_checkpointing_enable`` (transformers 5's name
+    for ``gradient_checkpointing_enable``; non-reentrant; it checkpoints each layer's
+    ``forward``, active only while training with gradients). Every other trainable transformer
+    block (:func:`~ludwig_hpo.train.strategy.transformer_blocks`: the layers of a
     ``TransformerStack`` in the ``transformer`` sequence encoder and combiners, the blocks an
     encoder names in ``_no_split_modules``) gets torch's composable, non-reentrant
     ``checkpoint`` hooks. Evaluation under ``torch.no_grad`` recomputes nothing. Dropout inside
-    a block draws the same mask again when recomputed (the RNG state is replayed).
+    a block draws the same mask again when recomputed (the RNG state is replayed). A frozen
+    block has no gradients to make and is left as it is.
 
     Raises:
-        ConfigError: ``model`` has no transformer block to recompute (naming the key and the fix),
-            rather than a setting that silently changes nothing.
+        ConfigError: ``model`` has no trainable transformer block to recompute (naming the key
+            and the fix), rather than a setting that silently changes nothing.
     """
     from torch.distributed._composable import checkpoint
 
     from ludwig_hpo.train.strategy import transformer_blocks
 
     count = 0
-    hf = _hf_models(model)
-    if hf:
-        from transformers.modeling_layers import GradientCheckpointingLayer
-
-        for m in hf:
+    done: set[int] = set()  # modules inside an encoder or a Hugging Face model already handled
+    for m in model.modules():
+        method = getattr(m, "enable_gradient_checkpointing", None)
+        if m is model or id(m) in done or not callable(method):
+            continue
+        if method():
+            count += _recomputed_layers(m)
+        done.update(id(sub) for sub in m.modules())
+    for m in _hf_models(model):
+        if id(m) in done:
+            continue
+        if _trainable(m):
             cast(Any, m).activation_checkpointing_enable({"use_reentrant": False})
-            count += sum(
-                1 for sub in m.modules() if isinstance(sub, GradientCheckpointingLayer) and sub.gradient_checkpointing
-            )
-    in_hf = {id(sub) for m in hf for sub in m.modules()}
+            count += _recomputed_layers(m)
+        done.update(id(sub) for sub in m.modules())
     for m in transformer_blocks(model):
-        if id(m) not in in_hf:
+        if id(m) not in done and _trainable(m):
             checkpoint(m)
             count += 1
     if count == 0:
         raise ConfigError(
-            "gradient checkpointing recomputes transformer blocks, and this model has none (no transformer "
-            "encoder or combiner, no pretrained encoder)",
+            "gradient checkpointing recomputes trainable transformer blocks, and this model has none (no "
+            "transformer encoder or combiner, no trainable pretrained encoder)",
             key=KEY,
-            fix="remove it, or use a transformer encoder or combiner",
+            fix="remove it, or use a transformer encoder or combiner (or a pretrained encoder with trainable: true)",
         )
     return count

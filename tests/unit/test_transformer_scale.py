@@ -241,3 +241,16 @@ def test_auto_batch_size_probes_at_the_longest_length_and_caches_per_length():
     data_short, _, again, _ = _tune(cfg_short, short, cache)
     assert data_short.inputs["tokens"].shape[1] == 6 < width
     assert again.source == "probe"
+
+
+def test_a_pretrained_text_encoder_is_recomputed_only_when_trainable(tiny_bert_dir):
+    from ludwig_hpo.config import encoders_hf as cfgs
+    from ludwig_hpo.model.encoders_hf import HFTextEncoderModule
+
+    def model(trainable: bool) -> torch.nn.Module:
+        cfg = cfgs.BERTEncoder(pretrained_model_name_or_path=str(tiny_bert_dir), trainable=trainable)
+        return torch.nn.ModuleDict({"text": HFTextEncoderModule(cfg, 120, pad_id=0, length=8)})
+
+    assert enable_gradient_checkpointing(model(True)) == 2  # the tiny BERT's two layers
+    with pytest.raises(ConfigError, match="no trainable pretrained encoder"):
+        enable_gradient_checkpointing(model(False))  # frozen: nothing to recompute
