@@ -198,3 +198,25 @@ def test_the_parent_run_description_names_the_retrained_final_model():
     text = sweep_description(dataclasses.replace(result, selection=sel))
     assert "The final model, config #1 (`t1`) retrained on train+validation (`kfold.select: cv`" in text
     assert "| `test/label/loss` | 0.3 |" in text
+
+
+def test_a_resumed_sweep_finds_the_retrained_weights_through_the_journal(tmp_path):
+    """The retrain is a k-fold trial: the journal keeps its checkpoint, so a resumed sweep that
+    replays it exports the same weights without training again."""
+    from ludwig_hpo.driver.journal import JournalSink, read_journal, restore_trial
+    from ludwig_hpo.results import EpochRecord
+    from ludwig_hpo.results.kfold import job_tags, retrained_weights
+    from ludwig_hpo.results.live import LiveTrial
+
+    job = {"kind": "test", "fold": None, "params": {}, "epochs": 2, "config_rank": 2, "trial_id": "t2"}
+    fold = {**job, "kind": "fold", "fold": 0}
+    ended = LiveTrial("k1", {}, job_tags(job), "config2-test", status="FINISHED", checkpoint=str(tmp_path / "ck"))
+    ended.history = [EpochRecord(1, 0.3, {"test/label/loss": 0.3}), EpochRecord(2, 0.2, {"test/label/loss": 0.2})]
+    ended.checkpoint_epoch = 2
+    a_fold = LiveTrial("k2", {}, job_tags(fold), "config2-fold0", status="FINISHED", checkpoint="elsewhere")
+    assert retrained_weights([ended, a_fold]) == {2: str(tmp_path / "ck")}  # a fold's folder is no retrain
+    JournalSink(tmp_path / "journal.jsonl", "kfold").trial_ended(ended)
+    replayed = LiveTrial("k1", {}, job_tags(job), "config2-test")
+    restore_trial(replayed, read_journal(tmp_path / "journal.jsonl")["k1"])
+    assert retrained_weights([replayed]) == {2: str(tmp_path / "ck")}
+    assert retrained_weights([LiveTrial("k3", {}, job_tags(job), "config2-test", status="FAILED")]) == {}
