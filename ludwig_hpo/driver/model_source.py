@@ -20,6 +20,7 @@ from ludwig_hpo.errors import DataError
 
 #: An MLflow model URI's scheme (``runs:/``, ``models:/``, ``file:/``, ``s3://``, ...).
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*:/", re.IGNORECASE)
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 _FIX = "pass a sweep's (or hpo train's) output folder, an MLflow model folder, or runs:/<parent run id>/model"
 
 
@@ -43,8 +44,10 @@ class ModelSource:
 
         from ludwig_hpo.model.pyfunc import quiet_artifacts, served_from_pyfunc
 
+        env_before = os.environ.get(TRACKING_URI_ENV)
+        before = mlflow.get_tracking_uri()
         if self.tracking_uri is not None:
-            mlflow.set_tracking_uri(self.tracking_uri)  # where runs:/ and models:/ resolve (this process)
+            mlflow.set_tracking_uri(self.tracking_uri)  # where runs:/ and models:/ resolve
         try:
             with quiet_artifacts():
                 loaded = mlflow.pyfunc.load_model(self.uri)
@@ -52,6 +55,13 @@ class ModelSource:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             where = f" in {self.tracking_uri}" if self.tracking_uri else ""
             raise DataError(f"cannot load the model{where}: {first[:300]}", source=self.uri, fix=_FIX) from None
+        finally:  # the process's tracking URI as it was (MLflow keeps it in the environment too)
+            if self.tracking_uri is not None:
+                mlflow.set_tracking_uri(before)
+                if env_before is None:
+                    os.environ.pop(TRACKING_URI_ENV, None)
+                else:
+                    os.environ[TRACKING_URI_ENV] = env_before
         return served_from_pyfunc(loaded)
 
 
@@ -64,7 +74,7 @@ def resolve_source(source: str, tracking_uri: str | None = None) -> ModelSource:
     """
     path = Path(source)
     if _URI.match(source) and not path.exists():
-        uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        uri = tracking_uri or os.environ.get(TRACKING_URI_ENV)
         if uri is None and source.startswith(("runs:/", "models:/")):
             raise DataError(
                 "an MLflow run or model URI needs its tracking store",

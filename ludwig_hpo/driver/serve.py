@@ -65,7 +65,8 @@ def serve_command(source: str, *, port: int, tracking_uri: str | None, out: Cons
         highlight=False,
         soft_wrap=True,
     )
-    env = dict(os.environ)
+    # the server copies the model's artifacts once: no progress bar among its log lines
+    env = {**os.environ, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
     if model.tracking_uri is not None:
         env["MLFLOW_TRACKING_URI"] = model.tracking_uri  # where the server resolves runs:/ and models:/
     args = server_args(model.uri, port)

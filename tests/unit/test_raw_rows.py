@@ -233,3 +233,46 @@ def test_the_pyfunc_model_loads_alone_and_takes_raw_rows(served, tmp_path):
     with pytest.raises(MlflowException, match="1 row cannot be scored.*data row 1: .*gone.png"):
         loaded.predict(bad)
     assert len(loaded.predict(bad, params={"skip_bad_rows": True})) == len(rows) - 1
+
+
+def test_evaluate_split_test_scores_the_sweeps_own_test_rows(served):
+    from ludwig_hpo.driver.evaluate_cmd import evaluate_rows, split_names
+    from ludwig_hpo.train.data import DeviceData
+    from ludwig_hpo.train.evaluate import evaluate
+
+    model, data, kept = served
+    frame = kept.df  # the rows as the sweep read them; --split test cuts the sweep's own test rows
+    result = evaluate_rows(model, frame, "test", skip_bad_rows=False, data_dir=None)
+    own = evaluate(model.model, model.cfg, DeviceData(data, torch.device("cpu")), data.splits["test"], "test", 512)
+    assert result["rows"] == len(data.splits["test"]) and not result["bad_rows"]
+    assert result["scores"] == pytest.approx(own, rel=1e-6) and "test/kind/accuracy" in own
+    full = evaluate_rows(model, frame, "full", skip_bad_rows=False, data_dir=None)
+    assert full["rows"] == len(frame) and "full/combined/loss" in full["scores"]
+    assert split_names("each") == ["training", "validation", "test"]
+    with pytest.raises(
+        DataError, match="--split: unknown split 'testing'; fix: use one of full, training, validation, test, each"
+    ):
+        split_names("testing")
+
+
+def test_a_model_source_that_is_not_a_model_is_one_line(tmp_path, monkeypatch):
+    from ludwig_hpo.driver.model_source import resolve_source
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(DataError, match="no such folder"):
+        resolve_source(str(tmp_path / "nowhere"))
+    with pytest.raises(DataError, match="not a sweep's or hpo train's output folder"):
+        resolve_source(str(tmp_path))
+    (tmp_path / "best_model").mkdir()
+    with pytest.raises(DataError, match=r"holds no raw-row model \(model/\).*rerun the sweep"):
+        resolve_source(str(tmp_path))
+    with pytest.raises(DataError, match="MLFLOW_TRACKING_URI: an MLflow run or model URI needs its tracking store"):
+        resolve_source("runs:/0123/model")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "MLmodel").write_text("")
+    assert resolve_source(str(tmp_path)).uri == str(tmp_path / "model")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    source = resolve_source("runs:/0123/model", store)
+    assert (source.uri, source.tracking_uri) == ("runs:/0123/model", store)
+    with pytest.raises(DataError, match="cannot load the model in sqlite:///"):
+        source.load()
