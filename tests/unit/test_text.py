@@ -246,3 +246,17 @@ def test_a_bert_encoder_reads_the_ids_of_its_models_tokenizer(tiny_bert_dir: Pat
     want = tok(["The cat sat", "a dog chased the ball"])["input_ids"]
     assert x[1].tolist() == want[1] and x[0].tolist()[: len(want[0])] == want[0]
     assert m.stats["padding_id"] == tok.pad_token_id and len(m.vocab) == len(tok)
+
+
+def test_ludwigs_old_text_keys_are_upgraded_with_a_warning_each(tmp_path: Path) -> None:
+    from ludwig_hpo.config import load_sweep
+
+    text = SWEEP.format(preprocessing="{word_tokenizer: space, word_most_common: 50}") + (
+        "preprocessing:\n  text: {lowercase: false}\n"
+    )
+    (tmp_path / "s.yaml").write_text(text, encoding="utf-8")
+    loaded = load_sweep(tmp_path / "s.yaml")
+    p = loaded.config.input_features[0].preprocessing
+    assert (p.tokenizer, p.most_common, p.lowercase) == ("space", 50, False)
+    warned = " ".join(loaded.warnings)
+    assert "word_tokenizer" in warned and "word_most_common" in warned and "defaults.text" in warned
