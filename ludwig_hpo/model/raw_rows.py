@@ -229,7 +229,7 @@ class RowPreparer:
         positions = rows if origin.kept is None else origin.kept[rows]
         if feat.type == "image":
             at = DataOrigin(origin.source, origin.separator, np.asarray(positions))
-            x, _, _ = prepare_input(feat, new, key, np.arange(len(new)), data_dir, at)
+            x, _, _ = prepare_input(self._fitted_image(feat), new, key, np.arange(len(new)), data_dir, at)
             return x
         ref = self.reference[col]
         cells = pd.concat([ref, new], ignore_index=True).rename(new.name)
@@ -241,6 +241,17 @@ class RowPreparer:
             classes = self.meta[feat.name].vocab if feat.type == "category" else None
             x, _, _ = prepare_target(feat, cells, key, train, at, classes=classes)
         return x[len(ref) :]
+
+    def _fitted_image(self, feat: Any) -> Any:
+        """The image feature read at the size and channels the model was trained on (its
+        ``FeatureMeta.shape``, (C, H, W)): sizes the sweep inferred from its own images
+        (``infer_image_dimensions``) are not inferred again from new ones."""
+        shape = self.meta[feat.name].shape
+        if len(shape) != 3:
+            return feat
+        c, h, w = (int(v) for v in shape)
+        prep = feat.preprocessing.model_copy(update={"num_channels": c, "height": h, "width": w})
+        return feat.model_copy(update={"preprocessing": prep})
 
 
 def reference_rows(train_rows: pd.DataFrame, cfg: SweepConfig) -> pd.DataFrame:

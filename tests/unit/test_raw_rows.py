@@ -276,3 +276,13 @@ def test_a_model_source_that_is_not_a_model_is_one_line(tmp_path, monkeypatch):
     assert (source.uri, source.tracking_uri) == ("runs:/0123/model", store)
     with pytest.raises(DataError, match="cannot load the model in sqlite:///"):
         source.load()
+
+
+def test_a_new_image_of_another_size_is_read_at_the_models_size(served, tmp_path):
+    model, data, kept = served
+    rows = kept.df.iloc[data.splits["test"][:2]].reset_index(drop=True)
+    Image.fromarray(np.full((13, 21), 200, dtype=np.uint8)).save(tmp_path / "big.png")
+    rows.loc[0, "photo"] = str(tmp_path / "big.png")
+    got = model.preparer.prepare(rows)
+    assert got.data.inputs["photo"].shape == (2, *data.inputs["photo"].shape[1:])  # not inferred from new rows
+    np.testing.assert_array_equal(got.data.inputs["photo"][1], data.inputs["photo"][data.splits["test"][1]])
