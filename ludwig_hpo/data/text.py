@@ -90,13 +90,26 @@ def _cells(col: _Column, prep: Any) -> list[str]:
     return [str(c).lower() if prep.lowercase else str(c) for c in filled]
 
 
+def _empty(col: _Column, what: str) -> DataError:
+    return DataError(
+        f"column {col.s.name!r}: {what} in every one of the {len(col.train)} training rows",
+        source=col.origin.source,
+        key=col.key,
+        fix="check the column name and preprocessing.tokenizer, or drop this feature",
+    )
+
+
+def _refuse_blank(col: _Column) -> None:
+    """Refuse a column whose training cells are all missing or blank (before the fill value,
+    which would make every row the same token)."""
+    cells = col.s.iloc[col.train] if len(col.train) else col.s.iloc[:0]
+    if len(cells) and all(c is None or (isinstance(c, float) and np.isnan(c)) or not str(c).strip() for c in cells):
+        raise _empty(col, "the text is missing or blank")
+
+
 def _refuse_empty(col: _Column, counts: np.ndarray, what: str) -> None:
     if len(col.train) and not counts[col.train].any():
-        raise col.refuse(
-            col.train[:1],
-            f"training rows hold no tokens ({what}), every one",
-            "check the column name and preprocessing.tokenizer, or drop this feature",
-        )
+        raise _empty(col, f"the {what} finds no token")
 
 
 def _builtin(col: _Column, prep: Any, vocab_file: Path | None) -> Encoded:
@@ -214,11 +227,13 @@ def encode_text(
             None: :func:`ludwig_hpo.data.hf_loader.load_tokenizer`).
 
     Raises:
-        DataError: every training row holds no token, a ``vocab_file`` that is not there, a
+        DataError: no training row holds a token (every one missing or blank, or the tokenizer
+            finds none), a ``vocab_file`` that is not there, a
             Hugging Face tokenizer without a padding token (or one that cannot be loaded, as
             ``load_tokenizer`` raises it).
     """
     col = _Column(series.reset_index(drop=True), key, train_rows, origin)
+    _refuse_blank(col)
     prep = text_preprocessing(feat)
     if prep.tokenizer == HF_TOKENIZER:
         if load_tokenizer is None:  # imported here: a sweep without it never imports transformers

@@ -163,10 +163,17 @@ def test_the_default_fill_is_the_unknown_symbol_as_renamed() -> None:
     assert m.vocab[3] == "?" and x[1].tolist()[:3] == [1, 3, 0]
 
 
-def test_a_column_empty_in_every_training_row_is_refused() -> None:
+@pytest.mark.parametrize("cells", [["  ", "", None], [None, None, None]])
+def test_a_column_empty_in_every_training_row_is_refused_before_the_fill(cells) -> None:
     with pytest.raises(DataError) as e:
-        _encode(["  ", "", " "], tokenizer="space")
-    assert "hold no tokens" in str(e.value) and e.value.key == "input_features[t]"
+        _encode(cells)
+    assert "missing or blank in every one of the 3 training rows" in str(e.value)
+    assert e.value.key == "input_features[t]"
+
+
+def test_a_tokenizer_that_finds_no_token_in_any_training_row_is_refused() -> None:
+    with pytest.raises(DataError, match="the tokenizer comma finds no token"):
+        _encode([",", ", ,"], tokenizer="comma")
 
 
 def test_a_pretrained_encoder_imposes_its_tokenizer() -> None:
