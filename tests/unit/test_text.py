@@ -267,3 +267,28 @@ def test_ludwigs_old_text_keys_are_upgraded_with_a_warning_each(tmp_path: Path) 
     assert (p.tokenizer, p.most_common, p.lowercase) == ("space", 50, False)
     warned = " ".join(loaded.warnings)
     assert "word_tokenizer" in warned and "word_most_common" in warned and "defaults.text" in warned
+
+
+@pytest.mark.parametrize(
+    "encoder",
+    [
+        {"type": "parallel_cnn", "embedding_size": 8, "num_filters": 4, "num_fc_layers": 1, "output_size": 6},
+        {"type": "embed", "embedding_size": 6},
+        {"type": "stacked_cnn", "embedding_size": 8, "num_filters": 4, "num_fc_layers": 1, "output_size": 6},
+        {"type": "stacked_parallel_cnn", "embedding_size": 8, "num_filters": 4, "num_fc_layers": 1, "output_size": 6},
+        {"type": "rnn", "embedding_size": 8, "state_size": 6, "cell_type": "lstm", "bidirectional": True},
+        {"type": "cnnrnn", "embedding_size": 8, "num_filters": 4, "state_size": 6, "cell_type": "gru"},
+        {"type": "transformer", "embedding_size": 8, "hidden_size": 8, "num_heads": 2, "transformer_output_size": 8},
+    ],
+    ids=lambda e: e["type"],
+)
+def test_every_text_encoder_reads_the_prepared_ids(encoder) -> None:
+    import torch
+
+    from ludwig_hpo.model.encoders import build_encoder
+
+    feat = TextInputFeature.model_validate({"name": "t", "type": "text", "encoder": encoder})
+    s = pd.Series(["a small red fox ran far away from the old barn", "the dog", "birds sing"], name="t")
+    x, m = encode_text(feat, s, "input_features[t]", np.arange(3), DataOrigin.of(pd.DataFrame({"t": s})))
+    out = build_encoder(feat, m)(torch.as_tensor(x))
+    assert out.shape[0] == 3 and torch.isfinite(out).all()
