@@ -1,5 +1,5 @@
 """Raw rows prepared for a served model: the same arrays the sweep's preparation gave the same
-rows (every input type, images from paths, targets), Ludwig's prediction column names, bad rows
+rows (number, binary, category, set, sequence, date, text, images from paths; targets), Ludwig's prediction column names, bad rows
 with one reason each (refused, or left out and counted), and ``hpo predict`` writing nothing
 when it fails."""
 
@@ -29,6 +29,7 @@ INPUTS = [
     {"name": "tags", "type": "set", "encoder": {"embedding_size": 4}},
     {"name": "review", "type": "sequence", "encoder": {"type": "rnn", "state_size": 4, "embedding_size": 4}},
     {"name": "listed", "type": "date", "encoder": {"embedding_size": 2}},
+    {"name": "note", "type": "text", "encoder": {"type": "embed", "embedding_size": 4}},
     {"name": "photo", "type": "image", "encoder": {"type": "stacked_cnn", "conv_layers": [{"out_channels": 2}]}},
 ]
 OUTPUTS = [
@@ -58,6 +59,7 @@ def frame(tmp_path_factory) -> pd.DataFrame:
             "tags": [tags[i % 4] for i in range(N)],
             "review": [["nice flat", "too noisy at night", "great view"][i % 3] for i in range(N)],
             "listed": [f"2021-{1 + i % 12:02d}-{1 + i % 28:02d}" for i in range(N)],
+            "note": [["a quiet room", "big noisy hall", "small cosy flat with a view", None][i % 4] for i in range(N)],
             "photo": paths,
             "kind": rng.choice(["flat", "house", "loft"], size=N),
             "sold": rng.choice([True, False], size=N),
@@ -271,10 +273,10 @@ def test_a_model_source_that_is_not_a_model_is_one_line(tmp_path, monkeypatch):
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "MLmodel").write_text("")
     assert resolve_source(str(tmp_path)).uri == str(tmp_path / "model")
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = (tmp_path / "mlruns").as_uri()  # a file store: no database to create
     source = resolve_source("runs:/0123/model", store)
     assert (source.uri, source.tracking_uri) == ("runs:/0123/model", store)
-    with pytest.raises(DataError, match="cannot load the model in sqlite:///"):
+    with pytest.raises(DataError, match="cannot load the model in file:///"):
         source.load()
 
 
