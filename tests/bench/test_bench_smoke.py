@@ -69,6 +69,9 @@ class Case:
 CASES = [
     Case("train_loop", ("--repeats", "1", "--epochs", "3"), ("ratio_vs_plain",)),
     Case(
+        "text_throughput", ("--repeats", "1", "--epochs", "1", "--rows", "120", "--length", "16"), ("ratio_vs_plain",)
+    ),
+    Case(
         "batch_size",
         ("--epochs", "1", "--steps", "2", "--repeats", "1", "--cache-trials", "2"),
         ("throughput_ratio", "tuning_fraction", "cache_hit_rate"),
