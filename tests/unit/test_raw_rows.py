@@ -288,3 +288,19 @@ def test_a_new_image_of_another_size_is_read_at_the_models_size(served, tmp_path
     got = model.preparer.prepare(rows)
     assert got.data.inputs["photo"].shape == (2, *data.inputs["photo"].shape[1:])  # not inferred from new rows
     np.testing.assert_array_equal(got.data.inputs["photo"][1], data.inputs["photo"][data.splits["test"][1]])
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "serve"])
+def test_the_commands_refuse_a_folder_without_a_model_in_one_line(command, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from ludwig_hpo.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.csv").write_text("a\n1\n")
+    args = [command, str(tmp_path)] + (["--dataset", "rows.csv"] if command != "serve" else [])
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not a sweep's or hpo train's output folder" in lines[0], result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv"]  # nothing written
