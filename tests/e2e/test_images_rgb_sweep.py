@@ -56,7 +56,7 @@ def test_the_rgb_sweep_trains_and_its_logged_model_predicts_the_test_rows(rgb_sw
     from ludwig_hpo.model.serving import flat_inputs
 
     proc, cwd, out = rgb_sweep
-    assert "features: image_path (image) -> context (category)" in proc.stdout
+    assert f"data: icons.csv: {PER_CONTEXT * 6} rows" in proc.stdout
     result = json.loads((out / "results.json").read_text())
     assert len(result["trials"]) == 2
     accuracy = result["test_scores"]["test/context/accuracy"]

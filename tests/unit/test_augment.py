@@ -145,3 +145,19 @@ def test_one_op_runs_with_probability_one_half_and_one_parameter_per_batch():
         assert torch.equal(out, torch.full_like(x, min(255, int(100 * factor))))
     else:
         assert torch.equal(out, x)
+
+
+@pytest.mark.gpu
+def test_the_operations_give_the_same_pixels_on_a_gpu():
+    x = torch.randint(0, 256, (4, 3, 9, 11), dtype=torch.uint8)
+    ops = [
+        lambda t: A.rotate(t, 33.0),
+        lambda t: A.blur(t, 5),
+        lambda t: A.brightness(t, 1.7),
+        lambda t: A.contrast(t, 0.6),
+        A.hflip,
+        A.vflip,
+    ]
+    for op in ops:
+        cpu, gpu = op(x), op(x.cuda()).cpu()
+        assert gpu.dtype == torch.uint8 and (cpu.int() - gpu.int()).abs().max() <= 1  # float rounding only
