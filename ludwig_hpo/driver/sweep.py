@@ -188,6 +188,7 @@ class Sweep:
                 num_gpus=int(plan.cluster_gpus),
                 trial_slots=plan.max_concurrent,
                 log_file=paths.ray_log,
+                train_jobs=prepared.executor.executor == "fresh" and plan.num_workers > 1,
             )
         )
         with contextlib.ExitStack() as stack:

@@ -336,7 +336,9 @@ def _only_what_a_sweep_uses() -> Iterator[None]:
     """While in this context, a local cluster that ``ray.init`` starts leaves out the
     processes a sweep does not use. Driver only; an existing cluster is never started here.
 
-    - the dashboard loads :data:`DASHBOARD_MODULES` only (the state API stays);
+    - the dashboard loads :data:`DASHBOARD_MODULES` only (the state API stays), or, started
+      without the dashboard (``include_dashboard=False``), the one in-process module Ray
+      then chooses (no module process at all);
     - no autoscaler monitor: a local cluster has a fixed set of nodes, nothing to scale;
     - no log monitor: it streams the workers' output to drivers, and the sweep's driver
       asks for none (``log_to_driver=False``); the log files stay in the session folder,
@@ -355,7 +357,7 @@ def _only_what_a_sweep_uses() -> Iterator[None]:
         return
 
     def start_process(command: list[str], process_type: str, *args: Any, **kwargs: Any) -> Any:
-        if process_type == dashboard:
+        if process_type == dashboard and not any(c.startswith("--modules-to-load") for c in command):
             command = [*command, f"--modules-to-load={','.join(DASHBOARD_MODULES)}"]
         return start(command, process_type, *args, **kwargs)
 
@@ -375,7 +377,9 @@ def _only_what_a_sweep_uses() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int, log_file: Path | None = None) -> Iterator[None]:
+def local_cluster(
+    *, num_cpus: float, num_gpus: int, trial_slots: int, log_file: Path | None = None, train_jobs: bool = True
+) -> Iterator[None]:
     """Start a local Ray cluster with ``trial_slots`` units of the ``trial_slot`` resource;
     stop it and remove its temp folder on exit. Driver only.
 
@@ -387,6 +391,10 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int, log_file:
         trial_slots: how many trials may run at once (each reserves one slot).
         log_file: where what Ray tells the driver goes (:func:`rays_messages_to`), e.g. the
             sweep's ``ray.log``; None: the :data:`RAY_LOGGER` logger only.
+        train_jobs: whether trials run as Ray Train jobs (the ``fresh`` executor's
+            multi-worker trials), whose stopped trials' placement groups Ray Train releases
+            through the dashboard's state API. False (warm worker groups, one-process
+            trials): the cluster starts without the dashboard's modules.
 
     Raises:
         ValueError: ``num_cpus`` is not a whole number.
@@ -411,7 +419,7 @@ def local_cluster(*, num_cpus: float, num_gpus: int, trial_slots: int, log_file:
                     num_cpus=cpus,
                     num_gpus=num_gpus,
                     resources={"trial_slot": trial_slots},
-                    include_dashboard=True,
+                    include_dashboard=train_jobs,
                     dashboard_host="127.0.0.1",
                     dashboard_port=port,
                     _temp_dir=temp_dir,

@@ -106,6 +106,21 @@ RAY_CASES = [
         ("overhead_s_per_trial", "train_s_per_trial", "sweep_efficiency"),
         timeout_s=RAY_RUN_TIMEOUT_S,
     ),
+    Case(
+        "footprint",
+        ("sweeps/breast_cancer_tiny.yaml", "--repeats", "1", "--num-samples", "1", "--epochs", "1", "--no-kfold"),
+        (
+            "peak_rss_gb",
+            "peak_pss_gb",
+            "first_trial_s",
+            "first_epoch_s",
+            "wall_s",
+            "validate_s",
+            "validate_mb",
+            "schema_s",
+        ),
+        timeout_s=RAY_RUN_TIMEOUT_S,
+    ),
 ]
 
 
