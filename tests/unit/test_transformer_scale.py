@@ -254,3 +254,44 @@ def test_a_pretrained_text_encoder_is_recomputed_only_when_trainable(tiny_bert_d
     assert enable_gradient_checkpointing(model(True)) == 2  # the tiny BERT's two layers
     with pytest.raises(ConfigError, match="no trainable pretrained encoder"):
         enable_gradient_checkpointing(model(False))  # frozen: nothing to recompute
+
+
+def test_the_batch_size_cache_key_holds_the_image_size():
+    from ..gpu.test_cuda_transformers import HYPEROPT, rgb_frame
+
+    cache = MemoryCache()
+    for size in (8, 12):
+        cfg = SweepConfig.model_validate(
+            {
+                "name": "images",
+                "dataset": {"source": "rows.csv"},
+                "input_features": [
+                    {
+                        "name": "image",
+                        "type": "image",
+                        "preprocessing": {"num_channels": 3, "height": size, "width": size},
+                        "encoder": {"type": "stacked_cnn", "num_conv_layers": 1, "out_channels": 4},
+                    }
+                ],
+                "output_features": [{"name": "label", "type": "category"}],
+                "trainer": {"epochs": 1, "batch_size": "auto", "max_batch_size": 8},
+                "hyperopt": HYPEROPT,
+            }
+        )
+        data = prepare(rgb_frame(rows=200, size=12), cfg)
+        model = build_model(cfg, data.meta)
+        losses = OutputLosses(cfg.output_features, data.meta)
+        train, _ = tune_batch_sizes(
+            cfg,
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.0),
+            lambda x, y, m=model, c=cfg, lo=losses: combined_loss(c, m(x), y, lo),
+            DeviceData(data, torch.device("cpu")),
+            data.splits["train"],
+            data.splits["validation"],
+            world_size=1,
+            local_world_size=1,
+            cache=cache,
+        )
+        assert train.source == "probe"  # the 12x12 images are not the 8x8 ones' entry
+    assert len(cache.entries) == 2
