@@ -114,6 +114,10 @@ class CategoryOutputPreprocessing(CategoryPreprocessing):
 class ImagePreprocessing(_Base):
     """How image cells become (channels, height, width) arrays, with Ludwig's key names.
 
+    A row without an image (no path, or an empty one) takes, by ``missing_value_strategy``,
+    the next row's image (``bfill``, Ludwig's default), the previous row's (``ffill``), the
+    training split's most frequent one (``fill_with_mode``), or is dropped (``drop_row``).
+
     ``num_channels``: 1 (grayscale) or 3 (RGB); colour files are converted to grayscale for 1,
     grayscale files repeat their channel for 3, and an alpha channel is dropped. Unset, every
     image must have the first image's channels (1 for grayscale files and 2-D arrays, 3 for
@@ -131,6 +135,10 @@ class ImagePreprocessing(_Base):
     driver, so they change nothing.
     """
 
+    missing_value_strategy: Literal["bfill", "ffill", "fill_with_mode", "drop_row", "fill_with_const"] = "bfill"
+    fill_value: float | str | None = None
+    #: Ludwig computes this itself from the data; a value written here has no effect, as in Ludwig.
+    computed_fill_value: float | str | None = None
     scale: Union[Literal["auto"], float] = "auto"
     height: int | None = Field(default=None, ge=1, le=4096)
     width: int | None = Field(default=None, ge=1, le=4096)
@@ -157,6 +165,16 @@ class ImagePreprocessing(_Base):
         if (self.height is None) != (self.width is None):
             given, other = ("height", "width") if self.height is not None else ("width", "height")
             raise RuleError(f"{given} is set but {other} is not", fix=f"set {other} too (or remove {given})")
+        if self.missing_value_strategy == "fill_with_const":
+            raise RuleError(
+                "missing_value_strategy fill_with_const is not supported for images (there is no constant image)",
+                fix="use bfill (Ludwig's default), ffill, fill_with_mode or drop_row",
+            )
+        if self.fill_value is not None:
+            raise RuleError(
+                "fill_value applies to missing_value_strategy fill_with_const, which images do not support",
+                fix="remove fill_value",
+            )
         if self.num_channels is not None and self.num_channels not in (1, 3):
             alpha = " (alpha channels are dropped)" if self.num_channels in (2, 4) else ""
             raise RuleError(

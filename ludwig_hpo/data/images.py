@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ludwig_hpo.data.missing import FilledValues, fill_from_neighbours, how_of, training_mode
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.errors import DataError
 
@@ -222,6 +223,13 @@ def load_images(
             size when ``height``/``width`` are not set.
     """
     origin = origin or DataOrigin()
+    if all(_is_missing(v) for v in s):
+        raise DataError(
+            f"no row has an image in column {column!r} ({len(s)} rows)",
+            source=origin.source,
+            key=key,
+            fix="fill the column with image file paths or arrays",
+        )
     paths = _paths(s, key, column, data_dir, origin) if any(isinstance(v, str) for v in s) else None
     if paths is None:
         images = [_array(v, i, key, column, origin, num_channels) for i, v in enumerate(s)]
@@ -283,6 +291,26 @@ def _same_channels(
     )
 
 
+def fill_images(s: pd.Series, strategy: str, train: np.ndarray, name: str) -> tuple[pd.Series, list[FilledValues]]:
+    """``s`` with its rows without an image (None, NaN, a blank path) filled by ``strategy``:
+    ``bfill`` / ``ffill`` from the neighbouring rows (Ludwig's), ``fill_with_mode`` with the
+    training rows' most frequent cell; ``drop_row`` rows are gone already. What was filled, as
+    :class:`~ludwig_hpo.data.missing.FilledValues` (printed by ``hpo validate`` and the sweep).
+    Rows left without an image (a column with none) are refused later. Driver. Pure."""
+    missing = np.array([_is_missing(v) or (isinstance(v, str) and not v.strip()) for v in s], dtype=bool)
+    if not missing.any() or strategy not in ("bfill", "ffill", "fill_with_mode"):
+        return s, []
+    cells = s.astype(object).where(~missing, None)
+    if strategy == "fill_with_mode":
+        present = cells.map(lambda v: v if isinstance(v, str) else None)  # arrays have no mode
+        value = training_mode(present, train)
+        filled = cells.where(~missing, value) if value is not None else cells
+    else:
+        value, filled = None, fill_from_neighbours(cells, strategy)
+    note = FilledValues(name, str(s.name), int(missing.sum()), how_of(strategy), value)
+    return filled.rename(s.name), [note]
+
+
 def prepare_images(
     s: pd.Series,
     *,
@@ -293,22 +321,26 @@ def prepare_images(
     data_dir: Path | None,
     origin: DataOrigin,
     scale: float | None = None,
-) -> tuple[np.ndarray, dict[str, float]]:
-    """An image column read (:func:`load_images`) with its batch-time scaling: the (N, C, H, W)
-    pixels as read, and ``{"scale", "imagenet1k"}``: the divisor (the training split's maximum
+    name: str = "",
+) -> tuple[np.ndarray, dict[str, float], list[FilledValues]]:
+    """An image column's missing images filled (:func:`fill_images`), the column read
+    (:func:`load_images`), and its batch-time scaling: the (N, C, H, W) pixels as read,
+    ``{"scale", "imagenet1k"}``: the divisor (the training split's maximum
     pixel for ``scale: auto``, else ``prep.scale``; 1 for an all-black training split) and 1.0
     when ``standardize_image: imagenet1k`` applies (3 channels; Ludwig skips it otherwise, and
-    ``imagenet1k_skipped`` is then 1.0).
+    ``imagenet1k_skipped`` is then 1.0), and what was filled.
     Driver, once per sweep.
 
     Args:
         prep: the feature's :class:`~ludwig_hpo.config.preprocessing.ImagePreprocessing`.
         train: the training rows, whose pixels ``scale: auto`` reads.
         scale: the divisor fitted already (a served model's new rows), used as is.
+        name: the feature's name, for the filled-values note.
 
     Raises:
         DataError: as :func:`load_images`.
     """
+    s, filled = fill_images(s, prep.missing_value_strategy, train, name)
     arr = load_images(
         s,
         key=key,
@@ -331,4 +363,4 @@ def prepare_images(
     stats = {"scale": scale or 1.0, "imagenet1k": float(asked and arr.shape[1] == 3)}
     if asked and arr.shape[1] != 3:
         stats["imagenet1k_skipped"] = 1.0  # Ludwig's rule; hpo validate says so
-    return arr, stats
+    return arr, stats, filled

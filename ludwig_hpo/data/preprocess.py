@@ -120,7 +120,7 @@ def _image(
     data_dir: Path | None,
     origin: DataOrigin,
     scale: float | None = None,
-) -> tuple[np.ndarray, dict[str, float]]:
+) -> tuple[np.ndarray, dict[str, float], list[FilledValues]]:
     return prepare_images(
         s,
         key=key,
@@ -130,6 +130,7 @@ def _image(
         data_dir=data_dir,
         origin=origin,
         scale=scale,
+        name=feat.name,
     )
 
 
@@ -201,8 +202,8 @@ def prepare_input(
         col = prepare_category_input(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
         return col.values, FeatureMeta(feat.name, "category", vocab=col.vocab), col.filled
     if feat.type == "image":
-        x, stats = _image(s, key, train, feat, data_dir, origin)
-        return x, FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats), []
+        x, stats, filled = _image(s, key, train, feat, data_dir, origin)
+        return x, FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats), filled
     if feat.type == "text":
         from ludwig_hpo.data.text import encode_text
 

@@ -359,10 +359,10 @@ CASES = {
         inputs=IMG,
         files=IMAGES,
     ),
-    "image path missing": Case(
-        _image_paths(2, None),
-        "error: {dir}/data.csv: input_features[img]: 1 rows have no image path in column "
-        "'img' (line 4); fix: fill or drop those rows",
+    "image paths missing": Case(
+        lambda df: df.assign(img=None),
+        "error: {dir}/data.csv: input_features[img]: no row has an image in column 'img' (120 rows); fix: fill "
+        "the column with image file paths or arrays",
         inputs=IMG,
         files=IMAGES,
     ),

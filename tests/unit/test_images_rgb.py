@@ -139,3 +139,40 @@ def test_hpo_validate_names_each_image_features_size_channels_and_scaling():
         "image g: 8x8 pixels, 1 channel(s); pixels divided by 16; standardize_image imagenet1k not applied: it "
         "needs 3 channels, not 1 (as in Ludwig)"
     )
+
+
+def _with_a_missing_path(tmp_path, make_config, strategy: str | None):
+    names = [_save(tmp_path / f"{i}.png", np.full((4, 4, 3), i, np.uint8), "RGB") for i in range(20)]
+    cells: list = [*names[:10], *["0.png"] * 3, *names[13:]]  # 0.png is the most frequent path
+    cells[5] = None
+    prep = {"missing_value_strategy": strategy} if strategy else {}
+    cfg = make_config(
+        [{"name": "img", "type": "image", "preprocessing": prep}],
+        [{"name": "y", "type": "category"}],
+        preprocessing={"split": {"type": "fixed", "column": "split"}},
+    )
+    split = [0] * 14 + [1] * 3 + [2] * 3
+    return prepare(pd.DataFrame({"img": cells, "y": ["a", "b"] * 10, "split": split}), cfg, tmp_path)
+
+
+def test_a_missing_image_takes_the_next_rows_by_default_as_in_ludwig(tmp_path, make_config):
+    data = _with_a_missing_path(tmp_path, make_config, None)
+    assert (data.inputs["img"][5] == 6).all() and (data.inputs["img"][4] == 4).all()
+    (note,) = data.filled
+    assert note.text() == "1 missing values in img filled with the next value in the column"
+
+
+def test_ffill_mode_and_drop_row_for_a_missing_image(tmp_path, make_config):
+    assert (_with_a_missing_path(tmp_path, make_config, "ffill").inputs["img"][5] == 4).all()
+    assert (_with_a_missing_path(tmp_path, make_config, "fill_with_mode").inputs["img"][5] == 0).all()
+    dropped = _with_a_missing_path(tmp_path, make_config, "drop_row")
+    assert dropped.num_rows == 19 and (dropped.inputs["img"][5] == 6).all()
+
+
+def test_a_constant_image_is_refused(make_config):
+    for prep, match in (
+        ({"missing_value_strategy": "fill_with_const"}, "fill_with_const is not supported for images"),
+        ({"fill_value": 0.5}, "fill_value applies to missing_value_strategy fill_with_const"),
+    ):
+        with pytest.raises(Exception, match=match):
+            make_config([{"name": "img", "type": "image", "preprocessing": prep}], [{"name": "y", "type": "category"}])
