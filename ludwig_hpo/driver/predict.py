@@ -100,6 +100,7 @@ def predict_command(
     write_atomically(scored.frame, output)
     if scored.rows.bad:
         say_bad_rows(err, scored.rows.bad, "left out")
-    skipped = f"; {len(scored.rows.bad)} bad rows left out" if scored.rows.bad else ""
+    n = len(scored.rows.bad)
+    skipped = f"; {n} bad row{'s' if n != 1 else ''} left out" if n else ""
     out.print(f"predictions: {len(scored.frame)} of {len(df)} rows -> {output}{skipped}", highlight=False)
     return output
