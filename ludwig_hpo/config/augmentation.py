@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from ludwig_hpo.config.base import RuleError, _Base
 
@@ -122,3 +122,8 @@ def augmentation_list(value: Any) -> Any:
             fix="write it as a list: augmentation: [{type: random_horizontal_flip}]",
         )
     return value
+
+
+#: An image feature's ``augmentation`` (and ``defaults.image.augmentation``): ``true``,
+#: ``false`` or a list, validated as the list of operations.
+Augmentation = Annotated[tuple[AugmentationOp, ...], BeforeValidator(augmentation_list)]

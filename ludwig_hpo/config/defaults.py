@@ -1,8 +1,8 @@
 """Ludwig's ``defaults``: per feature type, sections merged under every feature of that type.
 Typed, frozen; no I/O.
 
-``defaults.<type>`` holds the sections the features of that type have: ``preprocessing`` and
-``encoder`` of the input feature model, ``decoder`` and ``loss`` of the output feature model
+``defaults.<type>`` holds the sections the features of that type have: ``preprocessing``,
+``encoder`` (and an image's ``augmentation``, taken whole) of the input feature model, ``decoder`` and ``loss`` of the output feature model
 (:data:`~ludwig_hpo.config.features.INPUT_MODELS`, :data:`~ludwig_hpo.config.outputs.AnyOutput`).
 Each section is validated by the same model as the feature's own section, read from the
 feature models' fields, so a section a feature model gains is a section of its defaults too.
@@ -21,7 +21,7 @@ from ludwig_hpo.config.outputs import AnyOutput
 from ludwig_hpo.config.paths import RawMapping, deep_merge
 
 #: The sections ``defaults`` fill, of input and of output features.
-INPUT_SECTIONS = ("preprocessing", "encoder")
+INPUT_SECTIONS = ("preprocessing", "encoder", "augmentation")
 OUTPUT_SECTIONS = ("decoder", "loss", "preprocessing")
 
 
@@ -131,7 +131,10 @@ def apply_feature_defaults(data: RawMapping) -> RawMapping:
             feat = dict(feat)
             for name in names:
                 dv, fv = d.get(name), feat.get(name)
-                if not isinstance(dv, dict) or name not in model.model_fields:
+                if name not in model.model_fields or dv is None:
+                    continue
+                if not isinstance(dv, dict):  # image augmentation: true, false or a list, taken whole
+                    feat[name] = dv if fv is None else fv
                     continue
                 if isinstance(fv, dict) and "type" in fv and "type" in dv and fv["type"] != dv["type"]:
                     continue

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ludwig_hpo.config.augmentation import AugmentationOp, augmentation_list
+from ludwig_hpo.config.augmentation import Augmentation
 from ludwig_hpo.config.base import RuleError, _Base, default_type
 from ludwig_hpo.config.encoders import (
     CategoryOneHotEncoder,
@@ -206,10 +206,9 @@ class ImageInputFeature(_Input):
     type: Literal["image"]
     encoder: ImageEncoder = StackedCNNEncoder()
     preprocessing: ImagePreprocessing = ImagePreprocessing()
-    augmentation: tuple[AugmentationOp, ...] = ()
+    augmentation: Augmentation = ()
     _fill = field_validator("encoder", mode="before")(default_type("stacked_cnn"))
     _legacy = field_validator("encoder", mode="before")(legacy_image_encoder)
-    _augment = field_validator("augmentation", mode="before")(augmentation_list)
 
 
 class SetInputFeature(_Input):

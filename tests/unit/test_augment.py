@@ -68,6 +68,13 @@ def test_rotate_by_90_degrees_is_a_counter_clockwise_quarter_turn_and_0_is_ident
     assert torch.equal(A.rotate(x, -90.0), torch.rot90(x, -1, dims=(-2, -1)))
 
 
+def test_rotate_by_180_degrees_of_a_non_square_image_is_both_flips():
+    x = torch.arange(15, dtype=torch.uint8).view(1, 1, 3, 5)
+    assert torch.equal(A.rotate(x, 180.0), x.flip(-1).flip(-2))
+    floats = x.float() / 14
+    assert torch.equal(A.rotate(floats, -180.0), floats.flip(-1).flip(-2))
+
+
 def test_rotate_by_45_degrees_keeps_the_centre_and_blanks_the_corners():
     x = torch.full((1, 1, 5, 5), 9, dtype=torch.uint8)
     out = A.rotate(x, 45.0)[0, 0]
@@ -161,3 +168,23 @@ def test_the_operations_give_the_same_pixels_on_a_gpu():
     for op in ops:
         cpu, gpu = op(x), op(x.cuda()).cpu()
         assert gpu.dtype == torch.uint8 and (cpu.int() - gpu.int()).abs().max() <= 1  # float rounding only
+
+
+def test_defaults_image_augmentation_applies_to_features_without_their_own(tmp_path):
+    from ludwig_hpo.config import load_sweep
+
+    path = tmp_path / "model.yaml"
+    path.write_text(
+        "input_features:\n"
+        "  - {name: a, type: image}\n"
+        "  - {name: b, type: image, augmentation: [{type: random_vertical_flip}]}\n"
+        "  - {name: c, type: image, augmentation: false}\n"
+        "output_features: [{name: y, type: category}]\n"
+        "defaults: {image: {augmentation: true}}\n"
+    )
+    feats = load_sweep(path, tmp_path / "data.csv", search=False).config.input_features
+    assert [[o.type for o in f.augmentation] for f in feats] == [
+        ["random_horizontal_flip", "random_rotate"],
+        ["random_vertical_flip"],
+        [],
+    ]
