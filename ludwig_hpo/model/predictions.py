@@ -6,7 +6,7 @@ class's) and one ``<name>_probabilities_<class>`` column per class.
 | output | ``_predictions`` | probability columns |
 |---|---|---|
 | category | the class label | ``_probabilities`` (list), ``_probability``, ``_probabilities_<class>`` |
-| binary | True / False (probability >= ``threshold``) | ``_probabilities`` ([false, true]), ``_probability``, ``_probabilities_False``, ``_probabilities_True`` |
+| binary | True / False (probability >= ``threshold``), or the column's two labels | ``_probabilities`` ([false, true]), ``_probability``, ``_probabilities_False`` / ``_True`` (or ``_<label>``) |
 | number | the value, in the column's units (a normalized target denormalized) | none |
 | set | the list of tokens whose probability >= ``threshold`` | ``_probabilities`` (list), ``_probabilities_<token>`` |
 | vector | the list of values | none |
@@ -60,9 +60,16 @@ def output_values(model: torch.nn.Module, data: PreparedData, batch_rows: int = 
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 
-def prediction_frame(values: dict[str, np.ndarray], cfg: SweepConfig, data: PreparedData) -> pd.DataFrame:
+def prediction_frame(
+    values: dict[str, np.ndarray],
+    cfg: SweepConfig,
+    data: PreparedData,
+    binary_labels: dict[str, tuple[str, str]] | None = None,
+) -> pd.DataFrame:
     """The Ludwig-named prediction columns (see the module's table) of :func:`output_values`,
-    one row per prepared row, outputs in the config's order. Pure."""
+    one row per prepared row, outputs in the config's order. ``binary_labels``: a binary
+    output's (false, true) text labels, which its predictions and probability columns are
+    named by instead of ``False`` / ``True`` (Ludwig's ``bool2str``). Pure."""
     cols: dict[str, Any] = {}
     for out in cfg.output_features:
         v, meta = values[out.name], data.meta[out.name]
@@ -77,11 +84,13 @@ def prediction_frame(values: dict[str, np.ndarray], cfg: SweepConfig, data: Prep
                 cols[p + f"probabilities_{c}"] = v[:, j]
         elif out.type == "binary":
             pred = v >= out.threshold
-            cols[p + "predictions"] = pred
+            labels = (binary_labels or {}).get(out.name)
+            no, yes = labels or ("False", "True")
+            cols[p + "predictions"] = pred if labels is None else np.where(pred, yes, no)
             cols[p + "probabilities"] = [[1.0 - float(q), float(q)] for q in v]
             cols[p + "probability"] = np.where(pred, v, 1.0 - v)
-            cols[p + "probabilities_False"] = 1.0 - v
-            cols[p + "probabilities_True"] = v
+            cols[p + f"probabilities_{no}"] = 1.0 - v
+            cols[p + f"probabilities_{yes}"] = v
         elif out.type == "number":
             prep = preprocessing_of(out, "output_features")
             cols[p + "predictions"] = denormalize(v.astype(np.float64), prep.normalizer, meta.stats)

@@ -75,6 +75,7 @@ class ServedModel:
     ) -> None:
         self.model, self.cfg, self.meta = model.cpu().eval(), cfg, meta
         self.preparer = RowPreparer(cfg, meta, reference)
+        self.binary_labels = self.preparer.binary_labels()
 
     @classmethod
     def load(cls, folder: Path) -> ServedModel:
@@ -120,7 +121,8 @@ class ServedModel:
             BadRowsError: rows that cannot be prepared (unless ``skip_bad_rows``), or none can.
         """
         rows = self.preparer.prepare(df, data_dir=data_dir, skip_bad_rows=skip_bad_rows)
-        return Scored(prediction_frame(output_values(self.model, rows.data), self.cfg, rows.data), rows)
+        values = output_values(self.model, rows.data)
+        return Scored(prediction_frame(values, self.cfg, rows.data, self.binary_labels), rows)
 
     def prepare_labelled(
         self, df: pd.DataFrame, *, skip_bad_rows: bool = False, data_dir: Path | None = None

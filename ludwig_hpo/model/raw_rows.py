@@ -242,6 +242,26 @@ class RowPreparer:
             x, _, _ = prepare_target(feat, cells, key, train, at, classes=classes)
         return x[len(ref) :]
 
+    def binary_labels(self) -> dict[str, tuple[str, str]]:
+        """Per binary output whose training column holds text labels, ``(false label, true
+        label)`` as the sweep read them (:func:`~ludwig_hpo.data.preprocess.prepare_target` on
+        the training split's two labels), as Ludwig's ``bool2str``; numbers and booleans read
+        as ``False`` / ``True`` and have none."""
+        out: dict[str, tuple[str, str]] = {}
+        for feat in self.cfg.output_features:
+            col = feat.source_column
+            if feat.type != "binary" or col not in self.reference:
+                continue
+            if pd.api.types.is_numeric_dtype(self.reference[col]) or pd.api.types.is_bool_dtype(self.reference[col]):
+                continue
+            labels = pd.Series(self.reference[col].dropna().unique(), name=col)
+            if len(labels) != 2:
+                continue
+            values, _, _ = prepare_target(feat, labels, f"output_features[{feat.name}]", np.arange(2), DataOrigin())
+            if sorted(values.tolist()) == [0.0, 1.0]:
+                out[feat.name] = (str(labels[values == 0].iloc[0]), str(labels[values == 1].iloc[0]))
+        return out
+
     def _fitted_image(self, feat: Any) -> Any:
         """The image feature read at the size and channels the model was trained on (its
         ``FeatureMeta.shape``, (C, H, W)): sizes the sweep inferred from its own images

@@ -304,3 +304,19 @@ def test_the_commands_refuse_a_folder_without_a_model_in_one_line(command, tmp_p
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "not a sweep's or hpo train's output folder" in lines[0], result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv"]  # nothing written
+
+
+def test_a_binary_output_of_text_labels_predicts_those_labels():
+    cfg = SweepConfig.model_validate(
+        _sweep_dict([{"name": "x", "type": "number"}], [{"name": "diag", "type": "binary"}])
+    )
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"x": rng.normal(size=40), "diag": rng.choice(["M", "B"], size=40)})
+    data, kept = prepare(df, cfg), kept_rows(df, cfg)
+    model = build_model(cfg, data.meta).eval()
+    served = ServedModel(model, cfg, data.meta, reference_rows(kept.df.iloc[kept.splits["train"]], cfg))
+    assert served.binary_labels == {"diag": ("M", "B")}  # Ludwig's fallback: the first label in sorted order is true
+    frame = served.predict(df[["x"]]).frame
+    assert {"diag_probabilities_M", "diag_probabilities_B"} <= set(frame.columns)
+    assert set(frame["diag_predictions"]) <= {"M", "B"}
+    assert ((frame["diag_predictions"] == "B") == (frame["diag_probabilities_B"] >= 0.5)).all()
