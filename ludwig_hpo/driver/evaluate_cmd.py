@@ -15,11 +15,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
 from rich.console import Console
 
 from ludwig_hpo.errors import DataError
+
+if TYPE_CHECKING:  # torch and MLflow load with the model, not with the CLI
+    import pandas as pd
+
+    from ludwig_hpo.model.pyfunc import ServedModel
+    from ludwig_hpo.model.raw_rows import BadRow
 
 #: ``--split`` values: Ludwig's split names -> the sweep's.
 SPLITS = {"training": "train", "validation": "validation", "test": "test"}
@@ -44,10 +50,19 @@ def split_names(split: str) -> list[str]:
     )
 
 
-def evaluate_rows(served: Any, df: Any, split: str, *, skip_bad_rows: bool, data_dir: Path | None) -> dict:
-    """``{"<split>/<output>/<metric>": value}`` of ``served`` (a
-    :class:`~ludwig_hpo.model.pyfunc.ServedModel`) on ``df``'s rows of ``split`` (one name of
-    :func:`split_names`), and the bad rows left out (``"bad_rows"``: their count).
+class Evaluation(NamedTuple):
+    """One split's scores: ``{"<split>/<output>/<metric>": value}``, the ``rows`` scored and
+    the ``bad_rows`` left out."""
+
+    scores: dict[str, float]
+    rows: int
+    bad_rows: tuple[BadRow, ...]
+
+
+def evaluate_rows(
+    served: ServedModel, df: pd.DataFrame, split: str, *, skip_bad_rows: bool, data_dir: Path | None
+) -> Evaluation:
+    """The scores of ``served`` on ``df``'s rows of ``split`` (one name of :func:`split_names`).
 
     Raises:
         DataError / BadRowsError: as :meth:`~ludwig_hpo.model.pyfunc.ServedModel.prepare_labelled`;
@@ -74,7 +89,7 @@ def evaluate_rows(served: Any, df: Any, split: str, *, skip_bad_rows: bool, data
     scores = evaluate(
         served.model, cfg, DeviceData(prepared.data, torch.device("cpu")), prepared.data.splits["rows"], name, batch
     )
-    return {"scores": scores, "rows": len(prepared.kept), "bad_rows": list(prepared.bad)}
+    return Evaluation(scores, len(prepared.kept), prepared.bad)
 
 
 def evaluate_command(
@@ -110,12 +125,12 @@ def evaluate_command(
         except BadRowsError as e:
             say_bad_rows(err, e.bad, "refused")
             raise
-        if result["bad_rows"]:
-            say_bad_rows(err, tuple(result["bad_rows"]), "left out")
-        out.print(f"{name}: {result['rows']} rows", highlight=False)
-        for key, value in result["scores"].items():
+        if result.bad_rows:
+            say_bad_rows(err, result.bad_rows, "left out")
+        out.print(f"{name}: {result.rows} rows", highlight=False)
+        for key, value in result.scores.items():
             out.print(f"  {key} = {value:.6g}", highlight=False)
-        scores.update(result["scores"])
+        scores.update(result.scores)
     tmp = output.with_name(f".{output.name}.tmp")
     try:
         tmp.write_text(json.dumps(scores, indent=2))

@@ -14,9 +14,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.errors import DataError
+
+if TYPE_CHECKING:  # torch and MLflow load with the model, not with the CLI
+    from ludwig_hpo.model.pyfunc import ServedModel
 
 #: An MLflow model URI's scheme (``runs:/``, ``models:/``, ``file:/``, ``s3://``, ...).
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*:/", re.IGNORECASE)
@@ -32,7 +36,7 @@ class ModelSource:
     uri: str
     tracking_uri: str | None
 
-    def load(self):  # -> ServedModel (a torch/MLflow import away)
+    def load(self) -> ServedModel:
         """The :class:`~ludwig_hpo.model.pyfunc.ServedModel` of the pyfunc model at ``uri``,
         loaded with ``mlflow.pyfunc.load_model``.
 

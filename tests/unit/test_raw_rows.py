@@ -246,10 +246,10 @@ def test_evaluate_split_test_scores_the_sweeps_own_test_rows(served):
     frame = kept.df  # the rows as the sweep read them; --split test cuts the sweep's own test rows
     result = evaluate_rows(model, frame, "test", skip_bad_rows=False, data_dir=None)
     own = evaluate(model.model, model.cfg, DeviceData(data, torch.device("cpu")), data.splits["test"], "test", 512)
-    assert result["rows"] == len(data.splits["test"]) and not result["bad_rows"]
-    assert result["scores"] == pytest.approx(own, rel=1e-6) and "test/kind/accuracy" in own
+    assert result.rows == len(data.splits["test"]) and not result.bad_rows
+    assert result.scores == pytest.approx(own, rel=1e-6) and "test/kind/accuracy" in own
     full = evaluate_rows(model, frame, "full", skip_bad_rows=False, data_dir=None)
-    assert full["rows"] == len(frame) and "full/combined/loss" in full["scores"]
+    assert full.rows == len(frame) and "full/combined/loss" in full.scores
     assert split_names("each") == ["training", "validation", "test"]
     with pytest.raises(
         DataError, match="--split: unknown split 'testing'; fix: use one of full, training, validation, test, each"
