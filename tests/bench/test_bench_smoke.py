@@ -88,6 +88,11 @@ CASES = [
         via_env=True,
     ),
     Case(
+        "serving",
+        ("--train-rows", "100", "--repeats", "1", "--numbers", "2"),
+        ("request_ms", "forward_ms", "prepare_share"),
+    ),
+    Case(
         "final_model",
         ("--seeds", "1", "--trials", "2"),
         ("test_delta_cv_vs_search", "other_config_chosen", "roc_auc_delta_cv_vs_search"),
