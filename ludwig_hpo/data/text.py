@@ -34,6 +34,9 @@ from ludwig_hpo.errors import DataError
 
 Encoded = tuple[np.ndarray, FeatureMeta]
 
+#: Ludwig's ids of its special symbols (``SpecialSymbol`` in ``ludwig/utils/strings_utils.py``).
+STOP_ID, START_ID, PADDING_ID, UNKNOWN_ID = 0, 1, 2, 3
+
 
 def load_vocab_file(path: Path) -> list[str]:
     """Ludwig's ``load_vocabulary``: each line stripped, up to its first space (blank lines
@@ -51,7 +54,13 @@ def ludwig_vocabulary(common: Sequence[str], padding_symbol: str, unknown_symbol
     put at their ids, each moved there when ``common`` holds it already: ``<EOS>`` 0, ``<SOS>``
     1, ``padding_symbol`` 2, ``unknown_symbol`` 3 (``add_or_move_symbol``, in that order). Pure."""
     vocab = list(dict.fromkeys(common))
-    for symbol, index in ((STOP_SYMBOL, 0), (START_SYMBOL, 1), (padding_symbol, 2), (unknown_symbol, 3)):
+    specials = (
+        (STOP_SYMBOL, STOP_ID),
+        (START_SYMBOL, START_ID),
+        (padding_symbol, PADDING_ID),
+        (unknown_symbol, UNKNOWN_ID),
+    )
+    for symbol, index in specials:
         if symbol in vocab:
             vocab.remove(symbol)
         vocab.insert(index, symbol)
@@ -125,9 +134,13 @@ def _builtin(col: _Column, prep: Any, vocab_file: Path | None) -> Encoded:
     index = {t: i for i, t in enumerate(vocab)}
     with_symbols = counts + 2
     length = int(min(prep.max_sequence_length, max((int(with_symbols[i]) for i in col.train), default=2)))
-    ids = [[1, *(index.get(t, 3) for t in toks), 0] for toks in rows]
-    x = _pad(ids, length, 2, prep.padding)
-    stats = {"padding_id": 2.0, "vocab_size": float(len(vocab)), **length_stats(with_symbols[col.train], length)}
+    ids = [[START_ID, *(index.get(t, UNKNOWN_ID) for t in toks), STOP_ID] for toks in rows]
+    x = _pad(ids, length, PADDING_ID, prep.padding)
+    stats = {
+        "padding_id": float(PADDING_ID),
+        "vocab_size": float(len(vocab)),
+        **length_stats(with_symbols[col.train], length),
+    }
     return x, FeatureMeta("", "text", vocab=tuple(vocab), shape=(length,), stats=stats)
 
 
