@@ -116,7 +116,8 @@ class UnsupportedTextEncoder(_Base):
 
     model_config = ConfigDict(extra="allow", frozen=True)
     _supported: ClassVar[str] = (
-        "parallel_cnn (Ludwig's default), embed, stacked_cnn, stacked_parallel_cnn, rnn, cnnrnn or transformer"
+        "parallel_cnn (Ludwig's default), embed, stacked_cnn, stacked_parallel_cnn, rnn, cnnrnn, transformer, "
+        "or a pretrained one (auto_transformer, bert, distilbert, roberta, ...)"
     )
     type: Literal["tf_idf", "passthrough", "deberta"]
 
