@@ -123,6 +123,9 @@ class HFTextEncoderModule(nn.Module):
                 f"reduce_output cls_pooled needs a pooler and {cfg.pretrained_model_name_or_path!r} has none: "
                 "use reduce_output sum, mean, max or last"
             )
+        if self.reduce != "cls_pooled" and getattr(transformer, "pooler", None) is not None:
+            # an unused pooler's parameters get no gradient, which DDP refuses in a trainable encoder
+            transformer.pooler = None
         hidden = int(transformer.config.hidden_size)
         steps = min(length, self.cap or length) - (2 if self.strip else 0)
         if steps < 1 and self.reduce != "cls_pooled":
