@@ -71,7 +71,15 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     choice = choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt")
     lines.append(f"trial executor: {choice.executor} ({choice.reason})")
     if cfg.kfold:
-        lines.append(f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test")
+        final = (
+            "the best CV mean the paired test tells from the search's best, retrained on train+validation"
+            if cfg.kfold.select == "cv"
+            else "the search's best trial's weights"
+        )
+        lines.append(
+            f"k-fold: top {cfg.kfold.top_k} configurations x {cfg.kfold.k} folds + test; "
+            f"final model (kfold.select: {cfg.kfold.select}): {final}"
+        )
     results = choose_output_dir(loaded, None)
     lines.append(f"results: {results}")
     lines.append(f"mlflow: {resolve_tracking(cfg.tracking, cfg.name, os.environ, results).describe()}")

@@ -220,3 +220,27 @@ def test_a_resumed_sweep_finds_the_retrained_weights_through_the_journal(tmp_pat
     restore_trial(replayed, read_journal(tmp_path / "journal.jsonl")["k1"])
     assert retrained_weights([replayed]) == {2: str(tmp_path / "ck")}
     assert retrained_weights([LiveTrial("k3", {}, job_tags(job), "config2-test", status="FAILED")]) == {}
+
+
+@pytest.mark.parametrize(
+    ("select", "final"),
+    [
+        ("cv", "the best CV mean the paired test tells from the search's best, retrained on train+validation"),
+        ("search", "the search's best trial's weights"),
+    ],
+)
+def test_hpo_validate_says_which_model_the_sweep_ends_with(tmp_path, monkeypatch, select, final):
+    import sklearn  # noqa: F401 (sets KMP_* variables on import: before the hygiene check)
+    from typer.testing import CliRunner
+
+    from ludwig_hpo.cli import app
+
+    from ..conftest import SWEEPS
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    sweep = tmp_path / "s.yaml"
+    text = (SWEEPS / "breast_cancer_tiny.yaml").read_text()
+    sweep.write_text(text.replace("kfold: {k: 2, top_k: 1}", f"kfold: {{k: 2, top_k: 1, select: {select}}}"))
+    out = CliRunner().invoke(app, ["validate", str(sweep)]).stdout.splitlines()
+    assert f"k-fold: top 1 configurations x 2 folds + test; final model (kfold.select: {select}): {final}" in out
