@@ -16,7 +16,7 @@ from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.config.paths import apply_params
 from ludwig_hpo.data import PreparedData
 from ludwig_hpo.driver.paths import SweepPaths
-from ludwig_hpo.errors import UserError
+from ludwig_hpo.errors import UserError, one_line_error
 from ludwig_hpo.results import TrialRecord
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.protocol import Tracker
@@ -108,7 +108,8 @@ def _log_best_model(
     flavour taking the prepared columns. Each has the first test rows as input example. Tags
     the parent run with ``best_model_uri`` (the pyfunc's), ``pytorch_model_uri`` and
     ``registered_model`` (``<name>/<version>``). A raw-row model that cannot be built (its
-    dataset no longer readable) is one warning line; the PyTorch model is logged all the same."""
+    dataset no longer readable, rows MLflow cannot infer a signature of) is one warning line;
+    the PyTorch model is logged all the same."""
     import torch
 
     from ludwig_hpo.config.loader import resolve_trial_config
@@ -125,8 +126,9 @@ def _log_best_model(
     tags: dict[str, str] = {}
     try:
         save_raw_row_model(paths.served_model, model, best, loaded, data)
-    except UserError as e:
-        console.print(f"warning: no raw-row model was logged: {e.one_line()}", highlight=False)
+    except Exception as e:  # noqa: BLE001 - one warning line; the sweep's results and the module are kept
+        why = e.one_line() if isinstance(e, UserError) else one_line_error(f"{type(e).__name__}: {e}")
+        console.print(f"warning: no raw-row model was logged: {why}", highlight=False)
     else:
         logged = log_saved_model(store, parent, paths.served_model, layout.MODEL_ARTIFACT, register_as=name)
         tags[layout.BEST_MODEL_URI_TAG] = logged.uri
