@@ -171,7 +171,11 @@ def save_raw_row_model(
     tmp = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     cwd = dataset_folder(cfg.dataset.source, loaded.base_dir)  # relative image paths of the example
-    save_pyfunc(tmp, served, example, loaded.raw, best.params, data_dir=cwd)
+    try:
+        save_pyfunc(tmp, served, example, loaded.raw, best.params, data_dir=cwd)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-written stays
+        raise
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
 
