@@ -320,3 +320,41 @@ def test_a_binary_output_of_text_labels_predicts_those_labels():
     assert {"diag_probabilities_M", "diag_probabilities_B"} <= set(frame.columns)
     assert set(frame["diag_predictions"]) <= {"M", "B"}
     assert ((frame["diag_predictions"] == "B") == (frame["diag_probabilities_B"] >= 0.5)).all()
+
+
+def test_the_exported_model_predicts_a_csvs_rows_as_the_sweep_prepared_them(tmp_path):
+    """The export's raw-row model of a CSV sweep (missing cells, labels, a category target) read
+    back from its folder through ``hpo predict``'s loader: the sweep's test rows, as the CSV has
+    them, give the outputs of the module on the sweep's own prepared rows."""
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.data import load_dataframe
+    from ludwig_hpo.driver.export import save_raw_row_model
+    from ludwig_hpo.driver.model_source import resolve_source
+    from ludwig_hpo.results import TrialRecord
+
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame(
+        {
+            "size": np.where(rng.random(60) < 0.1, np.nan, rng.normal(50, 5, size=60)),
+            "colour": rng.choice(["red", "green", "blue", None], size=60),
+            "kind": rng.choice(["a", "b", "c"], size=60),
+        }
+    )
+    df.to_csv(tmp_path / "rows.csv", index=False)
+    (tmp_path / "sweep.yaml").write_text(
+        "name: t\ndataset: {source: rows.csv}\ninput_features:\n  - {name: size, type: number}\n"
+        "  - {name: colour, type: category}\noutput_features:\n  - {name: kind, type: category}\n"
+        "hyperopt:\n  parameters:\n    trainer.learning_rate: {space: choice, categories: [0.01]}\n"
+    )
+    loaded = load_sweep(tmp_path / "sweep.yaml")
+    data = prepare(load_dataframe("rows.csv", tmp_path), loaded.config)
+    model = build_model(loaded.config, data.meta).eval()
+    best = TrialRecord("t1", "FINISHED", {"trainer.learning_rate": 0.01}, 1.0, 1.0)
+    save_raw_row_model(tmp_path / "model", model, best, loaded, data)
+    assert not list(tmp_path.glob(".model*"))
+    served = resolve_source(str(tmp_path)).load()
+    kept = kept_rows(load_dataframe("rows.csv", tmp_path), loaded.config)
+    rows = data.splits["test"]
+    got = served.predict(kept.df.iloc[rows][["size", "colour"]]).frame
+    direct = output_values(model, PreparedData({k: v[rows] for k, v in data.inputs.items()}, {}, {}, (), data.meta))
+    np.testing.assert_allclose(np.stack(got["kind_probabilities"]), direct["kind"], rtol=1e-6)
