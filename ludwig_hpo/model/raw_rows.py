@@ -128,11 +128,13 @@ class RowPreparer:
             skip_bad_rows: leave bad rows out (``RawRows.bad`` lists them) instead of raising.
 
         Raises:
-            DataError: a column the model needs is missing.
+            DataError: a column the model needs is missing; no rows.
             BadRowsError: some rows cannot be prepared (without ``skip_bad_rows``), or none can.
         """
         origin = DataOrigin.of(df)
         check_columns(df, self.cfg, targets=targets, source=origin.source)
+        if len(df) == 0:
+            raise DataError("there are no rows to score", source=origin.source, fix="pass at least one row")
         df = df.reset_index(drop=True)
         feats = columns_needed(self.cfg, targets=targets)
         reasons: dict[int, str] = {}

@@ -176,6 +176,8 @@ def test_a_missing_column_is_one_line_naming_the_feature(served):
         model.predict(kept.df.drop(columns=["city"]))
     assert not isinstance(e.value, BadRowsError)
     assert "input_features[city]" in e.value.one_line() and "add the column 'city'" in e.value.one_line()
+    with pytest.raises(DataError, match="there are no rows to score"):
+        model.predict(kept.df.iloc[:0])
 
 
 def test_hpo_predict_writes_nothing_when_rows_are_bad(served, tmp_path, monkeypatch):
