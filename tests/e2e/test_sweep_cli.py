@@ -572,17 +572,19 @@ def test_the_best_model_scores_raw_rows_the_same_everywhere(mlflow_runs, tiny_sw
     true = "malignant_probabilities_True"
     assert in_python[true].to_numpy() == pytest.approx(predicted[true].to_numpy(), rel=1e-6)
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "ludwig_hpo", "serve", str(out), "--port", str(port)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    port = free_port()  # mlflow models serve -m runs:/<parent>/model, in the sweep's store
+    log = tmp_path / "serve.log"  # a file, not a pipe nobody reads while it serves
+    with open(log, "w") as sink:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ludwig_hpo", "serve", f"runs:/{parent.info.run_id}/model", "--port", str(port)],
+            cwd=tmp_path,
+            env={**os.environ, "MLFLOW_TRACKING_URI": client.tracking_uri},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        wait_until_answering(f"http://127.0.0.1:{port}/ping", server)
+        wait_until_answering(f"http://127.0.0.1:{port}/ping", server, output=log.read_text)
         body = json.dumps({"dataframe_records": features.head(10).to_dict(orient="records")}).encode()
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/invocations", body, {"Content-Type": "application/json"}
