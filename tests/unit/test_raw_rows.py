@@ -213,6 +213,20 @@ def test_hpo_predict_writes_nothing_when_rows_are_bad(served, tmp_path, monkeypa
     assert len(pd.read_csv(out)) == 2
     log = (tmp_path / "log.txt").read_text()
     assert "bad row (refused): line 2: " in log and "bad row (left out): line 2: " in log and "2 of 3 rows" in log
+    parquet = tmp_path / "pred.parquet"  # Parquet keeps the list cells as lists
+    with open(tmp_path / "log.txt", "w") as f:
+        console = Console(file=f)
+        predict_command(
+            str(tmp_path / "m"),
+            tmp_path / "rows.csv",
+            parquet,
+            skip_bad_rows=True,
+            tracking_uri=None,
+            out=console,
+            err=console,
+        )
+    back = pd.read_parquet(parquet)
+    assert len(back) == 2 and len(back["kind_probabilities"][0]) == len(data.meta["kind"].vocab)
 
 
 def test_the_pyfunc_model_loads_alone_and_takes_raw_rows(served, tmp_path):
