@@ -58,8 +58,8 @@ def named_models(cfg: Any) -> list[tuple[str, str]]:
 
 
 def _space_values(space: Any) -> list[str]:
-    values = getattr(space, "categories", None)
-    if values is None and isinstance(space, Mapping):
+    values = getattr(space, "categories", None) or getattr(space, "values", None)  # choice, grid_search
+    if not isinstance(values, list) and isinstance(space, Mapping):
         values = space.get("categories") or space.get("values")
     return [v for v in (values or []) if isinstance(v, str)]
 
