@@ -58,7 +58,7 @@ def test_the_rgb_sweep_trains_and_its_logged_model_predicts_the_test_rows(rgb_sw
     proc, cwd, out = rgb_sweep
     assert f"data: icons.csv: {PER_CONTEXT * 6} rows" in proc.stdout
     result = json.loads((out / "results.json").read_text())
-    assert len(result["trials"]) == 2
+    assert len(result["trials"]) == 2 and (out / "report.html").is_file()
     accuracy = result["test_scores"]["test/context/accuracy"]
     loaded = load_sweep(cwd / "rgb.yaml")
     data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config, cwd)
@@ -75,6 +75,8 @@ def test_the_rgb_sweep_trains_and_its_logged_model_predicts_the_test_rows(rgb_sw
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name(raw_experiment(cwd))
         (parent,) = client.search_runs([experiment.experiment_id], "tags.run_kind = 'sweep'")
+        children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+        assert len([r for r in children if r.data.tags.get("run_kind") == "trial"]) == 2
         model = mlflow.pytorch.load_model(parent.data.tags["pytorch_model_uri"])
     finally:  # MLflow's torch import also sets KMP_* variables
         os.environ.clear()
