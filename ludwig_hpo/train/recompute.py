@@ -4,20 +4,40 @@ pass, so activation memory grows with the number of blocks' inputs, not with eve
 them (a larger batch or a longer sequence fits, each step costs about one more forward).
 
 Runs on every rank, on the freshly built model, before it is wrapped for DDP or FSDP. Both
-mechanisms keep the parameter names (checkpoints and exported models are unchanged) and run the
-FSDP hooks outside the recomputation, so a sharded block is gathered once per pass.
+mechanisms keep the parameter names (checkpoints and exported models are unchanged), leave the
+model picklable, and run the FSDP hooks outside the recomputation (a sharded block is gathered
+for its forward and, once, for its backward).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from ludwig_hpo.errors import ConfigError
 
 #: The trainer key, Ludwig's spelling.
 KEY = "trainer.enable_gradient_checkpointing"
+
+
+def _recomputed_forward(block: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """``block``'s forward, checkpointed while training with gradients: its activations are
+    dropped and recomputed in the backward pass (non-reentrant; the RNG state is replayed, so
+    dropout draws the same masks). Its class's ``forward`` is called directly, so module hooks
+    (FSDP's gather and reshard) run once around it, never again in the recomputation."""
+    forward = type(block).forward
+    if block.training and torch.is_grad_enabled():
+        return checkpoint(forward, block, *args, use_reentrant=False, **kwargs)
+    return forward(block, *args, **kwargs)
+
+
+def _recompute(block: torch.nn.Module) -> None:
+    # an instance attribute (a partial of a module-level function): the model still pickles,
+    # deep-copies and saves its state dict under the same names
+    block.forward = functools.partial(_recomputed_forward, block)
 
 
 def _trainable(m: torch.nn.Module) -> bool:
@@ -56,8 +76,8 @@ def enable_gradient_checkpointing(model: torch.nn.Module) -> int:
     ``forward``, active only while training with gradients). Every other trainable transformer
     block (:func:`~ludwig_hpo.train.strategy.transformer_blocks`: the layers of a
     ``TransformerStack`` in the ``transformer`` sequence encoder and combiners, the blocks an
-    encoder names in ``_no_split_modules``) gets torch's composable, non-reentrant
-    ``checkpoint`` hooks. Evaluation under ``torch.no_grad`` recomputes nothing. Dropout inside
+    encoder names in ``_no_split_modules``) has its forward run under ``torch.utils.checkpoint``
+    the same way (:func:`_recomputed_forward`). Evaluation under ``torch.no_grad`` recomputes nothing. Dropout inside
     a block draws the same mask again when recomputed (the RNG state is replayed). A frozen
     block has no gradients to make and is left as it is.
 
@@ -65,8 +85,6 @@ def enable_gradient_checkpointing(model: torch.nn.Module) -> int:
         ConfigError: ``model`` has no trainable transformer block to recompute (naming the key
             and the fix), rather than a setting that silently changes nothing.
     """
-    from torch.distributed._composable import checkpoint
-
     from ludwig_hpo.train.strategy import transformer_blocks
 
     count = 0
@@ -87,7 +105,7 @@ def enable_gradient_checkpointing(model: torch.nn.Module) -> int:
         done.update(id(sub) for sub in m.modules())
     for m in transformer_blocks(model):
         if id(m) not in done and _trainable(m):
-            checkpoint(m)
+            _recompute(m)
             count += 1
     if count == 0:
         raise ConfigError(

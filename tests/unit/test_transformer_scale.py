@@ -295,3 +295,25 @@ def test_the_batch_size_cache_key_holds_the_image_size():
         )
         assert train.source == "probe"  # the 12x12 images are not the 8x8 ones' entry
     assert len(cache.entries) == 2
+
+
+def test_a_recomputed_model_still_pickles_and_copies():
+    import copy
+    import io
+    import pickle
+
+    cfg = _cfg({"enable_gradient_checkpointing": True})
+    data = prepare(_frame(), cfg)
+    model = build_model(cfg, data.meta)
+    enable_gradient_checkpointing(model)
+    x = DeviceData(data, torch.device("cpu")).batch(torch.arange(4))[0]
+    model.eval()
+    with torch.no_grad():
+        expected = model(x)["label"]
+    buf = io.BytesIO()
+    torch.save(model, buf)  # what MLflow's pickle flavour does with a whole module
+    for again in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        blocks = [m for m in again.modules() if isinstance(m, TransformerBlock)]
+        assert all(b.forward.args[0] is b for b in blocks)  # each recomputes itself, not the original
+        with torch.no_grad():
+            torch.testing.assert_close(again(x)["label"], expected)
