@@ -393,3 +393,14 @@ def test_the_exported_model_predicts_a_csvs_rows_as_the_sweep_prepared_them(tmp_
     got = served.predict(kept.df.iloc[rows][["size", "colour"]]).frame
     direct = output_values(model, PreparedData({k: v[rows] for k, v in data.inputs.items()}, {}, {}, (), data.meta))
     np.testing.assert_allclose(np.stack(got["kind_probabilities"]), direct["kind"], rtol=1e-6)
+
+
+def test_bad_rows_among_many_are_each_found(served):
+    model, data, kept = served
+    rows = kept.df.iloc[np.resize(data.splits["test"], 40)].reset_index(drop=True).astype({"rooms": object})
+    for r in (3, 17, 30, 31):
+        rows.loc[r, "rooms"] = f"n{r}"
+    with pytest.raises(BadRowsError) as e:
+        model.predict(rows)
+    assert [b.row for b in e.value.bad] == [3, 17, 30, 31]
+    assert all(f"'n{b.row}'" in b.reason for b in e.value.bad)
