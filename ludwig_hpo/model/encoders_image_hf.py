@@ -170,7 +170,9 @@ class HFImageEncoder(nn.Module):
         else:
             self.model = hf_loader.load_model(model_name(cfg), use_pretrained=loads_pretrained(cfg), config=config)
         if isinstance(cfg, cfgs.ViTLegacyEncoder) and cfg.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
+            # transformers 5 renamed it (the old name warns, and goes in 6)
+            enable = getattr(self.model, "activation_checkpointing_enable", None)
+            (enable or self.model.gradient_checkpointing_enable)()
         self.trainable = cfg.trainable
         for p in self.model.parameters():
             p.requires_grad_(cfg.trainable)

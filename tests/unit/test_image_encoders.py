@@ -133,6 +133,11 @@ def test_vit_legacy_without_pretrained_builds_vitconfig_of_the_keys_and_image(ch
     assert enc.output_size == 32 and enc(torch.rand(2, channels, 16, 16)).shape == (2, 32)
     problem = image_encoder_problem(cfg, _meta((channels, 16, 12)))
     assert problem is not None and "square" in problem
+    checkpointed = build_image_encoder(
+        cfg.model_copy(update={"gradient_checkpointing": True}), _meta((channels, 16, 16))
+    )
+    assert checkpointed.model.is_activation_checkpointing and not enc.model.is_activation_checkpointing
+    checkpointed(torch.rand(2, channels, 16, 16)).sum().backward()
 
 
 def test_vit_legacy_pretrained_loads_the_saved_folder_and_freezes(tiny_vit_dir):
