@@ -93,7 +93,8 @@ class VisionTransformer(nn.Module):
         self.encoder = Encoder((image_size // patch) ** 2 + 1, layers, heads, hidden, mlp_dim)
         fan_in = in_channels * patch * patch
         nn.init.trunc_normal_(self.conv_proj.weight, std=math.sqrt(1 / fan_in))
-        nn.init.zeros_(self.conv_proj.bias)
+        if self.conv_proj.bias is not None:  # a Conv2d built with bias=True always has one
+            nn.init.zeros_(self.conv_proj.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n = x.shape[0]
