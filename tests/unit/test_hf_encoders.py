@@ -193,6 +193,17 @@ def test_models_named_by_features_and_search_spaces_are_found(monkeypatch, tmp_p
     assert "needs a network" in str(err.value)
 
 
+def test_a_grid_of_model_names_is_checked_too():
+    from ludwig_hpo.config.spaces import GridSearchSpace
+
+    feature = TextInputFeature(name="t", type="text", encoder={"type": "bert"})
+    grid = GridSearchSpace(space="grid_search", values=["owner/a", "owner/b"])
+    names = [
+        name for _, name in hf_checks.named_models(_Cfg(feature, {"t.encoder.pretrained_model_name_or_path": grid}))
+    ]
+    assert names == ["bert-base-uncased", "owner/a", "owner/b"]
+
+
 def test_a_badly_named_model_is_one_line_at_its_key():
     from ludwig_hpo.errors import ConfigError
 
