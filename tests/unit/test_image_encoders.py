@@ -151,6 +151,9 @@ def test_vit_legacy_pretrained_loads_the_saved_folder_and_freezes(tiny_vit_dir):
     assert not any(p.requires_grad for p in enc.parameters())
     enc.train()
     assert not enc.model.training  # a frozen model keeps its dropout off, as Ludwig's FreezeModule
+    from ludwig_hpo.train.strategy import transformer_blocks
+
+    assert [type(b).__name__ for b in transformer_blocks(enc)] == ["ViTEmbeddings", "ViTLayer", "ViTLayer"]
     x = torch.rand(2, 3, 32, 32)
     assert torch.allclose(enc(x), saved(pixel_values=x).pooler_output, atol=1e-6)
     problem = image_encoder_problem(cfg, _meta((3, 24, 24)))
@@ -309,7 +312,9 @@ def test_vit_is_torchvisions_vision_transformer_with_its_state_dict_names(tmp_pa
     assert list(enc.model.state_dict()) == expected
     assert enc.model.encoder.pos_embedding.shape == (1, 5, 768)  # 2x2 patches of 16 and the class token
     assert enc.output_size == 768 and enc(torch.rand(2, 3, 32, 32)).shape == (2, 768)
-    assert enc.model._no_split_modules == ["EncoderBlock"]  # one FSDP unit per block
+    from ludwig_hpo.train.strategy import transformer_blocks
+
+    assert [type(b).__name__ for b in transformer_blocks(enc)] == ["EncoderBlock"] * 12  # one FSDP unit each
     gray = build_image_encoder(ViTEncoder(model_variant="b_32", use_pretrained=False), _meta((1, 32, 32)))
     assert gray.model.conv_proj.in_channels == 1 and gray(torch.rand(2, 1, 32, 32)).shape == (2, 768)
     problem = image_encoder_problem(cfg, _meta((3, 32, 24)))
