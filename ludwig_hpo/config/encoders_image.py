@@ -183,7 +183,8 @@ class AutoVisionEncoder(_HFVision):
     ``pretrained_model_name_or_path``: (batch, C, H, W) -> (batch, hidden size), the model's
     pooled output, or the mean of its last hidden state over tokens where it has none
     (``pooling: mean`` always takes the mean). The checkpoint's image processor mean and std
-    (``preprocessor_config.json``) are applied to the [0, 1] pixels, as its processor would.
+    (``preprocessor_config.json``) are applied to the [0, 1] pixels, as its processor would
+    (not after the feature's ``standardize_image: imagenet1k``: pixels are standardized once).
     ``use_pretrained: false`` builds the same architecture from the checkpoint's config, with
     fresh weights."""
 

@@ -43,13 +43,16 @@ def build_image_encoder(cfg: Any, meta: FeatureMeta) -> nn.Module:
         ValueError, OSError, FileNotFoundError: as :func:`image_encoder_problem` reports them.
     """
     shape = geometry(meta.shape)
+    # standardize_image: imagenet1k standardized the pixels already: encoders that standardize
+    # with their own statistics skip theirs, so no image is standardized twice.
+    standardized = bool(meta.stats.get("imagenet1k", 0.0))
     if isinstance(cfg, cfgs.ResNetEncoder):
-        return ResNetEncoder(cfg, shape[0], standardized=bool(meta.stats.get("imagenet1k", 0.0)))
+        return ResNetEncoder(cfg, shape[0], standardized=standardized)
     if isinstance(cfg, cfgs.ViTEncoder):
-        return ViTEncoder(cfg, shape, standardized=bool(meta.stats.get("imagenet1k", 0.0)))
+        return ViTEncoder(cfg, shape, standardized=standardized)
     if isinstance(cfg, cfgs.MLPMixerEncoder):
         return MLPMixerEncoder(cfg, shape)
-    return hf.HFImageEncoder(cfg, shape)
+    return hf.HFImageEncoder(cfg, shape, standardized=standardized)
 
 
 def _written_size(cfg: Any, shape: tuple[int, int, int]) -> str | None:

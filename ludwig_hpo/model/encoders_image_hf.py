@@ -134,7 +134,9 @@ class HFImageEncoder(nn.Module):
 
     ``trainable: false`` freezes every parameter and keeps the model in eval mode (its dropout
     off), as Ludwig's ``FreezeModule``; ``auto_transformer`` standardizes the pixels with the
-    checkpoint's processor mean and std first. The model is ``self.model``; transformers'
+    checkpoint's processor mean and std first, unless ``standardized`` (the feature's
+    ``standardize_image: imagenet1k`` already did: the pixels are standardized once, by the
+    statistics the user wrote). The model is ``self.model``; transformers'
     layer classes (``ViTLayer``, ...) are its blocks for FSDP's per-block wrapping.
 
     Raises:
@@ -146,7 +148,7 @@ class HFImageEncoder(nn.Module):
     mean: torch.Tensor
     std: torch.Tensor
 
-    def __init__(self, cfg: Any, shape: tuple[int, int, int]) -> None:
+    def __init__(self, cfg: Any, shape: tuple[int, int, int], standardized: bool = False) -> None:
         super().__init__()
         import transformers
 
@@ -188,7 +190,8 @@ class HFImageEncoder(nn.Module):
             and isinstance(size, int)
             and (shape[1], shape[2]) != (size, size)
         )
-        stats = processor_mean_std(model_name(cfg)) if isinstance(cfg, cfgs.AutoVisionEncoder) else None
+        own = isinstance(cfg, cfgs.AutoVisionEncoder) and not standardized
+        stats = processor_mean_std(model_name(cfg)) if own else None
         self.standardize = stats is not None and len(stats[0]) == shape[0]
         mean, std = stats if self.standardize and stats else ([0.0] * shape[0], [1.0] * shape[0])
         self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)

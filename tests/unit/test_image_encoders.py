@@ -180,6 +180,9 @@ def test_auto_transformer_applies_the_processors_mean_std_and_interpolates(tiny_
     assert torch.allclose(mean_pool(x), tokens.mean(dim=1), atol=1e-5)
     fresh = build_image_encoder(cfg.model_copy(update={"use_pretrained": False}), _meta((3, 32, 32)))
     assert not torch.equal(fresh.model.pooler.dense.weight, saved.pooler.dense.weight)
+    # standardize_image: imagenet1k standardized the pixels already: not a second time
+    once = build_image_encoder(cfg, _meta((3, 32, 32), imagenet1k=1.0)).eval()
+    assert not once.standardize and torch.allclose(once(x), saved(pixel_values=x).pooler_output, atol=1e-5)
 
 
 def test_dinov2_loads_a_saved_dinov2(tmp_path):
