@@ -54,7 +54,7 @@ def _step_type(tp: Any, step: str | int) -> tuple[Any, bool]:
         if len(members) == 1:  # ``Model | None``, ``list[Model] | None``
             return _step_type(members[0], step)
         return tp, True  # pydantic's label of a plain union member ("int", "literal['auto']")
-    if origin is list:
+    if origin in (list, tuple):  # ``tuple[Model, ...]``: every item the first argument's type
         return typing.get_args(tp)[0], False
     if origin is dict:
         return typing.get_args(tp)[1], False

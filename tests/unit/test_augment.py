@@ -188,3 +188,24 @@ def test_defaults_image_augmentation_applies_to_features_without_their_own(tmp_p
         ["random_vertical_flip"],
         [],
     ]
+
+
+def test_an_unknown_key_of_an_operation_is_named_at_its_line_with_the_operations_keys(tmp_path):
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.errors import ConfigError
+
+    path = tmp_path / "model.yaml"
+    path.write_text(
+        "input_features:\n"
+        "  - name: img\n"
+        "    type: image\n"
+        "    augmentation:\n"
+        "      - type: random_rotate\n"
+        "        p: 0.3\n"
+        "output_features: [{name: y, type: category}]\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        load_sweep(path, tmp_path / "data.csv", search=False)
+    text = str(e.value)
+    assert "model.yaml:6:" in text and "input_features[img].augmentation[0].p: unknown key 'p'" in text
+    assert "allowed keys: degree, type" in text
