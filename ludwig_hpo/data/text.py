@@ -127,7 +127,7 @@ def _builtin(col: _Column, prep: Any, vocab_file: Path | None) -> Encoded:
     counts = np.array([len(r) for r in rows], dtype=np.int64)
     _refuse_empty(col, counts, f"tokenizer {prep.tokenizer}")
     if vocab_file is not None:
-        common = load_vocab_file(vocab_file)
+        common = _vocab_words(vocab_file, prep, col)
     else:
         common = vocabulary((rows[i] for i in col.train), prep.most_common)
     vocab = ludwig_vocabulary(common, prep.padding_symbol, prep.unknown_symbol)
@@ -147,7 +147,9 @@ def _builtin(col: _Column, prep: Any, vocab_file: Path | None) -> Encoded:
 def hf_ids(texts: list[str], tok: Any) -> list[list[int]]:
     """Each text's ids by a Hugging Face tokenizer, its special tokens included (``[CLS] ...
     [SEP]``, as Ludwig's ``HFTokenizer``), not cut. Pure but for the tokenizer's own state."""
-    return [list(ids) for ids in tok(texts, add_special_tokens=True, truncation=False)["input_ids"]]
+    # verbose=False: rows longer than the model are cut afterwards, so transformers' warning
+    # that such ids would overflow the position embeddings does not apply
+    return [list(ids) for ids in tok(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]]
 
 
 def hf_vocab(tok: Any) -> list[str]:
@@ -159,7 +161,9 @@ def hf_vocab(tok: Any) -> list[str]:
     return out
 
 
-def _hf(col: _Column, prep: Any, load: Callable[[str], Any]) -> Encoded:
+def _hf(col: _Column, prep: Any, load: Callable[[str], Any], name_key: str) -> Encoded:
+    """``name_key``: the section that named the model (``encoder`` when a pretrained encoder
+    imposed its tokenizer, else ``preprocessing``), where the errors point."""
     name = prep.pretrained_model_name_or_path
     try:
         tok = load(name)
@@ -167,7 +171,7 @@ def _hf(col: _Column, prep: Any, load: Callable[[str], Any]) -> Encoded:
         raise DataError(
             f"the tokenizer of {name!r} cannot be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
             source=col.origin.source,
-            key=f"{col.key}.preprocessing.pretrained_model_name_or_path",
+            key=f"{col.key}.{name_key}.pretrained_model_name_or_path",
             fix=getattr(e, "fix", None) or "give a folder saved with save_pretrained, or a hub id reachable from here",
         ) from e
     ids = hf_ids(_cells(col, prep), tok)
@@ -179,7 +183,7 @@ def _hf(col: _Column, prep: Any, load: Callable[[str], Any]) -> Encoded:
         raise DataError(
             f"the tokenizer of {prep.pretrained_model_name_or_path!r} has no padding token",
             source=col.origin.source,
-            key=f"{col.key}.preprocessing.pretrained_model_name_or_path",
+            key=f"{col.key}.{name_key}.pretrained_model_name_or_path",
             fix="use a model whose tokenizer defines pad_token, or tokenizer space_punct",
         )
     counts = np.array([len(r) for r in ids], dtype=np.int64)
@@ -209,6 +213,20 @@ def _vocab_path(prep: Any, col: _Column, data_dir: Path | None) -> Path | None:
             fix="give the file's path (a relative path starts at the dataset file's folder)",
         )
     return path
+
+
+def _vocab_words(path: Path, prep: Any, col: _Column) -> list[str]:
+    """The words of ``vocab_file``; one line for a file that is not UTF-8 text or holds no word
+    (every token would read as ``unknown_symbol``)."""
+    key, fix = f"{col.key}.preprocessing.vocab_file", "give a UTF-8 text file of one token per line"
+    try:
+        words = load_vocab_file(path)
+    except (OSError, UnicodeDecodeError) as e:
+        why = "is not UTF-8 text" if isinstance(e, UnicodeDecodeError) else f"cannot be read ({e.strerror})"
+        raise DataError(f"vocab_file {prep.vocab_file!r} {why}", source=col.origin.source, key=key, fix=fix) from e
+    if not words:
+        raise DataError(f"vocab_file {prep.vocab_file!r} holds no token", source=col.origin.source, key=key, fix=fix)
+    return words
 
 
 def text_preprocessing(feat: Any) -> Any:
@@ -241,8 +259,8 @@ def encode_text(
 
     Raises:
         DataError: no training row holds a token (every one missing or blank, or the tokenizer
-            finds none), a ``vocab_file`` that is not there, a
-            Hugging Face tokenizer without a padding token (or one that cannot be loaded, as
+            finds none), a ``vocab_file`` that is not there, not UTF-8 text or without a
+            token, a Hugging Face tokenizer without a padding token (or one that cannot be loaded, as
             ``load_tokenizer`` raises it).
     """
     col = _Column(series.reset_index(drop=True), key, train_rows, origin)
@@ -253,7 +271,8 @@ def encode_text(
             from ludwig_hpo.data import hf_loader
 
             load_tokenizer = hf_loader.load_tokenizer
-        x, m = _hf(col, prep, load_tokenizer)
+        imposed = prep is not feat.preprocessing
+        x, m = _hf(col, prep, load_tokenizer, "encoder" if imposed else "preprocessing")
     else:
         x, m = _builtin(col, prep, _vocab_path(prep, col, data_dir))
     return x, FeatureMeta(feat.name, "text", vocab=m.vocab, shape=m.shape, stats=m.stats)

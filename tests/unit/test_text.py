@@ -153,6 +153,16 @@ def test_a_missing_vocab_file_is_one_line_naming_the_key(tmp_path: Path) -> None
     assert e.value.key == "input_features[t].preprocessing.vocab_file"
 
 
+@pytest.mark.parametrize(
+    ("content", "why"), [(b"", "holds no token"), (b"\n  \n", "holds no token"), (bytes(range(256)), "not UTF-8")]
+)
+def test_an_empty_or_binary_vocab_file_is_one_line_naming_the_key(tmp_path: Path, content: bytes, why: str) -> None:
+    (tmp_path / "vocab.txt").write_bytes(content)
+    with pytest.raises(DataError, match=why) as e:
+        _encode(["cat"], data_dir=tmp_path, vocab_file="vocab.txt")
+    assert e.value.key == "input_features[t].preprocessing.vocab_file" and "\n" not in str(e.value)
+
+
 def test_missing_cells_take_the_fill_value() -> None:
     x, m = _encode(["a b", None], fill_value="zzz")
     assert x[1].tolist()[:3] == [1, m.vocab.index("zzz"), 0]
@@ -210,6 +220,28 @@ def test_hf_tokenizer_that_cannot_load_is_one_line() -> None:
         _encode(["a"], load=load, tokenizer="hf_tokenizer", pretrained_model_name_or_path="missing/model")
     assert e.value.key == "input_features[t].preprocessing.pretrained_model_name_or_path"
     assert "\n" not in str(e.value)
+
+
+def test_a_pretrained_encoders_tokenizer_that_cannot_load_points_at_the_encoder_key() -> None:
+    def load(name: str):
+        raise OSError(f"model folder {name!r} not found")
+
+    feat = TextInputFeature.model_validate(
+        {"name": "t", "type": "text", "encoder": {"type": "bert", "pretrained_model_name_or_path": "no/such"}}
+    )
+    s = pd.Series(["a"], name="t")
+    with pytest.raises(DataError) as e:
+        encode_text(feat, s, "input_features[t]", np.arange(1), DataOrigin.of(pd.DataFrame({"t": s})), None, load)
+    assert e.value.key == "input_features[t].encoder.pretrained_model_name_or_path"
+
+
+def test_rows_longer_than_the_model_do_not_log_transformers_overflow_warning(
+    tiny_bert_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    long_row = " ".join(["the cat sat on the mat"] * 30)  # beyond the tiny model's 64 positions
+    x, _ = _encode([long_row], tokenizer="hf_tokenizer", pretrained_model_name_or_path=str(tiny_bert_dir))
+    assert x.shape == (1, 64)
+    assert not [r for r in caplog.records if "sequence length is longer" in r.getMessage()]
 
 
 def test_validate_line_names_vocabulary_percentiles_and_cut_rows() -> None:
