@@ -277,12 +277,13 @@ def validate(
     training_set: Path | None = TRAINING_SET,
     validation_set: Path | None = VALIDATION_SET,
     test_set: Path | None = TEST_SET,
+    model: bool = typer.Option(False, "--model", help=h.VALIDATE_MODEL),
 ) -> None:
     """Check a sweep file (or a Ludwig config, for hpo train) and its dataset without starting Ray; say what it does."""
     from ludwig_hpo.driver.validate import validate_lines
 
     refuse_split_files(training_set, validation_set, test_set)
-    for line in validate_lines(sweep_file, dataset):
+    for line in validate_lines(sweep_file, dataset, model=model):
         out.print(line)
 
 

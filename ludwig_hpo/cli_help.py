@@ -55,6 +55,10 @@ DATASET = typer.Option(
 TRAINING_SET = typer.Option(None, "--training-set", "--training_set", metavar="FILE", hidden=True)
 VALIDATION_SET = typer.Option(None, "--validation-set", "--validation_set", metavar="FILE", hidden=True)
 TEST_SET = typer.Option(None, "--test-set", "--test_set", metavar="FILE", hidden=True)
+VALIDATE_MODEL = (
+    "Also build the model's losses and encoders against the prepared data, as hpo sweep and hpo train do "
+    "before any trial (imports torch)."
+)
 
 
 def refuse_split_files(training_set: Path | None, validation_set: Path | None, test_set: Path | None) -> None:

@@ -9,9 +9,14 @@ from pathlib import Path
 
 #: What ``hpo validate`` says of a model config without a ``hyperopt`` section.
 TRAIN_ONLY = "valid for hpo train; a sweep needs a hyperopt section"
+#: What ``hpo validate`` says without ``--model``.
+MODEL_NOT_BUILT = (
+    "losses and encoders not built against the data (hpo validate --model builds them; "
+    "hpo sweep and hpo train do before any trial)"
+)
 
 
-def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
+def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool = False) -> list[str]:
     """The lines ``hpo validate`` prints: ``<file>: valid``, then the sweep's features and
     metric, the search, the data's rows per split, resources, executor, k-fold, the output
     folder and the MLflow store. Every check runs before any line is made, so "valid" is said
@@ -22,6 +27,10 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     Args:
         sweep_file: the sweep file (or a Ludwig config).
         dataset: a CSV/Parquet file replacing ``dataset.source``.
+        model: also build the model's losses and encoders against the prepared data
+            (:func:`~ludwig_hpo.model.checks.check_prepared`, as ``hpo sweep`` / ``hpo train``
+            do before any trial). It imports torch; without it the command imports neither
+            torch nor Ray and checks the Hugging Face models from their JSON files only.
 
     Raises:
         UserError: the file, its dataset or the resources are wrong (one line naming the fix).
@@ -34,8 +43,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
     from ludwig_hpo.driver.single_run import single_run_sweep
     from ludwig_hpo.execution.cluster import local_plan
     from ludwig_hpo.execution.executor import choose_executor
-    from ludwig_hpo.model.checks import check_prepared
-    from ludwig_hpo.model.hf_checks import offline_view
+    from ludwig_hpo.model.hf_checks import check_models_available, check_text_encoders, offline_view
     from ludwig_hpo.tracking.resolve import resolve_tracking
 
     loaded = load_sweep(sweep_file, dataset=dataset, search=False)
@@ -54,7 +62,14 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None) -> list[str]:
         data_cfg,
         dataset_folder(cfg.dataset.source, loaded.base_dir),
     )
-    hf_notes += check_prepared(data_cfg, data.meta, str(sweep_file), network=False)
+    if model:
+        from ludwig_hpo.model.checks import check_prepared
+
+        hf_notes += check_prepared(data_cfg, data.meta, str(sweep_file), network=False)
+    else:
+        hf_notes += check_models_available(data_cfg, str(sweep_file), network=False)
+        check_text_encoders(data_cfg.input_features, data.meta, str(sweep_file))
+        hf_notes.append(f"model: {MODEL_NOT_BUILT}")
     lines.append(
         f"data: {data.num_rows} rows ({', '.join(f'{k} {len(v)}' for k, v in data.splits.items())}); "
         f"features read and preprocessed without error"

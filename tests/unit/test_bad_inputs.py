@@ -415,8 +415,9 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(tmp_path, name, comman
     folder.mkdir()
     sweep = _materialize(case, folder)
     before = sorted(p.name for p in folder.iterdir())
-    args = [command, sweep.name] + (["--output", str(tmp_path / "out")] if command == "sweep" else [])
-    code, err = _invoke(args, folder)
+    # validate --model: the checks that build the losses and encoders too, as a sweep runs them
+    extra = ["--output", str(tmp_path / "out")] if command == "sweep" else ["--model"]
+    code, err = _invoke([command, sweep.name, *extra], folder)
     assert code == 2, err
     assert err.strip() == case.message.format(dir=folder), err
     assert "Traceback" not in err
