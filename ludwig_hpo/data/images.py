@@ -245,6 +245,8 @@ def load_images(
                 pool.map(lambda ip: _read(ip[1], key, _cell(origin, ip[0], column), num_channels), enumerate(paths))
             )
     _same_channels(images, key, column, origin, paths)
+    if paths is not None:
+        _same_depth(images, key, column, origin, paths)
     if any(im.dtype != np.uint8 for im in images):
         images = [im.astype(np.float32) for im in images]
     if (height is None or width is None) and infer is not None:
@@ -269,6 +271,10 @@ def load_images(
     return np.stack(images)
 
 
+def _channel_count(n: int) -> str:
+    return "1 channel" if n == 1 else f"{n} channels"
+
+
 def _same_channels(
     images: list[np.ndarray], key: str, column: str, origin: DataOrigin, paths: list[Path] | None
 ) -> None:
@@ -282,12 +288,31 @@ def _same_channels(
     kind = {1: "grayscale", 3: "colour"}
     ref = f"the first image ({paths[0].name})" if paths else "the first image"
     raise DataError(
-        f"image is {kind[images[i].shape[0]]} ({images[i].shape[0]} channels; {_cell(origin, i, column)}) but "
-        f"{ref} is {kind[first]} ({first}); {len(other)} of {len(images)} images differ",
+        f"image is {kind[images[i].shape[0]]} ({_channel_count(images[i].shape[0])}; {_cell(origin, i, column)}) "
+        f"but {ref} is {kind[first]} ({_channel_count(first)}); {len(other)} of {len(images)} images differ",
         source=str(paths[i]) if paths else origin.source,
         key=key,
         fix="set preprocessing: {num_channels: 3} (RGB) or {num_channels: 1} (grayscale) on the feature to "
         "convert every image",
+    )
+
+
+def _same_depth(images: list[np.ndarray], key: str, column: str, origin: DataOrigin, paths: list[Path]) -> None:
+    """Refuse image files of another bit depth than the first file's (8-bit against 16- or
+    32-bit grayscale): one divisor (``scale``) cannot bring both to the same range."""
+    first = images[0].dtype
+    other = [i for i, im in enumerate(images) if im.dtype != first]
+    if not other:
+        return
+    i = other[0]
+    depth = {np.dtype(np.uint8): "8-bit"}
+    raise DataError(
+        f"image is {depth.get(images[i].dtype, '16- or 32-bit grayscale')} ({_cell(origin, i, column)}) but the "
+        f"first image ({paths[0].name}) is {depth.get(first, '16- or 32-bit grayscale')}; {len(other)} of "
+        f"{len(images)} images differ, and one scale cannot bring both to the same pixel range",
+        source=str(paths[i]),
+        key=key,
+        fix="save every image of the column at one bit depth (e.g. all 8-bit PNGs)",
     )
 
 

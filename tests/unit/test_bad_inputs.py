@@ -346,7 +346,7 @@ CASES = {
         _image_paths(5, "img/colour.png"),
         "error: {dir}/img/colour.png: input_features[img]: "
         "image is colour (3 channels; line 7 of data.csv, column 'img') but the first image (ok.png) is "
-        "grayscale (1); 1 of 120 images differ; fix: set preprocessing: {{num_channels: 3}} (RGB) or "
+        "grayscale (1 channel); 1 of 120 images differ; fix: set preprocessing: {{num_channels: 3}} (RGB) or "
         "{{num_channels: 1}} (grayscale) on the feature to convert every image",
         inputs=IMG,
         files={**IMAGES, "img/colour.png": _png((4, 4, 3))},

@@ -75,11 +75,26 @@ def test_mixed_channel_counts_are_refused_with_the_file_the_key_and_the_fix(tmp_
     with pytest.raises(DataError) as info:
         _load(names, tmp_path)
     assert info.value.one_line() == (
-        f"{tmp_path}/gray.png: {KEY}: image is grayscale (1 channels; data row 3, column 'img') but the first "
-        "image (0.png) is colour (3); 1 of 4 images differ; fix: set preprocessing: {num_channels: 3} (RGB) or "
+        f"{tmp_path}/gray.png: {KEY}: image is grayscale (1 channel; data row 3, column 'img') but the first "
+        "image (0.png) is colour (3 channels); 1 of 4 images differ; fix: set preprocessing: {num_channels: 3} (RGB) or "
         "{num_channels: 1} (grayscale) on the feature to convert every image"
     )
     assert _load(names, tmp_path, num_channels=1).shape == (4, 1, 4, 5)
+
+
+def test_8_bit_and_16_bit_files_in_one_column_are_refused_even_converted_to_rgb(tmp_path):
+    names = [_save(tmp_path / "0.png", _rgb(0), "RGB"), "deep.png"]
+    Image.fromarray(np.full((4, 5), 40000, np.uint16)).save(tmp_path / "deep.png")
+    with pytest.raises(DataError) as info:
+        _load(names, tmp_path, num_channels=3)
+    line = info.value.one_line()
+    assert line.startswith(f"{tmp_path}/deep.png: {KEY}: image is 16- or 32-bit grayscale (data row 2, column 'img')")
+    assert (
+        "but the first image (0.png) is 8-bit" in line
+        and "fix: save every image of the column at one bit depth" in line
+    )
+    deep = _load(["deep.png", "deep.png"], tmp_path, num_channels=3)  # one depth: read as it is
+    assert deep.dtype == np.float32 and deep.shape == (2, 3, 4, 5) and deep.max() == 40000
 
 
 def test_resizing_keeps_channels_and_uint8(tmp_path):
