@@ -13,7 +13,6 @@ The CLI process, CPU.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -111,11 +110,12 @@ def evaluate_command(
         BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``.
     """
     from ludwig_hpo.driver.model_source import resolve_source
-    from ludwig_hpo.driver.predict import read_rows, say_bad_rows
+    from ludwig_hpo.driver.predict import check_output, read_rows, say_bad_rows, write_atomically
     from ludwig_hpo.model.raw_rows import BadRowsError
 
     names = split_names(split)
     model = resolve_source(source, tracking_uri)
+    check_output(output)
     df, data_dir = read_rows(dataset)
     served = model.load()
     scores: dict[str, float] = {}
@@ -131,13 +131,6 @@ def evaluate_command(
         for key, value in result.scores.items():
             out.print(f"  {key} = {value:.6g}", highlight=False)
         scores.update(result.scores)
-    tmp = output.with_name(f".{output.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(scores, indent=2))
-        os.replace(tmp, output)
-    except OSError as e:
-        raise DataError(f"cannot write ({e.strerror or e})", source=str(output), key="--output") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomically(json.dumps(scores, indent=2), output)
     out.print(f"metrics -> {output}", highlight=False)
     return scores

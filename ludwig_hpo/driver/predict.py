@@ -36,7 +36,11 @@ def read_rows(dataset: Path) -> tuple[pd.DataFrame, Path | None]:
     from ludwig_hpo.data import dataset_folder, load_dataframe
 
     source = str(dataset)
-    return load_dataframe(source, Path.cwd()), dataset_folder(source, Path.cwd())
+    try:
+        return load_dataframe(source, Path.cwd()), dataset_folder(source, Path.cwd())
+    except DataError as e:  # the loader names the sweep file's key and folder; here it is the option
+        fix = "check the path (relative paths start at the current folder)" if not dataset.exists() else e.fix
+        raise DataError(e.message, source=e.source, key="--dataset", fix=fix) from None
 
 
 def say_bad_rows(err: Console, bad: tuple[BadRow, ...], verb: str) -> None:
@@ -48,18 +52,34 @@ def say_bad_rows(err: Console, bad: tuple[BadRow, ...], verb: str) -> None:
         err.print(f"... and {len(bad) - SHOWN_BAD_ROWS} more bad rows ({verb})")
 
 
-def write_atomically(frame: pd.DataFrame, out: Path) -> None:
-    """``frame`` as CSV, or Parquet when ``out`` ends in ``.parquet``: written to a hidden file
-    beside ``out``, then renamed over it (no half-written file on failure).
+def check_output(out: Path) -> None:
+    """Refuse an ``--output`` whose folder is missing or is not writable, before a model loads.
+
+    Raises:
+        DataError: the folder does not exist, or this process may not write in it.
+    """
+    if not out.parent.is_dir():
+        raise DataError("no such folder", source=str(out.parent), key="--output", fix="create it or choose another")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise DataError("folder not writable", source=str(out.parent), key="--output", fix="choose another folder")
+    if out.is_dir():
+        raise DataError("is a folder", source=str(out), key="--output", fix="name a file in it")
+
+
+def write_atomically(frame: pd.DataFrame | str, out: Path) -> None:
+    """``frame`` as CSV, or Parquet when ``out`` ends in ``.parquet`` (a ``str``: that text):
+    written to a hidden file beside ``out``, then renamed over it (no half-written file on
+    failure).
 
     Raises:
         DataError: the folder does not exist or cannot be written.
     """
-    if not out.parent.is_dir():
-        raise DataError("no such folder", source=str(out.parent), key="--output", fix="create it or choose another")
+    check_output(out)
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        if out.suffix.lower() == ".parquet":
+        if isinstance(frame, str):
+            tmp.write_text(frame)
+        elif out.suffix.lower() == ".parquet":
             frame.to_parquet(tmp, index=False)
         else:
             frame.to_csv(tmp, index=False)
@@ -83,13 +103,15 @@ def predict_command(
     """Write the predictions of every row of ``dataset`` to ``output``; returns it.
 
     Raises:
-        DataError: the model or the dataset cannot be read, a column the model reads is missing.
+        DataError: the model or the dataset cannot be read, a column the model reads is missing,
+            ``output``'s folder is missing or not writable (checked before the model loads).
         BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``.
     """
     from ludwig_hpo.driver.model_source import resolve_source
     from ludwig_hpo.model.raw_rows import BadRowsError
 
     model = resolve_source(source, tracking_uri)
+    check_output(output)
     df, data_dir = read_rows(dataset)
     served = model.load()
     try:

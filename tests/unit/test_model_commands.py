@@ -1,0 +1,48 @@
+"""``hpo predict`` and ``hpo evaluate`` refuse a bad ``--output`` or ``--dataset`` in one line
+naming the option, before any model loads, and write nothing."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from ludwig_hpo.cli import app
+from ludwig_hpo.driver import model_source
+
+
+@pytest.fixture
+def model_folder(tmp_path, monkeypatch):
+    """A folder that passes for a model folder; loading it fails the test."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "MLmodel").write_text("")
+    (tmp_path / "rows.csv").write_text("a\n1\n")
+
+    def load(self):
+        raise AssertionError("the model was loaded before the options were checked")
+
+    monkeypatch.setattr(model_source.ModelSource, "load", load)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _one_line(args: list[str]) -> str:
+    result = CliRunner().invoke(app, args)
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_an_output_in_a_missing_folder_is_refused_before_the_model_loads(command, model_folder):
+    line = _one_line([command, "m", "--dataset", "rows.csv", "-o", "nowhere/out.csv"])
+    assert "nowhere: --output: no such folder" in line
+    (model_folder / "out").mkdir()
+    assert "--output: is a folder" in _one_line([command, "m", "--dataset", "rows.csv", "-o", "out"])
+    assert sorted(p.name for p in model_folder.iterdir()) == ["m", "out", "rows.csv"]
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_a_missing_dataset_names_the_option_and_the_current_folder(command, model_folder):
+    line = _one_line([command, "m", "--dataset", "nosuch.csv"])
+    assert "--dataset: dataset file not found" in line and "start at the current folder" in line
+    assert "sweep file" not in line
