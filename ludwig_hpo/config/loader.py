@@ -22,6 +22,7 @@ from ludwig_hpo.config.paths import ROOT, PathError, RawMapping, apply_params, f
 from ludwig_hpo.config.reader import Marks, mark_for, read_sweep_file
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.config.spaces import INT_SPACES, LISTED_SPACES, ParamSpace
+from ludwig_hpo.config.text import retokenized_feature
 from ludwig_hpo.config.upgrade import upgrade_located
 from ludwig_hpo.errors import ConfigError
 
@@ -185,6 +186,23 @@ def _check_parameters(cfg: SweepConfig, raw: RawMapping, marks: Marks, src: str)
             inner = _value_error(p, value, raw, spaces, src)
             if inner is not None:
                 raise _explain(p, value, inner)
+            _refuse_retokenizing(p, value, cfg, raw)
+
+
+def _refuse_retokenizing(p: _Param, value: Any, cfg: SweepConfig, raw: RawMapping) -> None:
+    """A value that would make a text feature read another tokenizer's ids than the ids it is
+    prepared with (once per sweep, from the base config) is refused at the parameter."""
+    try:
+        trial = SweepConfig.model_validate(apply_params(raw, {p.path: value}))
+    except (ValidationError, PathError):
+        return  # valid only with another parameter's value: checked by _value_error
+    name = retokenized_feature(cfg, trial)
+    if name is not None:
+        raise p.error(
+            f"value {value!r} changes the tokenizer of text feature {name!r}, whose text is tokenised "
+            "once per sweep with the config's own encoder's tokenizer",
+            fix="run one sweep per model, each with its model in the encoder section",
+        )
 
 
 # ---------------------------------------------------------------------------- Ludwig configs

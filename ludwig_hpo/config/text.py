@@ -110,6 +110,29 @@ class TextPreprocessing(_Missing):
         return TextPreprocessing(**fields, tokenizer=HF_TOKENIZER, pretrained_model_name_or_path=pretrained)
 
 
+def text_preprocessing(feat: Any) -> TextPreprocessing:
+    """A text feature's preprocessing as its text is read: a pretrained Hugging Face encoder
+    (an encoder with ``pretrained_model_name_or_path``) imposes its own tokenizer (Ludwig's
+    rule). Pure."""
+    pretrained = getattr(feat.encoder, "pretrained_model_name_or_path", None)
+    prep: TextPreprocessing = feat.preprocessing
+    return prep.with_hf_tokenizer(pretrained) if isinstance(pretrained, str) and pretrained else prep
+
+
+def retokenized_feature(base: Any, trial: Any) -> str | None:
+    """The first text input feature that a trial's config (``trial``, a validated sweep config)
+    would tokenise otherwise than ``base`` does (an encoder searched between models with
+    different tokenizers, or between a pretrained encoder and a built-in one), or None. The text
+    is prepared once per sweep, from ``base``, so such a trial would read another tokenizer's
+    ids. Pure; runs in the driver."""
+    mine = {f.name: f for f in trial.input_features}
+    for feat in base.input_features:
+        other = mine.get(feat.name)
+        if feat.type == "text" and other is not None and text_preprocessing(feat) != text_preprocessing(other):
+            return str(feat.name)
+    return None
+
+
 class UnsupportedTextEncoder(_Base):
     """Ludwig's text encoders this platform does not build yet: refused in one line (the
     Hugging Face ones are in :mod:`ludwig_hpo.config.encoders_hf`)."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ludwig_hpo.config.text import HF_TOKENIZER
+from ludwig_hpo.config.text import HF_TOKENIZER, text_preprocessing
 from ludwig_hpo.config.type_preprocessing import START_SYMBOL, STOP_SYMBOL, UNKNOWN_SYMBOL
 from ludwig_hpo.data.feature_types import _Column, fill_missing
 from ludwig_hpo.data.origin import DataOrigin
@@ -227,15 +227,6 @@ def _vocab_words(path: Path, prep: Any, col: _Column) -> list[str]:
     if not words:
         raise DataError(f"vocab_file {prep.vocab_file!r} holds no token", source=col.origin.source, key=key, fix=fix)
     return words
-
-
-def text_preprocessing(feat: Any) -> Any:
-    """The feature's preprocessing as it is read: a pretrained Hugging Face encoder (an encoder
-    with ``pretrained_model_name_or_path``) imposes its own tokenizer (Ludwig's rule)."""
-    pretrained = getattr(feat.encoder, "pretrained_model_name_or_path", None)
-    if isinstance(pretrained, str) and pretrained:
-        return feat.preprocessing.with_hf_tokenizer(pretrained)
-    return feat.preprocessing
 
 
 def encode_text(

@@ -301,6 +301,44 @@ def test_ludwigs_old_text_keys_are_upgraded_with_a_warning_each(tmp_path: Path) 
     assert "word_tokenizer" in warned and "word_most_common" in warned and "defaults.text" in warned
 
 
+RETOKENIZE = """\
+name: s
+dataset: {{source: data.csv}}
+input_features:
+  - {{name: t, type: text, encoder: {encoder}}}
+output_features:
+  - {{name: y, type: category}}
+hyperopt:
+  parameters:
+    {path}: {{space: choice, categories: {values}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("encoder", "path", "values", "refused"),
+    [
+        ("{type: bert, pretrained_model_name_or_path: owner/a}", "t.encoder.pretrained_model_name_or_path",
+         "[owner/a, owner/b]", "'owner/b'"),
+        ("{type: parallel_cnn}", "t.encoder.type", "[parallel_cnn, bert]", "'bert'"),
+        ("{type: parallel_cnn}", "t.encoder.type", "[parallel_cnn, rnn]", None),
+        ("{type: bert, pretrained_model_name_or_path: owner/a}", "t.encoder.trainable", "[true, false]", None),
+    ],
+)  # fmt: skip
+def test_a_search_that_would_change_a_text_features_tokenizer_is_refused(
+    tmp_path: Path, encoder: str, path: str, values: str, refused: str | None
+) -> None:
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.errors import ConfigError
+
+    (tmp_path / "s.yaml").write_text(RETOKENIZE.format(encoder=encoder, path=path, values=values), encoding="utf-8")
+    if refused is None:
+        load_sweep(tmp_path / "s.yaml")
+        return
+    with pytest.raises(ConfigError) as e:
+        load_sweep(tmp_path / "s.yaml")
+    assert e.value.key == f'hyperopt.parameters."{path}"' and f"value {refused} changes the tokenizer" in str(e.value)
+
+
 @pytest.mark.parametrize(
     "encoder",
     [
