@@ -67,9 +67,10 @@ def _defaults_model(kind: str) -> type[BaseModel]:
         if isinstance(tag, str):
             validators[f"_fill_{name}"] = field_validator(name, mode="before")(default_type(tag))
     doc = f"``defaults.{kind}``: sections applied to every {kind} feature (the feature's own values win)."
-    return create_model(
-        f"{kind.capitalize()}Defaults", __base__=_Base, __doc__=doc, __validators__=validators, **fields
-    )
+    name = f"{kind.capitalize()}Defaults"
+    model = create_model(name, __base__=_Base, __doc__=doc, __validators__=validators, __module__=__name__, **fields)
+    globals()[name] = model  # found by name when a config is pickled to a Ray worker
+    return model
 
 
 class UnsupportedDefaults(_Base):

@@ -301,6 +301,21 @@ def test_ludwigs_old_text_keys_are_upgraded_with_a_warning_each(tmp_path: Path) 
     assert "word_tokenizer" in warned and "word_most_common" in warned and "defaults.text" in warned
 
 
+def test_a_config_with_text_defaults_pickles_for_the_workers(tmp_path: Path) -> None:
+    import pickle
+
+    from ludwig_hpo.config import load_sweep
+
+    text = (
+        SWEEP.format(preprocessing="{}")
+        + "defaults:\n  text: {preprocessing: {tokenizer: space}, encoder: {type: rnn}}\n"
+    )
+    (tmp_path / "s.yaml").write_text(text, encoding="utf-8")
+    cfg = load_sweep(tmp_path / "s.yaml").config
+    again = pickle.loads(pickle.dumps(cfg))
+    assert again == cfg and again.input_features[0].encoder.type == "rnn"
+
+
 RETOKENIZE = """\
 name: s
 dataset: {{source: data.csv}}
