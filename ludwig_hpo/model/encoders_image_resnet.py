@@ -15,11 +15,7 @@ from torch import nn
 
 from ludwig_hpo.config.encoders_image import ResNetEncoder as ResNetConfig
 from ludwig_hpo.config.encoders_image import ViTEncoder as ViTConfig
-
-#: torchvision's ImageNet mean and std per RGB channel (its weights' ``transforms()``), which
-#: Ludwig applies to the [0, 1] pixels of a torchvision encoder's images.
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from ludwig_hpo.model.image_input import IMAGENET1K_MEAN, IMAGENET1K_STD
 
 
 class BasicBlock(nn.Module):
@@ -134,7 +130,46 @@ def loads_pretrained(cfg: ResNetConfig | ViTConfig) -> bool:
     return cfg.use_pretrained and not cfg.saved_weights_in_checkpoint
 
 
-class ResNetEncoder(nn.Module):
+class TorchvisionBackbone(nn.Module):
+    """What ``resnet`` and ``vit`` share around their torchvision network ``self.model``:
+    torchvision's default weights read from :func:`weights_path` (the classification head's
+    keys, ``head_prefix``, left out), ``trainable: false`` freezing every parameter, and the
+    ImageNet mean and std Ludwig's torchvision transforms apply to 3-channel [0, 1] pixels
+    (``standardized``: the feature's ``standardize_image: imagenet1k`` did already).
+    ``forward``: (batch, C, H, W) or (batch, H, W) -> what ``self.model`` returns. Every rank.
+
+    Raises:
+        FileNotFoundError: ``use_pretrained`` and the weights file is not in torch.hub's folder.
+    """
+
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def _setup(
+        self, model: nn.Module, cfg: ResNetConfig | ViTConfig, channels: int, standardized: bool, head_prefix: str
+    ) -> None:
+        self.model = model
+        if loads_pretrained(cfg):
+            path = weights_path(cfg)
+            if not path.is_file():
+                raise FileNotFoundError(path)
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            self.model.load_state_dict({k: v for k, v in state.items() if not k.startswith(head_prefix)})
+        for p in self.model.parameters():
+            p.requires_grad_(cfg.trainable)
+        self.standardize = channels == 3 and not standardized
+        self.register_buffer("mean", torch.tensor(IMAGENET1K_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET1K_STD).view(1, 3, 1, 1), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 3:
+            x = x.unsqueeze(1)
+        if self.standardize:
+            x = (x - self.mean) / self.std
+        return self.model(x)
+
+
+class ResNetEncoder(TorchvisionBackbone):
     """Ludwig's ``resnet``: (batch, C, H, W) (or (batch, H, W) one-channel) float pixels in
     [0, 1] -> (batch, 512 or 2048). Three-channel images are standardized with ImageNet's mean
     and std first, as Ludwig's torchvision transforms do (unless ``standardized``: the feature's
@@ -149,32 +184,11 @@ class ResNetEncoder(nn.Module):
     """
 
     ludwig_initialized = True
-    mean: torch.Tensor
-    std: torch.Tensor
 
     def __init__(self, cfg: ResNetConfig, channels: int, standardized: bool = False) -> None:
         super().__init__()
-        self.model = ResNet(cfg.model_variant, channels)
-        if loads_pretrained(cfg):
-            if channels != 3:
-                raise ValueError(
-                    f"torchvision's resnet{cfg.model_variant} weights take 3-channel images, not {channels}"
-                )
-            path = weights_path(cfg)
-            if not path.is_file():
-                raise FileNotFoundError(path)
-            state = torch.load(path, map_location="cpu", weights_only=True)
-            self.model.load_state_dict({k: v for k, v in state.items() if not k.startswith("fc.")})
-        for p in self.model.parameters():
-            p.requires_grad_(cfg.trainable)
-        self.standardize = channels == 3 and not standardized
-        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
-        self.output_size = self.model.output_size
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 3:
-            x = x.unsqueeze(1)
-        if self.standardize:
-            x = (x - self.mean) / self.std
-        return self.model(x)
+        if loads_pretrained(cfg) and channels != 3:
+            raise ValueError(f"torchvision's resnet{cfg.model_variant} weights take 3-channel images, not {channels}")
+        model = ResNet(cfg.model_variant, channels)
+        self._setup(model, cfg, channels, standardized, head_prefix="fc.")
+        self.output_size = model.output_size

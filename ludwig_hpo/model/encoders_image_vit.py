@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ludwig_hpo.config.encoders_image import ViTEncoder as ViTConfig
-from ludwig_hpo.model.encoders_image_resnet import IMAGENET_MEAN, IMAGENET_STD, loads_pretrained, weights_path
+from ludwig_hpo.model.encoders_image_resnet import TorchvisionBackbone, loads_pretrained
 
 #: Each variant's (patch size, layers, heads, hidden size, MLP size), torchvision's ``vit_*``.
 VARIANTS: dict[str, tuple[int, int, int, int, int]] = {
@@ -128,7 +128,7 @@ def image_problem(cfg: ViTConfig, shape: tuple[int, int, int]) -> str | None:
     return None
 
 
-class ViTEncoder(nn.Module):
+class ViTEncoder(TorchvisionBackbone):
     """Ludwig's ``vit``: (batch, C, S, S) (or (batch, S, S)) float pixels in [0, 1] ->
     (batch, hidden). Three-channel images are standardized with ImageNet's mean and std first,
     as Ludwig's torchvision transforms do (unless ``standardized``); ``trainable: false``
@@ -140,31 +140,12 @@ class ViTEncoder(nn.Module):
     """
 
     ludwig_initialized = True
-    mean: torch.Tensor
-    std: torch.Tensor
 
     def __init__(self, cfg: ViTConfig, shape: tuple[int, int, int], standardized: bool = False) -> None:
         super().__init__()
         problem = image_problem(cfg, shape)
         if problem:
             raise ValueError(problem)
-        self.model = VisionTransformer(cfg.model_variant, shape[1], shape[0])
-        if loads_pretrained(cfg):
-            path = weights_path(cfg)
-            if not path.is_file():
-                raise FileNotFoundError(path)
-            state = torch.load(path, map_location="cpu", weights_only=True)
-            self.model.load_state_dict({k: v for k, v in state.items() if not k.startswith("heads.")})
-        for p in self.model.parameters():
-            p.requires_grad_(cfg.trainable)
-        self.standardize = shape[0] == 3 and not standardized
-        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
-        self.output_size = self.model.hidden_dim
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 3:
-            x = x.unsqueeze(1)
-        if self.standardize:
-            x = (x - self.mean) / self.std
-        return self.model(x)
+        model = VisionTransformer(cfg.model_variant, shape[1], shape[0])
+        self._setup(model, cfg, shape[0], standardized, head_prefix="heads.")
+        self.output_size = model.hidden_dim
