@@ -195,7 +195,7 @@ class Conv2DLayerConfig(_Base):
 class StackedCNNEncoder(_Base):
     """Ludwig's image ``stacked_cnn`` (``Stacked2DCNN``): a stack of 2-d convolutions, each
     Conv2d -> norm -> activation -> dropout -> pool, flattened, then the fully connected stack:
-    (batch, height, width) one-channel images -> (batch, last fc size).
+    (batch, channels, height, width) images (grayscale or RGB) -> (batch, last fc size).
 
     The convolutions: ``conv_layers`` (one entry each), else ``num_conv_layers`` layers of
     ``out_channels`` / ``kernel_size`` / ``pool_kernel_size``, else Ludwig's two layers of 32

@@ -1,5 +1,5 @@
 """Ludwig's image ``stacked_cnn`` encoder (``Stacked2DCNN``): 2-d convolutions, flattened, then
-the fully connected stack, over this platform's one-channel (batch, height, width) images.
+the fully connected stack, over (batch, channels, height, width) images (grayscale or RGB).
 
 Runs on every rank; parameters come from torch's global RNG in construction order (the
 convolutions keep torch's default initialization, as Ludwig's do; the fully connected layers
