@@ -107,10 +107,11 @@ def evaluate_command(
 
     Raises:
         DataError: the model or the dataset cannot be read, a column is missing, an empty split.
-        BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``.
+        BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``; with it,
+            a DataError when no row of a split can be scored.
     """
     from ludwig_hpo.driver.model_source import resolve_source
-    from ludwig_hpo.driver.predict import check_output, read_rows, say_bad_rows, write_atomically
+    from ludwig_hpo.driver.predict import check_output, read_rows, refuse_bad_rows, say_bad_rows, write_atomically
     from ludwig_hpo.model.raw_rows import BadRowsError
 
     names = split_names(split)
@@ -123,8 +124,7 @@ def evaluate_command(
         try:
             result = evaluate_rows(served, df, name, skip_bad_rows=skip_bad_rows, data_dir=data_dir)
         except BadRowsError as e:
-            say_bad_rows(err, e.bad, "refused")
-            raise
+            raise refuse_bad_rows(err, e, skip_bad_rows=skip_bad_rows) from None
         if result.bad_rows:
             say_bad_rows(err, result.bad_rows, "left out")
         out.print(f"{name}: {result.rows} rows", highlight=False)

@@ -20,7 +20,7 @@ from rich.console import Console
 from ludwig_hpo.errors import DataError
 
 if TYPE_CHECKING:
-    from ludwig_hpo.model.raw_rows import BadRow
+    from ludwig_hpo.model.raw_rows import BadRow, BadRowsError
 
 #: Bad rows listed on the console; the rest are counted.
 SHOWN_BAD_ROWS = 20
@@ -50,6 +50,19 @@ def say_bad_rows(err: Console, bad: tuple[BadRow, ...], verb: str) -> None:
         err.print(f"bad row ({verb}): {b.where}: {b.reason}", soft_wrap=True)
     if len(bad) > SHOWN_BAD_ROWS:
         err.print(f"... and {len(bad) - SHOWN_BAD_ROWS} more bad rows ({verb})")
+
+
+def refuse_bad_rows(err: Console, e: BadRowsError, *, skip_bad_rows: bool) -> DataError:
+    """List ``e``'s bad rows on ``err`` and return the error to raise: ``e`` itself, or with
+    ``skip_bad_rows`` (where the model refuses only when no row is left) a line saying no row
+    can be scored, not one suggesting the option already given."""
+    say_bad_rows(err, e.bad, "refused")
+    if not skip_bad_rows:
+        return e
+    n = len(e.bad)
+    return DataError(
+        f"none of the {n} row{'s' if n != 1 else ''} can be scored", source=e.source, fix="fix the rows listed above"
+    )
 
 
 def check_output(out: Path) -> None:
@@ -105,7 +118,8 @@ def predict_command(
     Raises:
         DataError: the model or the dataset cannot be read, a column the model reads is missing,
             ``output``'s folder is missing or not writable (checked before the model loads).
-        BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``.
+        BadRowsError: bad rows (listed on ``err`` first) without ``skip_bad_rows``; with it,
+            a DataError when no row can be scored.
     """
     from ludwig_hpo.driver.model_source import resolve_source
     from ludwig_hpo.model.raw_rows import BadRowsError
@@ -117,8 +131,7 @@ def predict_command(
     try:
         scored = served.predict(df, skip_bad_rows=skip_bad_rows, data_dir=data_dir)
     except BadRowsError as e:
-        say_bad_rows(err, e.bad, "refused")
-        raise
+        raise refuse_bad_rows(err, e, skip_bad_rows=skip_bad_rows) from None
     write_atomically(scored.frame, output)
     if scored.rows.bad:
         say_bad_rows(err, scored.rows.bad, "left out")

@@ -46,3 +46,19 @@ def test_a_missing_dataset_names_the_option_and_the_current_folder(command, mode
     line = _one_line([command, "m", "--dataset", "nosuch.csv"])
     assert "--dataset: dataset file not found" in line and "start at the current folder" in line
     assert "sweep file" not in line
+
+
+def test_skip_bad_rows_when_no_row_can_be_scored_says_so(model_folder, monkeypatch):
+    from ludwig_hpo.model.raw_rows import BadRow, BadRowsError
+
+    class EveryRowBad:  # a model refuses only when no row is left, --skip-bad-rows or not
+        def predict(self, df, *, skip_bad_rows, data_dir):
+            raise BadRowsError((BadRow(0, "line 2", "column 'a': not a number"),), "rows.csv")
+
+    monkeypatch.setattr(model_source.ModelSource, "load", lambda self: EveryRowBad())
+    result = CliRunner().invoke(app, ["predict", "m", "--dataset", "rows.csv", "--skip-bad-rows"])
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert result.exit_code == 2 and len(lines) == 2, result.output
+    assert lines[0] == "bad row (refused): line 2: column 'a': not a number"
+    assert "none of the 1 row can be scored" in lines[1] and "--skip-bad-rows" not in lines[1]
+    assert not (model_folder / "predictions.csv").exists()
