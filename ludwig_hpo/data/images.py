@@ -219,7 +219,8 @@ def load_images(
 
     Raises:
         DataError: a missing path or file, an unreadable file, an array that is not an image,
-            an image with other channels than the first (``num_channels`` unset), or of another
+            an image with other channels than the first (``num_channels`` unset), a file of
+            another bit depth than the first (8-bit against 16- or 32-bit), or an image of another
             size when ``height``/``width`` are not set.
     """
     origin = origin or DataOrigin()
