@@ -155,12 +155,138 @@ class PreparedNumber:
     values: np.ndarray
     stats: dict[str, float]
     filled: list[FilledValues] = field(default_factory=list)
+    fitted: FittedNumber | None = None
+
+
+def fit_number(
+    s: pd.Series, prep: NumberPreprocessing, key: str, train: np.ndarray, origin: DataOrigin
+) -> FittedNumber:
+    """The statistics of a number column's ``train`` rows that :func:`apply_number` applies
+    (the ``fit`` half of :func:`prepare_number`; same args). Pure.
+
+    ``bfill`` / ``ffill`` fill the training rows from their neighbours in the whole column
+    before the statistics are taken, as Ludwig does.
+
+    Raises:
+        DataError: see :func:`parse_numbers`; every training value missing.
+    """
+    raw = parse_numbers(s, key, origin)
+    if np.isnan(raw[train]).all():
+        raise DataError(
+            f"column {s.name!r}: every training value is missing",
+            source=origin.source,
+            key=key,
+            fix="drop this feature",
+        )
+    strategy = prep.missing_value_strategy
+    fill = fill_value_of(strategy, prep, raw, train) if strategy != "drop_row" else None
+    values = raw
+    if np.isnan(raw).any() and strategy != "drop_row":
+        values = fill_missing(pd.Series(raw), strategy, fill).to_numpy(np.float64)
+    tr = values[train]
+    stats = statistics(tr[~np.isnan(tr)])
+    outlier_fill, last_kept = None, None
+    if prep.outlier_strategy is not None and prep.outlier_strategy != "drop_row":
+        outlier_fill = fill_value_of(prep.outlier_strategy, prep, raw, train)
+        kept = tr[~np.isnan(tr) & ~outlier_mask(np.nan_to_num(tr), stats, prep.outlier_threshold)]
+        last_kept = float(kept[-1]) if len(kept) else None
+    present = raw[train][~np.isnan(raw[train])]
+    return FittedNumber(stats, fill, outlier_fill, float(present[-1]), last_kept)
+
+
+@dataclass(frozen=True)
+class FittedNumber:
+    """What a number column keeps of its training rows (JSON-serialisable, saved as
+    :attr:`~ludwig_hpo.data.preprocess.FeatureMeta.stats` and ``fitted``).
+
+    Attributes:
+        stats: see the module docstring.
+        fill: the value missing cells take (constant, training mean or mode), None for
+            ``bfill`` / ``ffill`` / ``drop_row``.
+        outlier_fill: the value outliers take, likewise.
+        last: the training split's last present raw value, which new rows prepared alone
+            (a served model's) take for ``bfill`` / ``ffill`` when none of them has a
+            neighbouring value (as if the training rows came first).
+        last_kept: the last training value that is not an outlier, likewise for outliers.
+    """
+
+    stats: dict[str, float]
+    fill: float | None
+    outlier_fill: float | None
+    last: float
+    last_kept: float | None = None
+
+    def record(self) -> dict[str, float | None]:
+        """The JSON record (``FeatureMeta.fitted``) :meth:`of_record` reads back."""
+        return {"fill": self.fill, "outlier_fill": self.outlier_fill, "last": self.last, "last_kept": self.last_kept}
+
+    @classmethod
+    def of_record(cls, stats: dict[str, float], record: dict[str, float | None]) -> FittedNumber:
+        """The fitted column saved as ``stats`` and :meth:`record`."""
+        last = record["last"]
+        assert last is not None
+        return cls(dict(stats), record["fill"], record["outlier_fill"], float(last), record.get("last_kept"))
+
+
+def _fill_alone(values: np.ndarray, strategy: str, value: float | None, before: float | None) -> np.ndarray:
+    """``values`` (NaN where missing) filled; ``before``: a value placed before them for
+    ``bfill`` / ``ffill`` (None: the column is complete, its own neighbours suffice)."""
+    if strategy in ("bfill", "ffill") and before is not None:
+        filled = fill_missing(pd.Series(np.concatenate([[before], values])), strategy, value)
+        return filled.to_numpy(np.float64)[1:]
+    return fill_missing(pd.Series(values), strategy, value).to_numpy(np.float64)
+
+
+def apply_number(
+    s: pd.Series,
+    prep: NumberPreprocessing,
+    fitted: FittedNumber,
+    name: str,
+    key: str,
+    origin: DataOrigin,
+    *,
+    alone: bool = False,
+) -> PreparedNumber:
+    """``s`` prepared with ``fitted`` statistics (missing values, outliers, normalization):
+    the ``apply`` half of :func:`prepare_number`. ``alone``: ``s`` holds new rows only (a
+    served model's), so ``bfill`` / ``ffill`` start from ``fitted.last``. Pure; its cost
+    does not depend on the training split's size.
+
+    Raises:
+        DataError: see :func:`parse_numbers`; ``log1p`` of a value <= 0.
+    """
+    raw = parse_numbers(s, key, origin)
+    out = PreparedNumber(raw.copy(), dict(fitted.stats))
+    missing = np.isnan(raw)
+    strategy = prep.missing_value_strategy
+    if missing.any() and strategy != "drop_row":
+        out.values = _fill_alone(raw, strategy, fitted.fill, fitted.last if alone else None)
+        out.filled.append(FilledValues(name, str(s.name), int(missing.sum()), how_of(strategy), fitted.fill))
+    if prep.outlier_strategy is not None and prep.outlier_strategy != "drop_row":
+        outliers = outlier_mask(out.values, out.stats, prep.outlier_threshold)
+        if outliers.any():
+            masked = np.where(outliers, np.nan, out.values)
+            before = fitted.last_kept if alone else None
+            out.values = _fill_alone(masked, prep.outlier_strategy, fitted.outlier_fill, before)
+            out.filled.append(
+                FilledValues(
+                    name,
+                    str(s.name),
+                    int(outliers.sum()),
+                    how_of(prep.outlier_strategy),
+                    fitted.outlier_fill,
+                    "outlier",
+                )
+            )
+    out.values = normalize(out.values, prep.normalizer, out.stats, key, str(s.name), origin).astype(np.float32)
+    return out
 
 
 def prepare_number(
     s: pd.Series, prep: NumberPreprocessing, name: str, key: str, train: np.ndarray, origin: DataOrigin
 ) -> PreparedNumber:
-    """A number column as the model sees it (missing values, outliers, normalization).
+    """A number column as the model sees it (missing values, outliers, normalization):
+    :func:`fit_number` on the ``train`` rows, then :func:`apply_number` to every row.
 
     Args:
         s: the column (every row; rows a ``drop_row`` strategy drops are gone already).
@@ -173,32 +299,9 @@ def prepare_number(
         DataError: see :func:`parse_numbers`; every training value missing; ``log1p`` of a
             value <= 0.
     """
-    raw = parse_numbers(s, key, origin)
-    if np.isnan(raw[train]).all():
-        raise DataError(
-            f"column {s.name!r}: every training value is missing",
-            source=origin.source,
-            key=key,
-            fix="drop this feature",
-        )
-    out = PreparedNumber(raw.copy(), {})
-    missing = np.isnan(raw)
-    strategy = prep.missing_value_strategy
-    if missing.any() and strategy != "drop_row":
-        value = fill_value_of(strategy, prep, raw, train)
-        out.values = fill_missing(pd.Series(raw), strategy, value).to_numpy(np.float64)
-        out.filled.append(FilledValues(name, str(s.name), int(missing.sum()), how_of(strategy), value))
-    out.stats = statistics(out.values[train][~np.isnan(out.values[train])])
-    if prep.outlier_strategy is not None and prep.outlier_strategy != "drop_row":
-        outliers = outlier_mask(out.values, out.stats, prep.outlier_threshold)
-        if outliers.any():
-            value = fill_value_of(prep.outlier_strategy, prep, raw, train)
-            masked = pd.Series(np.where(outliers, np.nan, out.values))
-            out.values = fill_missing(masked, prep.outlier_strategy, value).to_numpy(np.float64)
-            out.filled.append(
-                FilledValues(name, str(s.name), int(outliers.sum()), how_of(prep.outlier_strategy), value, "outlier")
-            )
-    out.values = normalize(out.values, prep.normalizer, out.stats, key, str(s.name), origin).astype(np.float32)
+    fitted = fit_number(s, prep, key, train, origin)
+    out = apply_number(s, prep, fitted, name, key, origin)
+    out.fitted = fitted
     return out
 
 

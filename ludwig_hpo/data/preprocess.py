@@ -21,10 +21,20 @@ import numpy as np
 import pandas as pd
 
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.data.categories import UNKNOWN, category_values, prepare_binary, prepare_category_input
+from ludwig_hpo.data.categories import (
+    UNKNOWN,
+    FittedBinary,
+    apply_binary,
+    apply_category_input,
+    category_fill,
+    category_values,
+    fit_binary,
+    fit_category_input,
+    last_present,
+)
 from ludwig_hpo.data.images import prepare_images
 from ludwig_hpo.data.missing import FilledValues
-from ludwig_hpo.data.numbers import FLOAT32_MAX, prepare_number
+from ludwig_hpo.data.numbers import FLOAT32_MAX, FittedNumber, apply_number
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.data.rows import (
     check_sizes,
@@ -55,6 +65,11 @@ class FeatureMeta:
         stats: number: ``{"mean", "std", "min", "max", "q1", "q2", "q3"}`` of the training
             split (after missing values are filled, before normalization); image:
             ``{"scale", "imagenet1k"}`` (see :func:`~ludwig_hpo.data.images.prepare_images`).
+        fitted: number, binary, category: the rest of what was fitted on the training split
+            that :func:`apply_input` / :func:`apply_target` apply to new rows, JSON values
+            (:class:`~ludwig_hpo.data.numbers.FittedNumber`,
+            :class:`~ludwig_hpo.data.categories.FittedBinary`, a category's ``{"fill", "last"}``);
+            empty for other types.
     """
 
     name: str
@@ -62,6 +77,7 @@ class FeatureMeta:
     vocab: tuple[Any, ...] = ()
     shape: tuple[int, ...] = ()
     stats: dict[str, float] = field(default_factory=dict)
+    fitted: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -192,15 +208,10 @@ def prepare_input(
     Raises:
         DataError: a cell that does not read as the feature's type (see :func:`prepare`).
     """
-    if feat.type == "number":
-        num = prepare_number(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
-        return num.values[:, None], FeatureMeta(feat.name, "number", stats=num.stats), num.filled
-    if feat.type == "binary":
-        col = prepare_binary(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
-        return col.values[:, None], FeatureMeta(feat.name, "binary"), col.filled
-    if feat.type == "category":
-        col = prepare_category_input(s, preprocessing_of(feat, "input_features"), feat.name, key, train, origin)
-        return col.values, FeatureMeta(feat.name, "category", vocab=col.vocab), col.filled
+    if feat.type in FITTED_TYPES:
+        meta = fit_input(feat, s, key, train, origin)
+        x, filled = apply_input(feat, s, meta, key, origin)
+        return x, meta, filled
     if feat.type == "image":
         x, stats, filled = _image(s, key, train, feat, data_dir, origin)
         return x, FeatureMeta(feat.name, "image", shape=tuple(x.shape[1:]), stats=stats), filled
@@ -214,6 +225,59 @@ def prepare_input(
 
     x, m = encode_input(feat, s, key, train, origin)
     return x, m, []
+
+
+#: The types whose preparation is a fit on the training rows (:func:`fit_input`, a
+#: :class:`FeatureMeta`) and an apply to any rows (:func:`apply_input`, :func:`apply_target`):
+#: one code path for a sweep and a served model, whose cost per row does not depend on the
+#: training split's size. Other types are prepared by fitting and applying in one call.
+FITTED_TYPES = frozenset({"number", "binary", "category"})
+
+
+def fit_input(feat: Any, s: pd.Series, key: str, train: np.ndarray, origin: DataOrigin) -> FeatureMeta:
+    """The statistics of a number, binary or category input's ``train`` rows, as its
+    :class:`FeatureMeta` (``stats`` / ``vocab`` and ``fitted``). Runs in the driver.
+
+    Raises:
+        DataError: a cell that does not read as the feature's type, every training value missing.
+    """
+    prep = preprocessing_of(feat, "input_features")
+    if feat.type == "number":
+        from ludwig_hpo.data.numbers import fit_number
+
+        num = fit_number(s, prep, key, train, origin)
+        return FeatureMeta(feat.name, "number", stats=num.stats, fitted=num.record())
+    if feat.type == "binary":
+        return FeatureMeta(feat.name, "binary", fitted=fit_binary(s, prep, train).record())
+    vocab = fit_category_input(s, prep, key, train, origin).vocab
+    fitted = {"fill": category_fill(s, prep, train), "last": last_present(s, prep, train)}
+    return FeatureMeta(feat.name, "category", vocab=vocab, fitted=fitted)
+
+
+def apply_input(
+    feat: Any, s: pd.Series, meta: FeatureMeta, key: str, origin: DataOrigin, *, alone: bool = False
+) -> tuple[np.ndarray, list[FilledValues]]:
+    """A number, binary or category input's cells prepared with its fitted ``meta``
+    (:func:`fit_input`): its array (see :class:`PreparedData`) and what was filled.
+    ``alone``: ``s`` holds new rows only (a served model's): ``bfill`` / ``ffill`` start from
+    the training split's last value instead of reaching into rows it does not have. Pure; runs
+    in the driver or the serving process.
+
+    Raises:
+        DataError: a cell that does not read as the feature's type (text in a number column,
+            a third binary label, ``log1p`` of a value <= 0).
+    """
+    prep = preprocessing_of(feat, "input_features")
+    if feat.type == "number":
+        fitted = FittedNumber.of_record(meta.stats, meta.fitted)
+        num = apply_number(s, prep, fitted, feat.name, key, origin, alone=alone)
+        return num.values[:, None], num.filled
+    if feat.type == "binary":
+        col = apply_binary(s, prep, FittedBinary.of_record(meta.fitted), feat.name, key, origin, alone=alone)
+        return col.values[:, None], col.filled
+    before = meta.fitted.get("last") if alone else None
+    col = apply_category_input(s, prep, feat.name, meta.vocab, meta.fitted.get("fill"), before)
+    return col.values, col.filled
 
 
 def _encode_targets(
@@ -250,44 +314,83 @@ def prepare_target(
         DataError: missing target values, a target with a single class or more than
             ``most_common`` classes, a value outside ``classes``.
     """
-    if out.type == "category":
-        col = category_values(s, preprocessing_of(out, "output_features"), out.name, train)
-        values = pd.Series(col.values, name=s.name)
-        _require_targets(values, key, origin)
+    if out.type in FITTED_TYPES:
+        meta = fit_target(out, s, key, train, origin)
         if classes is not None:
-            return _known_classes(values, classes, key, origin), FeatureMeta(out.name, "category", vocab=classes), []
-        classes = tuple(sorted(values.unique(), key=lambda v: (str(type(v)), v)))
-        cap = preprocessing_of(out, "output_features").most_common
-        if cap is not None and len(classes) > cap:
-            raise DataError(
-                f"column {s.name!r}: the target has {len(classes)} classes, more than most_common {cap}; "
-                "a target whose rarer classes read as unknown is not supported yet",
-                source=origin.source,
-                key=f"{key}.preprocessing.most_common",
-                fix=f"remove most_common or set it to at least {len(classes)}",
-            )
-        if len(classes) < 2:
-            raise DataError(
-                f"column {s.name!r}: the target has a single class",
-                source=origin.source,
-                key=key,
-                fix="use a column with at least 2 classes",
-            )
-        lookup = {v: i for i, v in enumerate(classes)}
-        vocab = tuple(c.item() if hasattr(c, "item") else c for c in classes)
-        return values.map(lookup).to_numpy(np.int64), FeatureMeta(out.name, "category", vocab=vocab), col.filled
-    if out.type == "binary":
-        b = prepare_binary(s, preprocessing_of(out, "output_features"), out.name, key, train, origin)
-        return b.values, FeatureMeta(out.name, "binary"), b.filled
-    if out.type == "number":
-        num = prepare_number(s, preprocessing_of(out, "output_features"), out.name, key, train, origin)
-        return num.values, FeatureMeta(out.name, "number", stats=num.stats), num.filled
+            meta = FeatureMeta(meta.name, meta.type, vocab=classes, fitted=meta.fitted)
+        x, filled = apply_target(out, s, meta, key, origin)
+        return x, meta, filled
     # set, vector
     from ludwig_hpo.data.feature_types import encode_output
 
     _require_targets(s, key, origin)
     x, m = encode_output(out, s, key, train, origin)
     return x, m, []
+
+
+def fit_target(out: Any, s: pd.Series, key: str, train: np.ndarray, origin: DataOrigin) -> FeatureMeta:
+    """The statistics of a number, binary or category target's ``train`` rows (a category's
+    classes: every row's labels, sorted), as its :class:`FeatureMeta`. Runs in the driver.
+
+    Raises:
+        DataError: missing target values, a single class, more than ``most_common`` classes.
+    """
+    prep = preprocessing_of(out, "output_features")
+    if out.type == "number":
+        from ludwig_hpo.data.numbers import fit_number
+
+        num = fit_number(s, prep, key, train, origin)
+        return FeatureMeta(out.name, "number", stats=num.stats, fitted=num.record())
+    if out.type == "binary":
+        return FeatureMeta(out.name, "binary", fitted=fit_binary(s, prep, train).record())
+    fitted = {"fill": category_fill(s, prep, train), "last": last_present(s, prep, train)}
+    values = pd.Series(category_values(s, prep, out.name, train).values, name=s.name)
+    _require_targets(values, key, origin)
+    classes = tuple(sorted(values.unique(), key=lambda v: (str(type(v)), v)))
+    cap = prep.most_common
+    if cap is not None and len(classes) > cap:
+        raise DataError(
+            f"column {s.name!r}: the target has {len(classes)} classes, more than most_common {cap}; "
+            "a target whose rarer classes read as unknown is not supported yet",
+            source=origin.source,
+            key=f"{key}.preprocessing.most_common",
+            fix=f"remove most_common or set it to at least {len(classes)}",
+        )
+    if len(classes) < 2:
+        raise DataError(
+            f"column {s.name!r}: the target has a single class",
+            source=origin.source,
+            key=key,
+            fix="use a column with at least 2 classes",
+        )
+    vocab = tuple(c.item() if hasattr(c, "item") else c for c in classes)
+    return FeatureMeta(out.name, "category", vocab=vocab, fitted=fitted)
+
+
+def apply_target(
+    out: Any, s: pd.Series, meta: FeatureMeta, key: str, origin: DataOrigin, *, alone: bool = False
+) -> tuple[np.ndarray, list[FilledValues]]:
+    """A number, binary or category target's cells prepared with its fitted ``meta``
+    (:func:`fit_target`; ``alone`` as :func:`apply_input`): its targets (see
+    :class:`PreparedData`) and what was filled. Pure; runs in the driver or the serving process.
+
+    Raises:
+        DataError: missing target values, a category label outside ``meta.vocab``, a cell
+            that does not read as the type.
+    """
+    prep = preprocessing_of(out, "output_features")
+    if out.type == "number":
+        fitted = FittedNumber.of_record(meta.stats, meta.fitted)
+        num = apply_number(s, prep, fitted, out.name, key, origin, alone=alone)
+        return num.values, num.filled
+    if out.type == "binary":
+        col = apply_binary(s, prep, FittedBinary.of_record(meta.fitted), out.name, key, origin, alone=alone)
+        return col.values, col.filled
+    before = meta.fitted.get("last") if alone else None
+    cat = category_values(s, prep, out.name, None, fill=meta.fitted.get("fill"), before=before)
+    values = pd.Series(cat.values, name=s.name)
+    _require_targets(values, key, origin)
+    return _known_classes(values, meta.vocab, key, origin), cat.filled
 
 
 def _known_classes(values: pd.Series, classes: tuple[Any, ...], key: str, origin: DataOrigin) -> np.ndarray:

@@ -47,7 +47,12 @@ def meta_from_json(doc: dict[str, Any]) -> dict[str, FeatureMeta]:
     :class:`FeatureMeta` (lists as tuples). Pure."""
     return {
         name: FeatureMeta(
-            name=m["name"], type=m["type"], vocab=tuple(m["vocab"]), shape=tuple(m["shape"]), stats=dict(m["stats"])
+            name=m["name"],
+            type=m["type"],
+            vocab=tuple(m["vocab"]),
+            shape=tuple(m["shape"]),
+            stats=dict(m["stats"]),
+            fitted=dict(m.get("fitted", {})),
         )
         for name, m in doc.items()
     }

@@ -1,14 +1,22 @@
 """Raw rows (a DataFrame with the dataset's columns) prepared for a trained model, with the
-preprocessing the sweep fitted, through the very functions the sweep ran
-(:func:`~ludwig_hpo.data.preprocess.prepare_input`, :func:`~ludwig_hpo.data.preprocess.prepare_target`).
+preprocessing the sweep fitted, through the very functions the sweep ran.
 
-Those functions fit their statistics (fill values, normalization, vocabularies, lengths) on
-the rows they are told are the training split and apply them to every row. A served model
-keeps the training split's raw cells of its non-image features (``reference``) and prepares
-new rows by passing those cells first, as the training rows, then the new ones: the fitted
-statistics are the sweep's own, recomputed by the same code, so a row gets exactly the
-values the sweep gave it. Image pixels need no fitted statistic here (their scale is part of
-the model, :mod:`ludwig_hpo.model.image_input`), so image cells are read on their own.
+Number, binary and category features (:data:`~ludwig_hpo.data.preprocess.FITTED_TYPES`) are
+prepared by :func:`~ludwig_hpo.data.preprocess.apply_input` /
+:func:`~ludwig_hpo.data.preprocess.apply_target` with the statistics the sweep fitted on its
+training split (their :class:`FeatureMeta`: fill values, normalization statistics,
+vocabularies, binary labels), the apply half of the sweep's own preparation: a row gets the
+values the sweep gave it, and its cost does not depend on the training split's size.
+``bfill`` / ``ffill`` take neighbours among the rows prepared together; a row with none
+after (before) it takes the training split's last value, as if the training rows came first.
+Image pixels need no fitted statistic here (their scale is part of the model,
+:mod:`ludwig_hpo.model.image_input`); images are read at the size the model was trained on.
+
+The other types (text, set, bag, sequence, timeseries, vector, date, h3) still refit: the
+model keeps the training split's raw cells of those features only (``reference``,
+:func:`reference_rows`) and prepares new rows by passing those cells first, as the training
+rows, then the new ones, through :func:`~ludwig_hpo.data.preprocess.prepare_input` /
+:func:`~ludwig_hpo.data.preprocess.prepare_target`.
 
 A row that cannot be prepared (a missing value a ``drop_row`` feature needs, text in a
 number column, an unreadable image path, a label the model never saw) is a :class:`BadRow`
@@ -27,7 +35,15 @@ import pandas as pd
 
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.origin import DataOrigin
-from ludwig_hpo.data.preprocess import FeatureMeta, PreparedData, prepare_input, prepare_target
+from ludwig_hpo.data.preprocess import (
+    FITTED_TYPES,
+    FeatureMeta,
+    PreparedData,
+    apply_input,
+    apply_target,
+    prepare_input,
+    prepare_target,
+)
 from ludwig_hpo.data.rows import preprocessing_of
 from ludwig_hpo.errors import DataError
 
@@ -109,8 +125,8 @@ class RowPreparer:
     Args:
         cfg: the model's resolved config (its features and their ``preprocessing``).
         meta: the model's :class:`FeatureMeta` per feature (``preprocessing.json``).
-        reference: the training split's raw cells, one column per non-image feature's
-            ``source_column`` (:func:`reference_rows`).
+        reference: the training split's raw cells of the features that refit, one column
+            per ``source_column`` (:func:`reference_rows`; no column when none does).
     """
 
     def __init__(self, cfg: SweepConfig, meta: dict[str, FeatureMeta], reference: pd.DataFrame) -> None:
@@ -231,9 +247,10 @@ class RowPreparer:
     def _feature(
         self, df: pd.DataFrame, rows: np.ndarray, section: str, feat: Any, data_dir: Path | None, origin: DataOrigin
     ) -> np.ndarray:
-        """One feature's prepared array of ``df``'s ``rows``: the reference cells first as the
-        training rows, then these rows (an image's cells alone). Raises DataError as the
-        sweep's preparation does."""
+        """One feature's prepared array of ``df``'s ``rows``: the fitted statistics applied to
+        them (a number, binary, category), an image's cells read alone, or the reference
+        cells first as the training rows, then these rows. Raises DataError as the sweep's
+        preparation does."""
         col = feat.source_column
         key = f"{section}[{feat.name}]"
         new = df[col].iloc[rows].reset_index(drop=True)
@@ -241,6 +258,11 @@ class RowPreparer:
         if feat.type == "image":
             at = DataOrigin(origin.source, origin.separator, np.asarray(positions))
             x, _, _ = prepare_input(self._fitted_image(feat), new, key, np.arange(len(new)), data_dir, at)
+            return x
+        if feat.type in FITTED_TYPES:
+            at = DataOrigin(origin.source, origin.separator, np.asarray(positions))
+            apply = apply_input if section == INPUTS else apply_target
+            x, _ = apply(feat, new, self.meta[feat.name], key, at, alone=True)
             return x
         ref = self.reference[col]
         cells = pd.concat([ref, new], ignore_index=True).rename(new.name)
@@ -250,25 +272,21 @@ class RowPreparer:
             x, _, _ = prepare_input(feat, cells, key, train, data_dir, at)
         else:
             classes = self.meta[feat.name].vocab if feat.type == "category" else None
-            x, _, _ = prepare_target(feat, cells, key, train, at, classes=classes)
+            x, _, _ = prepare_target(feat, cells, key, train, at, classes=classes)  # set, vector
         return x[len(ref) :]
 
     def binary_labels(self) -> dict[str, tuple[str, str]]:
         """Per binary output whose training column holds text labels, ``(false label, true
-        label)`` as the sweep read them (:func:`~ludwig_hpo.data.preprocess.prepare_target` on
-        the training split's two labels), as Ludwig's ``bool2str``; numbers and booleans read
+        label)`` as the sweep read them (:func:`~ludwig_hpo.data.preprocess.apply_target` on
+        the column's two fitted labels), as Ludwig's ``bool2str``; numbers and booleans read
         as ``False`` / ``True`` and have none."""
         out: dict[str, tuple[str, str]] = {}
         for feat in self.cfg.output_features:
-            col = feat.source_column
-            if feat.type != "binary" or col not in self.reference:
+            meta = self.meta.get(feat.name)
+            if feat.type != "binary" or meta is None or len(meta.fitted.get("labels", ())) != 2:
                 continue
-            if pd.api.types.is_numeric_dtype(self.reference[col]) or pd.api.types.is_bool_dtype(self.reference[col]):
-                continue
-            labels = pd.Series(self.reference[col].dropna().unique(), name=col)
-            if len(labels) != 2:
-                continue
-            values, _, _ = prepare_target(feat, labels, f"output_features[{feat.name}]", np.arange(2), DataOrigin())
+            labels = pd.Series(list(meta.fitted["labels"]), name=feat.source_column)
+            values, _ = apply_target(feat, labels, meta, f"output_features[{feat.name}]", DataOrigin())
             if sorted(values.tolist()) == [0.0, 1.0]:
                 out[feat.name] = (str(labels[values == 0].iloc[0]), str(labels[values == 1].iloc[0]))
         return out
@@ -287,7 +305,11 @@ class RowPreparer:
 
 def reference_rows(train_rows: pd.DataFrame, cfg: SweepConfig) -> pd.DataFrame:
     """The raw cells a :class:`RowPreparer` refits on: the training split's rows
-    (:func:`~ludwig_hpo.data.preprocess.kept_rows`), one column per non-image feature's
-    ``source_column`` (inputs and outputs), in the split's order. Pure."""
-    cols = list(dict.fromkeys(f.source_column for _, f in columns_needed(cfg, targets=True) if f.type != "image"))
+    (:func:`~ludwig_hpo.data.preprocess.kept_rows`), one column per ``source_column`` of a
+    feature that refits (inputs and outputs not in ``FITTED_TYPES``, not images), in the
+    split's order; no rows when no feature refits (the model holds no training cells). Pure."""
+    feats = columns_needed(cfg, targets=True)
+    cols = list(dict.fromkeys(f.source_column for _, f in feats if f.type not in FITTED_TYPES | {"image"}))
+    if not cols:
+        return train_rows[cols].iloc[:0].reset_index(drop=True)
     return train_rows[cols].reset_index(drop=True)
