@@ -162,8 +162,10 @@ class HFTextEncoderModule(nn.Module):
             return out["pooler_output"]
         hidden = out["last_hidden_state"]
         keep = mask.bool()
-        if self.strip:
-            hidden, keep = hidden[:, 1:-1], _drop_last_real(keep)[:, 1:-1]
+        if self.strip and self.reduce in (None, "concat"):
+            hidden, keep = hidden[:, 1:-1], keep[:, 1:-1]  # Ludwig's positions
+        elif self.strip:  # the first and last real token, wherever padding (right or left) puts them
+            keep = _drop_first_and_last_real(keep)
         return reduce_masked(hidden, keep, self.reduce)
 
 
@@ -173,11 +175,13 @@ def _forward_keys(model: nn.Module) -> set[str]:
     return set(inspect.signature(model.forward).parameters)
 
 
-def _drop_last_real(keep: torch.Tensor) -> torch.Tensor:
-    """``keep`` without each row's last real token (an alias's ``[SEP]``), wherever padding puts it."""
+def _drop_first_and_last_real(keep: torch.Tensor) -> torch.Tensor:
+    """(batch, L) bool ``keep`` without each row's first and last kept position (an alias's
+    ``[CLS]`` and ``[SEP]``), wherever padding puts them. Pure."""
     idx = torch.arange(keep.shape[1], device=keep.device).expand_as(keep)
     last = torch.where(keep, idx, torch.full_like(idx, -1)).amax(dim=1, keepdim=True)
-    return keep & (idx != last)
+    first = torch.where(keep, idx, torch.full_like(idx, keep.shape[1])).amin(dim=1, keepdim=True)
+    return keep & (idx != last) & (idx != first)
 
 
 def reduce_masked(hidden: torch.Tensor, keep: torch.Tensor, mode: str | None) -> torch.Tensor:

@@ -101,6 +101,14 @@ def test_reductions_read_only_kept_positions():
     assert reduce_masked(hidden, torch.zeros_like(keep), "max").tolist() == [[0.0, 0.0, 0.0]]
 
 
+def test_sum_skips_the_aliases_first_and_last_token_with_left_padding_too(tiny_bert_dir):
+    enc = _module(tiny_bert_dir, reduce_output="sum")
+    left = torch.tensor([[0, 0, 2, 10, 11, 12, 3], [0, 0, 0, 0, 2, 13, 3]])  # padding: left
+    hidden = enc.transformer.module(input_ids=left, attention_mask=(left != 0).long())["last_hidden_state"]
+    want = torch.stack([hidden[0, 3:6].sum(dim=0), hidden[1, 5]])  # the tokens between [CLS] and [SEP]
+    assert torch.allclose(enc(left), want, atol=1e-5)
+
+
 def test_trainable_false_freezes_the_transformer_and_keeps_it_in_eval_mode(tiny_bert_dir):
     enc = _module(tiny_bert_dir)
     enc.train()
