@@ -284,6 +284,14 @@ class TextInputFeature(_Input):
                 "preprocessing.cache_encoder_embeddings is not supported yet (the encoder runs on every batch)",
                 fix="remove cache_encoder_embeddings",
             )
+        # a pretrained encoder cuts each row to its max_sequence_length from the right, where
+        # padding: left puts the text
+        if self.preprocessing.padding == "left" and getattr(self.encoder, "pretrained_model_name_or_path", None):
+            if getattr(self.encoder, "max_sequence_length", None) is not None:
+                raise RuleError(
+                    "encoder.max_sequence_length with preprocessing.padding: left would cut the text, not the padding",
+                    fix="set preprocessing.max_sequence_length instead, or padding: right",
+                )
         return self
 
 

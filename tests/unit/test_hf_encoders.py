@@ -109,6 +109,15 @@ def test_sum_skips_the_aliases_first_and_last_token_with_left_padding_too(tiny_b
     assert torch.allclose(enc(left), want, atol=1e-5)
 
 
+def test_an_encoder_cut_of_left_padded_rows_is_refused():
+    from pydantic import ValidationError
+
+    enc = {"type": "bert", "pretrained_model_name_or_path": "owner/m", "max_sequence_length": 16}
+    with pytest.raises(ValidationError, match="would cut the text, not the padding"):
+        TextInputFeature(name="t", type="text", encoder=enc, preprocessing={"padding": "left"})
+    TextInputFeature(name="t", type="text", encoder=enc, preprocessing={"padding": "right"})
+
+
 def test_trainable_false_freezes_the_transformer_and_keeps_it_in_eval_mode(tiny_bert_dir):
     enc = _module(tiny_bert_dir)
     enc.train()
