@@ -208,20 +208,22 @@ class Sweep:
             batch_cache_stats(run, cfg, self.console)
             ranked = rank_trials(search.records, self.sign)
             best = ranked[0] if ranked else None
-            final = FinalModel(
-                best, search.checkpoints, loaded=self.loaded, data=prepared.data, output=output, console=self.console
-            )
-            final.after_search()
             kfold: tuple[KFoldRecord, ...] = ()
+            top, retrained = (distinct_top(ranked, cfg.kfold.top_k) if cfg.kfold else []), dict[int, str]()
             if cfg.kfold is not None and ranked:
-                top = distinct_top(ranked, cfg.kfold.top_k)
                 if cfg.hyperopt.scheduler.type == "pbt":
                     # a PBT trial's parameters are a schedule: re-evaluate what each ended with
                     top = [dataclasses.replace(r, params=search.final_params.get(r.trial_id, r.params)) for r in top]
                     self._say("k-fold: PBT trials are re-evaluated with the parameters they ended with")
                 kfold, retrained = self._kfold(run, top, cfg.kfold.k)
-                final.after_kfold(top, kfold, retrained)
-            output.enter("report")
+        # once the local cluster's warm workers are gone: the driver's torch is not resident beside them
+        final = FinalModel(
+            best, search.checkpoints, loaded=self.loaded, data=prepared.data, output=output, console=self.console
+        )
+        final.after_search()
+        if cfg.kfold is not None and ranked:
+            final.after_kfold(top, kfold, retrained)
+        output.enter("report")
         result = SweepResult(
             name=cfg.name,
             metric=self.metric,
