@@ -259,7 +259,7 @@ class RowPreparer:
             at = DataOrigin(origin.source, origin.separator, np.asarray(positions))
             x, _, _ = prepare_input(self._fitted_image(feat), new, key, np.arange(len(new)), data_dir, at)
             return x
-        if feat.type in FITTED_TYPES:
+        if feat.type in FITTED_TYPES and self.meta[feat.name].fitted:  # else saved before fits were recorded
             at = DataOrigin(origin.source, origin.separator, np.asarray(positions))
             apply = apply_input if section == INPUTS else apply_target
             x, _ = apply(feat, new, self.meta[feat.name], key, at, alone=True)

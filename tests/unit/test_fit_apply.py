@@ -156,3 +156,16 @@ def test_the_record_survives_preprocessing_json_and_the_model_keeps_no_training_
         np.testing.assert_array_equal(got.data.targets[name], y[rows], err_msg=name)
     # (false label, true label): Ludwig's fallback_true_label default is the first in sorted order
     assert served.binary_labels == {"sold": ("Sold", "Kept")}
+
+
+def test_a_model_saved_without_fitted_records_still_refits_on_its_training_cells(fitted):
+    frame, cfg, data, kept = fitted
+    train = kept.df.iloc[kept.splits["train"]].reset_index(drop=True)
+    older = {n: dataclasses.replace(m, fitted={}) for n, m in data.meta.items()}
+    served = ServedModel(
+        build_model(cfg, data.meta).eval(), cfg, older, train[[f.source_column for f in cfg.input_features]]
+    )
+    rows = data.splits["test"]
+    got = served.preparer.prepare(kept.df.iloc[rows])
+    for name, x in data.inputs.items():
+        np.testing.assert_array_equal(got.data.inputs[name], x[rows], err_msg=name)

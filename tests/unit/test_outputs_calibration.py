@@ -79,5 +79,8 @@ def test_calibrate_sets_the_fitted_temperature_of_calibrated_outputs(make_config
         assert model.heads.output_metrics["k"].temperature == fitted["k"]
     else:
         assert fitted == {} and model.heads.output_metrics["k"].temperature == 1.0
-    meta = FeatureMeta("k", "category", vocab=("hi", "lo"))
+    # fitted: the target's fill value and last training label (what a served model applies)
+    meta = FeatureMeta(
+        "k", "category", vocab=("hi", "lo"), fitted={"fill": None, "last": data.meta["k"].fitted["last"]}
+    )
     assert data.meta["k"] == meta
