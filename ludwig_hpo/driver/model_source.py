@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # torch and MLflow load with the model, not with the CLI
 #: An MLflow model URI's scheme (``runs:/``, ``models:/``, ``file:/``, ``s3://``, ...).
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*:/", re.IGNORECASE)
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+#: A SQLite store's URI prefix; the rest is the database file's path.
+_SQLITE = "sqlite:///"
 _FIX = "pass a sweep's (or hpo train's) output folder, an MLflow model folder, or runs:/<parent run id>/model"
 
 
@@ -74,7 +76,8 @@ def resolve_source(source: str, tracking_uri: str | None = None) -> ModelSource:
 
     Raises:
         DataError: a folder that is neither an output folder with a model nor a model folder;
-            a path that does not exist; an MLflow URI without a tracking store to resolve it in.
+            a path that does not exist; an MLflow URI without a tracking store to resolve it in,
+            or with a SQLite store whose file does not exist (checked so none is created).
     """
     path = Path(source)
     if _URI.match(source) and not path.exists():
@@ -85,6 +88,14 @@ def resolve_source(source: str, tracking_uri: str | None = None) -> ModelSource:
                 source=source,
                 key="MLFLOW_TRACKING_URI",
                 fix="set MLFLOW_TRACKING_URI (e.g. sqlite:///DIR/mlflow.db), or pass the sweep's output folder",
+            )
+        if uri is not None and uri.startswith(_SQLITE) and not Path(uri[len(_SQLITE) :]).is_file():
+            # MLflow would create an empty store there, then find no run in it
+            raise DataError(
+                f"no MLflow store at {uri}",
+                source=source,
+                key=TRACKING_URI_ENV,
+                fix="point it at the sweep's store (sqlite:///DIR/mlflow.db), or pass the sweep's output folder",
             )
         return ModelSource(source, uri)
     if not path.is_dir():

@@ -62,3 +62,15 @@ def test_skip_bad_rows_when_no_row_can_be_scored_says_so(model_folder, monkeypat
     assert lines[0] == "bad row (refused): line 2: column 'a': not a number"
     assert "none of the 1 row can be scored" in lines[1] and "--skip-bad-rows" not in lines[1]
     assert not (model_folder / "predictions.csv").exists()
+
+
+def test_a_sqlite_store_that_does_not_exist_is_one_line_and_not_created(tmp_path):
+    from ludwig_hpo.driver.model_source import resolve_source
+    from ludwig_hpo.errors import DataError
+
+    store = f"sqlite:///{tmp_path / 'typo.db'}"
+    with pytest.raises(DataError, match=r"MLFLOW_TRACKING_URI: no MLflow store at sqlite:///.*typo\.db"):
+        resolve_source("runs:/0123/model", store)
+    assert not (tmp_path / "typo.db").exists()
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    assert resolve_source("runs:/0123/model", f"sqlite:///{tmp_path / 'mlflow.db'}").uri == "runs:/0123/model"
