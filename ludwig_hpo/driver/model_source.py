@@ -10,6 +10,7 @@ The CLI process only; MLflow is imported when a model is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -48,26 +49,27 @@ class ModelSource:
         import mlflow
         from mlflow.exceptions import MlflowException
 
+        # MLflow's own helper puts back the URI as it was, unset included: pinning the URI
+        # get_tracking_uri() reports would make later MLFLOW_TRACKING_URI changes of the process
+        # silently ignored
+        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
         from ludwig_hpo.model.pyfunc import quiet_artifacts, served_from_pyfunc
 
         env_before = os.environ.get(TRACKING_URI_ENV)
-        before = mlflow.get_tracking_uri()
-        if self.tracking_uri is not None:
-            mlflow.set_tracking_uri(self.tracking_uri)  # where runs:/ and models:/ resolve
+        using = _use_tracking_uri(self.tracking_uri) if self.tracking_uri is not None else contextlib.nullcontext()
         try:
-            with quiet_artifacts():
+            with using, quiet_artifacts():
                 loaded = mlflow.pyfunc.load_model(self.uri)
         except (MlflowException, OSError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             where = f" in {self.tracking_uri}" if self.tracking_uri else ""
             raise DataError(f"cannot load the model{where}: {first[:300]}", source=self.uri, fix=_FIX) from None
-        finally:  # the process's tracking URI as it was (MLflow keeps it in the environment too)
-            if self.tracking_uri is not None:
-                mlflow.set_tracking_uri(before)
-                if env_before is None:
-                    os.environ.pop(TRACKING_URI_ENV, None)
-                else:
-                    os.environ[TRACKING_URI_ENV] = env_before
+        finally:  # MLflow keeps the URI in the environment too
+            if env_before is None:
+                os.environ.pop(TRACKING_URI_ENV, None)
+            else:
+                os.environ[TRACKING_URI_ENV] = env_before
         return served_from_pyfunc(loaded)
 
 

@@ -24,13 +24,13 @@ import pandas as pd
 import torch
 from mlflow.pyfunc import PythonModel
 
-from ludwig_hpo import __version__
 from ludwig_hpo.config.loader import resolve_trial_config
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.errors import DataError
 from ludwig_hpo.model.predictions import output_values, prediction_frame
 from ludwig_hpo.model.raw_rows import BadRowsError, RawRows, RowPreparer
+from ludwig_hpo.tracking.models import requirements
 
 #: The artifact (a folder) of the pyfunc model holding what :class:`ServedModel` loads.
 SERVING_ARTIFACT = "serving"
@@ -160,19 +160,6 @@ class RawRowModel(PythonModel):
             raise MlflowException(text, error_code=INVALID_PARAMETER_VALUE) from None
         except DataError as e:
             raise MlflowException(e.one_line(), error_code=INVALID_PARAMETER_VALUE) from None
-
-
-def requirements() -> list[str]:
-    """The pip requirements written with the model: this package and what it runs on."""
-    from importlib.metadata import version
-
-    return [
-        f"ludwig_hpo=={__version__}",
-        f"torch=={torch.__version__.split('+')[0]}",
-        f"mlflow=={version('mlflow')}",
-        f"pandas=={version('pandas')}",
-        f"numpy=={version('numpy')}",
-    ]
 
 
 def save_pyfunc(

@@ -36,7 +36,9 @@ class LoggedModel(NamedTuple):
     version: str | None
 
 
-def _requirements() -> list[str]:
+def requirements() -> list[str]:
+    """The pip requirements written with a logged model (PyTorch or pyfunc): this package and what
+    it runs on, at the versions installed here. Runs in the driver."""
     from importlib.metadata import version
 
     import torch
@@ -96,7 +98,7 @@ def log_pytorch_model(
                 str(path),
                 signature=signature,
                 input_example=example,
-                pip_requirements=_requirements(),
+                pip_requirements=requirements(),
                 serialization_format="pickle",
             )
         finally:

@@ -74,3 +74,18 @@ def test_a_sqlite_store_that_does_not_exist_is_one_line_and_not_created(tmp_path
     assert not (tmp_path / "typo.db").exists()
     (tmp_path / "mlflow.db").write_bytes(b"")
     assert resolve_source("runs:/0123/model", f"sqlite:///{tmp_path / 'mlflow.db'}").uri == "runs:/0123/model"
+
+
+def test_loading_from_a_store_leaves_the_processs_tracking_uri_unpinned(tmp_path, monkeypatch):
+    import mlflow
+
+    from ludwig_hpo.driver.model_source import ModelSource
+    from ludwig_hpo.errors import DataError
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    source = ModelSource(uri="runs:/0123/model", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.raises(DataError, match="cannot load the model"):
+        source.load()
+    # the environment still decides, as before the load (a pinned URI would ignore it)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'later.db'}")
+    assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path / 'later.db'}"
