@@ -106,7 +106,8 @@ def test_image_files_train_with_the_fixed_split(image_sweep):
         assert [h["epoch"] for h in t["history"]] == [1, 2]
         assert t["history"][-1]["metrics"]["validation/digit/loss"] > 0
     meta = json.loads((out / "best_model" / "preprocessing.json").read_text())
-    assert meta["image_path"]["type"] == "image" and meta["image_path"]["shape"] == [1, 8, 8]  # (channels, height, width)
+    # (channels, height, width)
+    assert meta["image_path"]["type"] == "image" and meta["image_path"]["shape"] == [1, 8, 8]
     assert meta["image_path"]["stats"]["scale"] == 255.0  # 8-bit PNGs
     assert meta["digit"]["vocab"] == [str(d) for d in range(10)]  # Ludwig reads categories as strings
     assert (out / "best_model" / "model.pt").is_file() and (out / "report.html").is_file()
