@@ -80,3 +80,11 @@ def tiny_vit_dir(tmp_path_factory) -> Path:
     from tests.hf_models import save_tiny_vit
 
     return save_tiny_vit(tmp_path_factory.mktemp("tiny-vit"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    """A tiny random Llama causal LM folder with its byte-level BPE tokenizer (see tests/hf_models.py)."""
+    from tests.hf_models import save_tiny_llama
+
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))

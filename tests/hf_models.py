@@ -13,8 +13,13 @@ Functions (import from ``tests.hf_models``; session fixtures of the same names i
 - ``save_tiny_distilbert(folder, sentences=SENTENCES)`` -> Path: a DistilBertModel (no pooler) alike.
 - ``save_tiny_vit(folder, **config)`` -> Path: a ViTModel (image_size 32, patch 8, 3 channels,
   2 layers, hidden 32, 2 heads) with its image processor (resize to 32x32, ImageNet-style normalisation).
+- ``train_byte_bpe_tokenizer(sentences)`` -> ``PreTrainedTokenizerFast``: a Llama-style byte-level BPE
+  tokenizer (<pad> 0, <unk> 1, <s> 2, </s> 3; prepends <s>) trained on the sentences and the glosses data.
+- ``save_tiny_llama(folder, sentences=SENTENCES, **config)`` -> Path: a LlamaForCausalLM (2 decoder
+  layers, hidden 32, 4 heads, intermediate 64, 256 positions, vocabulary 512) with that tokenizer.
 
-Fixtures: ``tiny_bert_dir``, ``tiny_distilbert_dir``, ``tiny_vit_dir`` (session-scoped folders).
+Fixtures: ``tiny_bert_dir``, ``tiny_distilbert_dir``, ``tiny_vit_dir``, ``tiny_llama_dir`` (session-scoped
+folders).
 Building one takes well under a second; transformers is imported on the first call only.
 """
 
@@ -129,4 +134,80 @@ def save_tiny_vit(folder: str | Path, **config: Any) -> Path:
     ViTModel(ViTConfig(**fields)).save_pretrained(folder)
     size = int(fields["image_size"])
     ViTImageProcessorPil(size={"height": size, "width": size}).save_pretrained(folder)
+    return folder
+
+
+#: Special tokens of the tiny causal LM's tokenizer, in id order (pad 0, unk 1, bos 2, eos 3).
+LLAMA_SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
+_GLOSSES_CSV = Path(__file__).resolve().parents[1] / "sweeps" / "data" / "wordnet_glosses.csv"
+
+
+def _llm_corpus(sentences: tuple[str, ...] | list[str]) -> list[str]:
+    """``sentences`` plus every cell of the shipped WordNet glosses sweep data (when present), so
+    the shipped LLM sweep's text tokenises into whole-ish words instead of single bytes."""
+    import csv
+
+    corpus = list(sentences)
+    if _GLOSSES_CSV.is_file():
+        with _GLOSSES_CSV.open(newline="", encoding="utf-8") as f:
+            for row in csv.reader(f):
+                corpus.extend(row)
+    return corpus
+
+
+def train_byte_bpe_tokenizer(sentences: tuple[str, ...] | list[str] = SENTENCES, vocab_size: int = 512) -> Any:
+    """A Llama-style byte-level BPE fast tokenizer trained on ``sentences`` and the glosses data;
+    returns a ``transformers.PreTrainedTokenizerFast`` (pad 0, unk 1, bos 2, eos 3) that prepends
+    ``<s>`` to a single sequence (as Llama's does) and appends nothing."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(LLAMA_SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(_llm_corpus(sentences), trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A $B:1", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        model_max_length=256,
+    )
+
+
+def save_tiny_llama(folder: str | Path, sentences: tuple[str, ...] | list[str] = SENTENCES, **config: Any) -> Path:
+    """Write a tiny random LlamaForCausalLM (2 decoder layers, hidden 32, 4 heads, intermediate 64,
+    256 positions) + a byte-level BPE tokenizer to ``folder`` (created); returns the folder.
+    ``config`` overrides LlamaConfig fields."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = Path(folder)
+    tokenizer = train_byte_bpe_tokenizer(sentences)
+    fields: dict[str, Any] = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "intermediate_size": 64,
+        "max_position_embeddings": 256,
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "tie_word_embeddings": False,
+    }
+    fields.update(config)
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**fields)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     return folder
