@@ -56,10 +56,14 @@ class SplitConfig(_Base):
 
 class DatasetConfig(_Base):
     """Where rows come from: a CSV or Parquet path (relative to the sweep file), or
-    ``sklearn:<name>`` for a dataset bundled with scikit-learn (digits, breast_cancer, wine)."""
+    ``sklearn:<name>`` for a dataset bundled with scikit-learn (digits, breast_cancer, wine).
+    ``streaming``: read the rows with Ray Data, split by a hash of each row and preprocess in
+    one distributed pass instead of loading them into the driver; ``auto`` streams a folder, a
+    glob, a URI or files above 1 GiB (docs/streaming.md), and loads the rest in memory."""
 
     source: str
     split: SplitConfig = SplitConfig()
+    streaming: Literal["auto"] | bool = "auto"
 
 
 class KFoldConfig(_Base):
