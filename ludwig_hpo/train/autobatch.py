@@ -135,6 +135,7 @@ def tune_batch_sizes(
     local_world_size: int,
     cache: BatchSizeCache | None,
     longest: Callable[[np.ndarray], np.ndarray] | None = None,
+    counts: tuple[int, int] | None = None,
 ) -> tuple[TunedSize, TunedSize]:
     """The per-worker training and evaluation batch sizes of a trial.
 
@@ -152,6 +153,9 @@ def tune_batch_sizes(
     hold each input's prepared width (a token input's padded length L, an image's (H, W)), so
     a longer ``max_sequence_length`` or a larger image is probed again, never reused.
 
+    ``counts``: (training rows, scored rows) when ``train_rows`` and ``eval_rows`` are only a
+    sample of them (a streamed dataset's probe rows); the caps count the whole splits.
+
     Runs on every rank; the result is identical on all ranks.
     """
     tr = cfg.trainer
@@ -166,9 +170,12 @@ def tune_batch_sizes(
         "precision": tr.precision,
         "strategy": cfg.backend.strategy,
         "optimizer": tr.optimizer.type,
-        "torch_version": torch.__version__,
+        # a plain str: torch.__version__ (a TorchVersion) would make the cache actor that
+        # unpickles an entry import torch
+        "torch_version": str(torch.__version__),
     }
-    per_worker = math.ceil(len(train_rows) / world_size)
+    n_train, n_eval = counts or (len(train_rows), len(eval_rows))
+    per_worker = math.ceil(n_train / world_size)
 
     def _of(rows: np.ndarray) -> np.ndarray | None:
         return None if longest is None else longest(rows)
@@ -190,7 +197,7 @@ def tune_batch_sizes(
         )
     else:
         train = TunedSize(min(tr.batch_size, per_worker))
-    eval_per_worker = max(1, math.ceil(len(eval_rows) / world_size))
+    eval_per_worker = max(1, math.ceil(n_eval / world_size))
     if tr.eval_batch_size == "auto":
         cap = max(1, min(MAX_EVAL_BATCH_SIZE, eval_per_worker))
         evaluation = _tune_one(

@@ -87,3 +87,27 @@ def test_counting_no_gpu_imports_no_torch():
         pytest.skip("this machine has a GPU driver: torch counts its GPUs")
     code = "from ludwig_hpo.execution.cluster import local_resources\nassert local_resources()[1] == 0\n"
     assert "torch" not in _imported_after(code)
+
+
+def test_a_tuned_batch_size_entry_unpickles_without_torch(tmp_path, monkeypatch):
+    # the batch-size cache actor unpickles every entry a trial puts: a torch object in it (e.g.
+    # torch.__version__, a TorchVersion) would make that actor import torch
+    import pickle
+
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.data import load_dataframe, prepare
+    from ludwig_hpo.train.batch_size import MemoryCache
+    from ludwig_hpo.train.loop import Job, train_loop
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    loaded = load_sweep(ROOT / "sweeps" / "breast_cancer_tiny.yaml")
+    cfg = resolve_trial_config({**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 1}}, {})
+    assert cfg.trainer.batch_size == "auto"
+    cache = MemoryCache()
+    train_loop(
+        cfg, prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg), Job(), lambda m, c: None, cache=cache
+    )
+    assert cache.entries
+    blob = pickle.dumps(cache.entries)
+    assert "torch" not in _imported_after(f"import pickle\npickle.loads({blob!r})\n")
