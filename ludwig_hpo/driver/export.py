@@ -114,13 +114,14 @@ def _log_best_model(
 
     from ludwig_hpo.config.loader import resolve_trial_config
     from ludwig_hpo.model import build_model
+    from ludwig_hpo.model.saved_weights import load_saved_state_dict
     from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
     from ludwig_hpo.tracking.models import log_pytorch_model, log_saved_model
     from ludwig_hpo.train.calibrate import calibrate
 
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
-    model.load_state_dict(torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
+    load_saved_state_dict(model, torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
     calibrate(model, cfg, data)  # Ludwig's calibration: the served probabilities are calibrated
     name = loaded.config.tracking.register_model
     tags: dict[str, str] = {}

@@ -61,6 +61,7 @@ def _scores(
 
     from ludwig_hpo.config.loader import resolve_trial_config
     from ludwig_hpo.model import build_model
+    from ludwig_hpo.model.saved_weights import load_saved_state_dict
     from ludwig_hpo.train.calibrate import calibrate
     from ludwig_hpo.train.data import DeviceData
     from ludwig_hpo.train.evaluate import evaluate
@@ -74,7 +75,7 @@ def _scores(
         return {}
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True)["state_dict"])
+    load_saved_state_dict(model, torch.load(weights, map_location="cpu", weights_only=True)["state_dict"])
     for name, temperature in calibrate(model, cfg, data).items():  # Ludwig's calibration: before the test scores
         say(console, f"calibration: {name}: temperature {temperature:.3f}, fitted on the validation split")
     size = cfg.trainer.eval_batch_size

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ludwig_hpo.model.saved_weights import saved_bytes
 from ludwig_hpo.train.checkpoint import (
     CheckpointBudget,
     CheckpointFolder,
@@ -60,8 +61,8 @@ class BestEpoch:
         self.copy = WeightsCopy(weights)  # rank 0: the CPU tensors the best weights are copied into
         self.weights = weights
         self.budget = CheckpointBudget(
-            job.checkpoint_budget, first_write_estimate(sum(t.numel() * t.element_size() for t in model.parameters()))
-        )  # FSDP: DTensors' whole sizes
+            job.checkpoint_budget, first_write_estimate(saved_bytes(model))
+        )  # FSDP: DTensors' whole sizes; an adapter model writes its trainable parameters only
         self.bytes: bytes | None = None  # model.pt as written last, while the best weights stay the same
         self.written = self.epoch if best else None  # the best epoch of the last checkpoint
         self.resumed_train_s = train_s

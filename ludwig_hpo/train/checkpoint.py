@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ludwig_hpo.model.saved_weights import saved_state_dict
 from ludwig_hpo.train.job import CHECKPOINT_BUDGET
 from ludwig_hpo.train.report_keys import MODEL_FILE
 
@@ -143,7 +144,8 @@ class WeightsCopy:
     checkpoints written until a better epoch), refreshed in place. Rank 0 of the trial.
 
     The first :meth:`refresh` allocates the copy and notes the module's own tensors (its state
-    dict: views of the parameters and buffers, which optimizers, ``load_state_dict`` and
+    dict, or an adapter model's trainable parameters: :func:`~ludwig_hpo.model.saved_weights.saved_state_dict`;
+    views of the parameters and buffers, which optimizers, ``load_state_dict`` and
     batch-norm statistics update in place); later refreshes copy them into the same CPU
     tensors with one ``torch._foreach_copy_``: a new state dict per copy costs an allocation
     and a copy call per tensor, which for a small model outweigh the bytes copied.
@@ -162,7 +164,7 @@ class WeightsCopy:
     def refresh(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
         """Copy ``module``'s weights now into :attr:`weights` (CPU) and return it."""
         if self._sources is None:
-            state = module.state_dict()
+            state = saved_state_dict(module)
             if (
                 self.weights is None
                 or list(self.weights) != list(state)

@@ -9,10 +9,11 @@ from typing import Any
 import torch
 
 from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.model.saved_weights import select_saved
 from ludwig_hpo.train.checkpoint import CheckpointFolder
 from ludwig_hpo.train.job import Job
 from ludwig_hpo.train.report_keys import CHECKPOINT_EPOCH, CHECKPOINT_OBJECTIVE, MODEL_FILE, MODEL_TRAIN_ROWS
-from ludwig_hpo.train.strategy import full_state_dict
+from ludwig_hpo.train.strategy import full_state_dict, unwrapped
 
 
 def keeps_final_weights(cfg: SweepConfig, job: Job) -> bool:
@@ -30,8 +31,9 @@ def write_final_weights(
     train_rows: int,
     rank: int,
 ) -> tuple[str | None, dict[str, Any]]:
-    """Write the model's weights now as ``model.pt`` (``{"state_dict", "epoch", "train_rows"}``,
-    read like a search checkpoint's) into ``folder`` on rank 0.
+    """Write the model's saved weights now (an adapter model's trainable parameters only) as
+    ``model.pt`` (``{"state_dict", "epoch", "train_rows"}``, read like a search checkpoint's)
+    into ``folder`` on rank 0.
 
     Call it on every rank after the run's final epoch: for FSDP, gathering the weights is a
     collective. Returns (the folder on rank 0, else None; the report keys announcing it:
@@ -41,7 +43,8 @@ def write_final_weights(
     Raises:
         OSError: the file cannot be written.
     """
-    weights = full_state_dict(model)  # the whole model on the CPU (all-gathers FSDP shards)
+    # the whole model on the CPU (all-gathers FSDP shards); an adapter model's trainable part
+    weights = select_saved(unwrapped(model), full_state_dict(model))
     if rank != 0:
         return None, {}
     path = folder.write({"state_dict": weights, "epoch": epoch, MODEL_TRAIN_ROWS: train_rows}, MODEL_FILE)

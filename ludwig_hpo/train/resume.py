@@ -9,22 +9,24 @@ from pathlib import Path
 import torch
 
 from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.model.saved_weights import adapter_only, check_saved_keys, saved_state_dict, select_saved
 from ludwig_hpo.train.checkpoint import WeightsCopy, pack, unpack
 from ludwig_hpo.train.optim import set_hyperparameters
 from ludwig_hpo.train.report_keys import MODEL_FILE, TRAINER_STATE_FILE
-from ludwig_hpo.train.strategy import full_state_dict, load_training_state, optimizer_state
+from ludwig_hpo.train.strategy import full_state_dict, load_training_state, optimizer_state, unwrapped
 
 
 def copy_best_weights(
     model: torch.nn.Module, inner: torch.nn.Module, best: WeightsCopy, *, fsdp: bool, rank: int
 ) -> dict | None:
-    """The whole model's weights now, copied to the CPU into ``best`` (the best epoch's, kept
-    until a better epoch, for every checkpoint written meanwhile), on rank 0; None on other
-    ranks. A collective for FSDP (every rank calls it), which gathers a new copy; otherwise an
+    """The model's saved weights now (the whole model's, or an adapter model's trainable
+    parameters: :mod:`~ludwig_hpo.model.saved_weights`), copied to the CPU into ``best`` (the
+    best epoch's, kept until a better epoch, for every checkpoint written meanwhile), on rank 0;
+    None on other ranks. A collective for FSDP (every rank calls it), which gathers a new copy; otherwise an
     in-place copy into the same CPU tensors (:class:`~ludwig_hpo.train.checkpoint.WeightsCopy`);
     a device-to-host copy on a GPU."""
     if fsdp:
-        weights = full_state_dict(model)
+        weights = select_saved(inner, full_state_dict(model))
         return best.set({k: v.detach().to("cpu", copy=True) for k, v in weights.items()}) if rank == 0 else None
     return best.refresh(inner) if rank == 0 else None
 
@@ -43,12 +45,15 @@ def trainer_state(
 ) -> dict | None:
     """``trainer_state.pt``'s content on rank 0 (None on other ranks): ``state`` (the epoch and
     counters), the optimizer, gradient-scaler and random states and, with ``with_weights`` (the
-    epoch is not the best one, whose weights ``model.pt`` holds), this epoch's weights; packed
+    epoch is not the best one, whose weights ``model.pt`` holds), this epoch's saved weights
+    (an adapter model's trainable parameters only); packed
     (:func:`~ludwig_hpo.train.checkpoint.pack`: a copy in one buffer per dtype, cheaper to
     save than its many small tensors one by one). A collective for FSDP: every rank calls it
     with the same ``with_weights``.
     """
-    weights = (full_state_dict(model) if fsdp else inner.state_dict()) if with_weights else None
+    weights = None
+    if with_weights:
+        weights = select_saved(inner, full_state_dict(model)) if fsdp else saved_state_dict(inner)
     optim = optimizer_state(model, optimizer) if fsdp or rank == 0 else None
     if rank != 0:
         return None
@@ -77,7 +82,8 @@ def resume(
 ) -> tuple[dict, dict]:
     """Load a checkpoint folder (``model.pt``: the best epoch's weights; ``trainer_state.pt``:
     the epoch it was written at, its weights when they differ, optimizer, scaler and random
-    states) into this rank's model, optimizer and scaler. The optimizer's hyperparameters are
+    states) into this rank's model, optimizer and scaler. An adapter model's files hold its
+    trainable parameters only: they are loaded over the base weights the model was built with. The optimizer's hyperparameters are
     this trial's (PBT may have changed them), its moments the checkpoint's. Every rank calls it.
 
     Returns:
@@ -97,7 +103,10 @@ def resume(
         if "packed" in state:
             state = unpack(state["packed"])
         current = state.get("weights") or best["state_dict"]
-        load_training_state(model, optimizer, current, state["optimizer"])
+        partial = adapter_only(model)  # the files hold the adapter; the base is the one just loaded
+        if partial:
+            check_saved_keys(unwrapped(model), current)
+        load_training_state(model, optimizer, current, state["optimizer"], strict=not partial)
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         raise CheckpointError(f"cannot resume from the checkpoint in {folder}: {one_line_error(str(e))}") from e
     set_hyperparameters(optimizer, cfg, lr)  # the loop's schedule then sets the step's rate

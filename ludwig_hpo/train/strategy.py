@@ -165,11 +165,17 @@ def optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) ->
 
 
 def load_training_state(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_state: dict, optim_state: dict | None
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    model_state: dict,
+    optim_state: dict | None,
+    *,
+    strict: bool = True,
 ) -> None:
     """Load a checkpoint's whole-model ``model_state`` (and ``optim_state`` when given) into
     this rank's (possibly sharded) ``model`` and ``optimizer``. Every rank calls it with the
-    same checkpoint; for FSDP each keeps its own shard.
+    same checkpoint; for FSDP each keeps its own shard. ``strict=False``: ``model_state`` holds
+    part of the model (an adapter's trainable parameters); the rest keeps its values.
 
     Raises:
         RuntimeError, KeyError, ValueError: the checkpoint does not fit this model or optimizer.
@@ -181,11 +187,11 @@ def load_training_state(
             set_optimizer_state_dict,
         )
 
-        opts = StateDictOptions(full_state_dict=True)
+        opts = StateDictOptions(full_state_dict=True, strict=strict)
         set_model_state_dict(model, model_state, options=opts)
         if optim_state is not None:
             set_optimizer_state_dict(model, optimizer, optim_state, options=opts)
         return
-    unwrapped(model).load_state_dict(model_state)
+    unwrapped(model).load_state_dict(model_state, strict=strict)
     if optim_state is not None:
         optimizer.load_state_dict(optim_state)
