@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from ludwig_hpo.model.metrics import OutputMetrics
 from ludwig_hpo.train.data import DeviceData, batches, eval_shard
 from ludwig_hpo.train.strategy import AUTOCAST_DTYPES, autocast
 from ludwig_hpo.train.strategy import world as _world
+from ludwig_hpo.train.stream_feed import StreamScorer
 
 
 def all_reduce(t: torch.Tensor, op: Any = None) -> torch.Tensor:
@@ -28,7 +30,7 @@ def all_reduce(t: torch.Tensor, op: Any = None) -> torch.Tensor:
 def evaluate(
     model: torch.nn.Module,
     cfg: SweepConfig,
-    dd: DeviceData,
+    dd: DeviceData | StreamScorer,
     rows: np.ndarray,
     split: str,
     batch_size: int,
@@ -44,6 +46,7 @@ def evaluate(
     loss-weighted sum of the output losses).
 
     Args:
+        dd: the rows in memory, or a streamed split's shard on this rank (``rows`` unused).
         lockstep: every rank runs the same number of forward passes (an FSDP forward is a
             collective); a rank whose shard is one batch short scores a filler batch and
             discards it.
@@ -58,15 +61,20 @@ def evaluate(
     sums: dict[str, torch.Tensor] = {}
     scores: dict[str, list[torch.Tensor]] = {f.name: [] for f in outputs if scorers[f.name].gathers}
     labels: dict[str, list[torch.Tensor]] = {k: [] for k in scores}
-    own = list(batches(shard, batch_size, dd.device, drop_last=False))
-    if lockstep:
-        most = math.ceil(math.ceil(len(rows) / world) / batch_size)
-        filler = torch.as_tensor(rows[:1], dtype=torch.int64).to(dd.device)
-        for _ in range(most - len(own)):
-            with autocast(dd.device, cfg.trainer.precision):
-                model(dd.batch(filler)[0])
-    for idx in own:
-        x, y = dd.batch(idx)
+    if isinstance(dd, StreamScorer):  # a streamed split: this rank's shard, read as it is scored
+        pairs: Iterable[tuple[dict, dict]] = _streamed_pairs(model, cfg, dd, batch_size, lockstep=lockstep)
+    else:
+        own = list(batches(shard, batch_size, dd.device, drop_last=False))
+        if lockstep:
+            most = math.ceil(math.ceil(len(rows) / world) / batch_size)
+            filler = torch.as_tensor(rows[:1], dtype=torch.int64).to(dd.device)
+            for _ in range(most - len(own)):
+                with autocast(dd.device, cfg.trainer.precision):
+                    model(dd.batch(filler)[0])
+        pairs = (dd.batch(idx) for idx in own)
+    scored = 0
+    for x, y in pairs:
+        scored += len(next(iter(y.values())))
         if amp:
             with autocast(dd.device, cfg.trainer.precision):
                 out = model(x)
@@ -80,7 +88,7 @@ def evaluate(
                 scores[f.name].append(scorers[f.name].scores(logits))  # to the host once, at the end
                 labels[f.name].append(y[f.name])
     sizes = [scorers[f.name].size for f in outputs]
-    count = torch.tensor([float(len(shard))], dtype=torch.float64, device=dd.device)
+    count = torch.tensor([float(scored)], dtype=torch.float64, device=dd.device)
     parts = [
         sums.get(f.name, torch.zeros(n, dtype=torch.float64, device=dd.device))
         for f, n in zip(outputs, sizes, strict=True)
@@ -98,6 +106,28 @@ def evaluate(
     out_metrics[f"{split}/combined/loss"] = sum(f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
     model.train()
     return out_metrics
+
+
+def _streamed_pairs(
+    model: torch.nn.Module, cfg: SweepConfig, dd: StreamScorer, batch_size: int, *, lockstep: bool
+) -> Iterator[tuple[dict, dict]]:
+    """A streamed shard's batches; under ``lockstep`` the shard is read whole first (the ranks'
+    shard sizes are known only then) and filler forwards of its first batch even the counts.
+
+    Raises:
+        RuntimeError: under ``lockstep``, this rank's shard is empty (no batch to fill with).
+    """
+    if not lockstep:
+        yield from dd.eval_batches(batch_size)
+        return
+    own = list(dd.eval_batches(batch_size))
+    most = int(all_reduce(torch.tensor([float(len(own))], device=dd.device), op=dist.ReduceOp.MAX).item())
+    if most and not own:
+        raise RuntimeError("a rank's shard of a streamed scored split is empty: use fewer workers per trial")
+    for _ in range(most - len(own)):
+        with autocast(dd.device, cfg.trainer.precision):
+            model(own[0][0])
+    yield from own
 
 
 def output_metrics(model: torch.nn.Module, cfg: SweepConfig) -> dict[str, OutputMetrics]:

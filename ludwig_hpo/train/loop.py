@@ -60,12 +60,13 @@ from ludwig_hpo.train.strategy import (
     wrap,
 )
 from ludwig_hpo.train.strategy import world as _world
+from ludwig_hpo.train.stream_feed import EpochBatches, IndexedBatches, JobStream
 from ludwig_hpo.train.watch import watched_keys
 
 __all__ = ["Job", "Reporter", "train_loop"]
 
 
-def _built(cfg: SweepConfig, data: PreparedData, device: torch.device) -> torch.nn.Module:
+def _built(cfg: SweepConfig, data: PreparedData | JobStream, device: torch.device) -> torch.nn.Module:
     """The trial's model on ``device``, its transformer blocks recomputed in the backward pass
     under ``trainer.enable_gradient_checkpointing`` (before any wrapping, which keeps it)."""
     model = build_model(cfg, data.meta).to(device)
@@ -76,7 +77,7 @@ def _built(cfg: SweepConfig, data: PreparedData, device: torch.device) -> torch.
 
 def train_loop(
     cfg: SweepConfig,
-    data: PreparedData,
+    data: PreparedData | JobStream,
     job: Job,
     report: Reporter,
     *,
@@ -134,8 +135,11 @@ def train_loop(
     hp, tr = cfg.hyperopt, cfg.trainer
     seed = tr.seed + job.seed_offset
     torch.manual_seed(seed)
-    train_rows, split, eval_rows = job.rows(data)
-    dd = DeviceData(data, device)
+    # a streamed dataset (train/stream_feed) keeps a small sample in memory for the probes
+    stream, held = (data, data.probe) if isinstance(data, JobStream) else (None, data)
+    train_rows, split, eval_rows = job.rows(held) if stream is None else stream.probe_rows()
+    n_train = len(train_rows) if stream is None else stream.train.total_rows
+    dd = DeviceData(held, device)
     augment = Augmentation(cfg.input_features, data.meta, seed=seed, rank=rank)  # image features' augmentation
     model = wrap(_built(cfg, data, device), cfg.backend.strategy, device, world)
     fsdp = is_fsdp(model)
@@ -168,7 +172,8 @@ def train_loop(
         world_size=world,
         local_world_size=local_world_size or world,
         cache=cache,
-        longest=lambda rows: longest_rows(data.inputs, data.meta, rows),
+        longest=lambda rows: longest_rows(held.inputs, data.meta, rows),
+        counts=None if stream is None else (stream.train.total_rows, stream.scored.total_rows),
     )
     del probe_opt
     batch_size, eval_batch_size = train_bs.batch_size, eval_bs.batch_size
@@ -199,7 +204,7 @@ def train_loop(
         return loss
 
     objective_key = f"{split if job.kind != 'search' else hp.split}/{hp.output_feature}/{hp.metric}"
-    plan = plan_training(tr, len(train_rows), batch_size, world, job.epochs)
+    plan = plan_training(tr, n_train, batch_size, world, job.epochs)
     watched = watched_keys(cfg, job.kind, split)
     schedule = LearningRateSchedule(
         tr.learning_rate_scheduler,
@@ -231,9 +236,10 @@ def train_loop(
     def score() -> dict[str, float]:
         """The scored split's metrics, and the train split's when the search selects on it
         or the trainer asks for them."""
-        out = evaluate(inner, cfg, dd, eval_rows, split, eval_batch_size, lockstep=fsdp)
+        scored, trained = (dd, dd) if stream is None else (stream.scorer(device), stream.train_scorer(device))
+        out = evaluate(inner, cfg, scored, eval_rows, split, eval_batch_size, lockstep=fsdp)
         if (hp.split == "train" and job.kind == "search") or watched.score_train:
-            out.update(evaluate(inner, cfg, dd, train_rows, "train", eval_batch_size, lockstep=fsdp))
+            out.update(evaluate(inner, cfg, trained, train_rows, "train", eval_batch_size, lockstep=fsdp))
         return out
 
     def counters(epoch: int, metrics: dict[str, float]) -> EpochReport:
@@ -284,21 +290,26 @@ def train_loop(
     limit = plan.step_limit or math.inf
     for epoch in range(first_epoch, last_epoch + 1):
         t_epoch = time.perf_counter()
-        if shuffle:
-            rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world, rng=rngs.pop(epoch))
+        epoch_batches: IndexedBatches | EpochBatches
+        if stream is not None:  # this rank's shard, read while it trains
+            epoch_batches = stream.train_epoch(epoch, batch_size, device, seed=seed, rank=rank, shuffle=shuffle)
+            epoch_rows = epoch_batches.rank_rows
         else:
-            rows = ordered_shard(train_rows, rank=rank, world_size=world)
+            if shuffle:
+                rows = train_shard(train_rows, epoch=epoch, seed=seed, rank=rank, world_size=world, rng=rngs.pop(epoch))
+            else:
+                rows = ordered_shard(train_rows, rank=rank, world_size=world)
+            epoch_rows = len(rows)
+            epoch_batches = IndexedBatches(
+                dd, list(batches(rows, batch_size, device, drop_last=False))[: batches_per_epoch(len(rows), batch_size)]
+            )
         loss_sum = torch.zeros((), device=device)
         steps = skipped = 0
         group_bad = False
-        epoch_batches = list(batches(rows, batch_size, device, drop_last=False))[
-            : batches_per_epoch(len(rows), batch_size)
-        ]
         optimizer.zero_grad(set_to_none=True)
-        for i, idx in enumerate(epoch_batches):
+        for i, (x, y) in enumerate(epoch_batches):
             if optimizer_steps >= limit:  # trainer.train_steps: a group starts only below the limit
                 break
-            x, y = dd.batch(idx)
             x = augment(x, epoch, i)
             if lbfgs:  # its step re-evaluates the batch (one worker, no accumulation: see the schema)
                 loss = closure_step(optimizer, functools.partial(batch_loss, x, y))
@@ -365,7 +376,7 @@ def train_loop(
             **scores,
             **counters(epoch, scores),
             RUNNING_LOSS: train_loss,
-            "samples_per_s": len(rows) * world / max(time.perf_counter() - t_epoch, 1e-9),
+            "samples_per_s": epoch_rows * world / max(time.perf_counter() - t_epoch, 1e-9),
         }
         # Ludwig's evaluation-time updates, identical on every rank (the scores are all-reduced)
         if watched.plateau_key and schedule.evaluation(metrics[watched.plateau_key]):
@@ -414,7 +425,7 @@ def train_loop(
                 metrics.update(announced)
         elif final and keeps_final_weights(cfg, job):  # kfold.select: cv makes this retrained model the final one
             ckpt_dir, announced = write_final_weights(
-                best.folder, model, epoch=epoch, objective=metrics[OBJECTIVE], train_rows=len(train_rows), rank=rank
+                best.folder, model, epoch=epoch, objective=metrics[OBJECTIVE], train_rows=n_train, rank=rank
             )
             metrics.update(announced)
         t_report = time.perf_counter()
