@@ -76,8 +76,8 @@ def _fixed_reason(path: str, features: list[str]) -> str | None:
         return _FIXED["preprocessing"] if parts[2:3] == ["preprocessing"] else None
     if parts[0] == "preprocessing" and "preprocessing" not in features:
         return _FIXED["preprocessing"]  # Ludwig's top-level preprocessing: the split and sampling
-    if parts[0] == "combiner" or len(parts) < 2:
-        return None
+    if (parts[0] in ("adapter", "generation") and parts[0] not in features) or parts[0] == "combiner" or len(parts) < 2:
+        return None  # the model's own sections: every trial builds its model anew
     return _FIXED.get(parts[1])
 
 

@@ -28,5 +28,18 @@ METRICS: dict[str, dict[str, bool]] = {
     "category": {"loss": False, "accuracy": True, "hits_at_k": True, "roc_auc": True},
     "set": {"loss": False, "jaccard": True},
     "vector": {"loss": False, "mean_squared_error": False, "mean_absolute_error": False, "r2": True},
+    # model_type llm's text output: teacher-forced (loss, perplexity = exp(loss), the share of
+    # target tokens predicted, the share of rows whose every target token is predicted) and on
+    # generated outputs of a validation sample (exact match of the text, ROUGE-L F-measure)
+    "text": {
+        "loss": False,
+        "perplexity": False,
+        "token_accuracy": True,
+        "sequence_accuracy": True,
+        "exact_match": True,
+        "rouge_l": True,
+    },
     "combined": {"loss": False},
 }
+#: The ``text`` metrics scored on generated outputs (a bounded validation sample), not teacher-forced.
+GENERATED_METRICS = ("exact_match", "rouge_l")

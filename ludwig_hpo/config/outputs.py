@@ -11,13 +11,14 @@ feature (``dependencies`` name other outputs, without cycles).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
 from ludwig_hpo.config.combiners import Activation, FCLayerConfig, InitializerOrDict, Reduction
 from ludwig_hpo.config.feature_base import _Feature
+from ludwig_hpo.config.llm import LLMTextOutputFeature
 from ludwig_hpo.config.preprocessing import (
     BinaryOutputPreprocessing,
     CategoryOutputPreprocessing,
@@ -411,11 +412,24 @@ class VectorOutputFeature(_Output):
     _fill = field_validator("loss", mode="before")(_loss_for("vector"))
 
 
-OutputFeature = Annotated[
-    Union[NumberOutputFeature, BinaryOutputFeature, CategoryOutputFeature, SetOutputFeature, VectorOutputFeature],
-    Field(discriminator="type"),
-]
-"""One output feature, tagged by ``type``."""
+if TYPE_CHECKING:  # an ECD model never sees a text output: the schema keeps it to model_type llm
+    OutputFeature = Annotated[
+        Union[NumberOutputFeature, BinaryOutputFeature, CategoryOutputFeature, SetOutputFeature, VectorOutputFeature],
+        Field(discriminator="type"),
+    ]
+else:
+    OutputFeature = Annotated[
+        Union[
+            NumberOutputFeature,
+            BinaryOutputFeature,
+            CategoryOutputFeature,
+            SetOutputFeature,
+            VectorOutputFeature,
+            LLMTextOutputFeature,
+        ],
+        Field(discriminator="type"),
+    ]
+"""One output feature, tagged by ``type`` (``text``: the output of ``model_type: llm`` only)."""
 
 #: Any output feature's model (for annotations).
 AnyOutput = Union[

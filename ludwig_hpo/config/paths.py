@@ -21,8 +21,9 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: Top-level sections a sweep parameter (or a ``"."`` block) may set.
-SECTIONS = ("trainer", "combiner", "defaults")
+#: Top-level sections a sweep parameter (or a ``"."`` block) may set (``adapter`` and
+#: ``generation``: those of ``model_type: llm``).
+SECTIONS = ("trainer", "combiner", "defaults", "adapter", "generation")
 #: The parameter path of partial config blocks deep-merged at the root.
 ROOT = "."
 #: A raw (YAML-parsed) mapping: the sweep file, a section, a feature.

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from ludwig_hpo.config.backend import BackendConfig, apply_trial_resources
 from ludwig_hpo.config.base import KeyedValueError, RuleError, _Base
@@ -22,6 +22,18 @@ from ludwig_hpo.config.combiners import CombinerConfig, ConcatCombiner, check_co
 from ludwig_hpo.config.defaults import DefaultsConfig, apply_feature_defaults
 from ludwig_hpo.config.features import InputFeature
 from ludwig_hpo.config.hyperopt import HyperoptConfig
+from ludwig_hpo.config.llm import (
+    AdapterConfig,
+    GenerationConfig,
+    LLMTextOutputFeature,
+    PromptConfig,
+    QuantizationConfig,
+    adapter_default_type,
+    check_llm_features,
+    check_llm_sections,
+    check_quantization_backend,
+    llm_defaults,
+)
 from ludwig_hpo.config.metrics import METRICS
 from ludwig_hpo.config.outputs import OutputFeature, OutputFeatures
 from ludwig_hpo.config.paths import RawMapping
@@ -122,9 +134,9 @@ LUDWIG_FEATURE_TYPES = (
     "h3",
     "vector",
 )
-#: Ludwig's model types other than ``ecd`` (the one trained here).
-UNSUPPORTED_MODEL_TYPES = ("llm", "gbm")
-#: Top-level keys Ludwig documents for its LLM model type, which is not supported yet.
+#: Ludwig's model types not trained here (``ecd`` and ``llm`` are).
+UNSUPPORTED_MODEL_TYPES = ("gbm",)
+#: Top-level keys Ludwig documents for its LLM model type only.
 LUDWIG_LLM_KEYS = (
     "base_model",
     "model_name",
@@ -162,13 +174,23 @@ def _unsupported_first(data: Any) -> None:
         raise RuleError(
             f"model_type {model_type} is not supported yet",
             path=("model_type",),
-            fix="only model_type: ecd (the default) trains here",
+            fix="use model_type: ecd (the default) or llm",
         )
+    if model_type == "llm":
+        check_llm_sections(data)
+        check_llm_features(data)
+        return
     for section, union in (("input_features", InputFeature), ("output_features", OutputFeature)):
         features = data.get(section)
-        known = feature_tags(union)
+        known = feature_tags(union) - ({"text"} if section == "output_features" else set())
         for i, f in enumerate(features if isinstance(features, list) else []):
             kind = f.get("type") if isinstance(f, dict) else None
+            if kind == "text" and section == "output_features":
+                raise RuleError(
+                    "output feature type text (generation) is not supported yet by model_type ecd",
+                    path=(section, i, "type"),
+                    fix="set model_type: llm (with base_model) to fine-tune a language model that generates it",
+                )
             if kind in LUDWIG_FEATURE_TYPES and kind not in known:
                 what = " (generation)" if kind in ("text", "sequence") and section == "output_features" else ""
                 raise RuleError(
@@ -179,9 +201,9 @@ def _unsupported_first(data: Any) -> None:
     for key in LUDWIG_LLM_KEYS:
         if key in data:
             raise RuleError(
-                f"{key!r} (a key of Ludwig's model_type llm) is not supported yet",
+                f"{key!r} is a key of model_type llm, but this file's model_type is {model_type or 'ecd'}",
                 path=(key,),
-                fix="remove it: only model_type: ecd trains here",
+                fix="set model_type: llm to fine-tune a language model, or remove it",
             )
 
 
@@ -203,14 +225,20 @@ class SweepConfig(_Base):
     output_dir: str | None = None
     defaults: DefaultsConfig | None = None
     preprocessing: GlobalPreprocessing | None = None
-    model_type: Literal["ecd"] = "ecd"
+    model_type: Literal["ecd", "llm"] = "ecd"
     ludwig_version: str | None = None
+    #: ``model_type: llm``: the pretrained causal LM (a local folder or a hub id), see ``docs/llm.md``
+    base_model: str | None = None
+    prompt: PromptConfig | None = None
+    adapter: Annotated[AdapterConfig, BeforeValidator(adapter_default_type)] | None = None
+    quantization: QuantizationConfig | None = None
+    generation: GenerationConfig = GenerationConfig()
 
     @model_validator(mode="before")
     @classmethod
     def _supported_model(cls, data: Any) -> Any:
         _unsupported_first(data)
-        return data
+        return llm_defaults(data) if isinstance(data, dict) else data
 
     @model_validator(mode="before")
     @classmethod
@@ -310,6 +338,14 @@ class SweepConfig(_Base):
                     where,
                 )
         check_validation_target(self.trainer, outputs, self.backend)
+        if self.is_llm:
+            check_quantization_backend(self.quantization, self.backend.use_gpu)
+        elif self.trainer.eval_generation_samples != TrainerConfig.model_fields["eval_generation_samples"].default:
+            raise KeyedValueError(
+                "trainer.eval_generation_samples is read by model_type llm only",
+                ("trainer", "eval_generation_samples"),
+                fix="remove it, or set model_type: llm",
+            )
         check_epochs(hp.scheduler, self.trainer.epochs)
         multi_worker_fresh = self.backend.trial_executor == "fresh" and self.backend.num_workers > 1
         if isinstance(hp.scheduler, PbtScheduler) and multi_worker_fresh:
@@ -333,6 +369,23 @@ class SweepConfig(_Base):
             feature = o.output_feature or hp.output_feature
             kind = "combined" if feature == "combined" else outputs[feature]
             out.append((hp.objective_key(o), "maximize" if METRICS[kind][o.metric] else "minimize"))
+        return out
+
+    @property
+    def is_llm(self) -> bool:
+        """True for ``model_type: llm`` (a fine-tuned causal language model)."""
+        return self.model_type == "llm"
+
+    @property
+    def llm_output(self) -> LLMTextOutputFeature:
+        """The text output feature of an llm config.
+
+        Raises:
+            TypeError: the config is not ``model_type: llm``.
+        """
+        out = self.output_features[0]
+        if not isinstance(out, LLMTextOutputFeature):
+            raise TypeError(f"{self.name!r} is model_type {self.model_type}, which has no llm text output")
         return out
 
     @property

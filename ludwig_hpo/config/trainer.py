@@ -129,7 +129,7 @@ class TrainerConfig(_Base):
     trading compute for activation memory; a model without such a block refuses it.
     """
 
-    type: Literal["trainer"] = "trainer"
+    type: Literal["trainer", "finetune"] = "trainer"
     epochs: int = Field(default=100, ge=1, le=100_000)
     train_steps: int | None = Field(default=None, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
@@ -171,12 +171,26 @@ class TrainerConfig(_Base):
     enable_gradient_checkpointing: bool = False
     skip_all_evaluation: bool = False
     enable_profiling: bool = False
+    #: ``finetune`` (model_type llm): validation rows whose outputs are generated at each
+    #: evaluation, for the generated-output metrics (``exact_match``, ``rouge_l``); 0: none
+    eval_generation_samples: int = Field(default=32, ge=0)
 
     @model_validator(mode="before")
     @classmethod
     def _ludwig_spellings(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        if data.get("type") == "finetune":
+            if "eval_batch_size" not in data:
+                data = {**data, "eval_batch_size": 2}  # Ludwig's FineTuneTrainerConfig default
+            if "base_learning_rate" in data:  # Ludwig's finetune trainer carries it at 0, unread
+                if data["base_learning_rate"] not in (0, 0.0):
+                    raise KeyedValueError(
+                        "base_learning_rate is not supported (the learning rate is trainer.learning_rate)",
+                        ("trainer", "base_learning_rate"),
+                        fix="remove base_learning_rate and set trainer.learning_rate",
+                    )
+                data = {k: v for k, v in data.items() if k != "base_learning_rate"}
         if data.get("learning_rate") == "auto":
             raise KeyedValueError(
                 "learning_rate: auto (Ludwig's learning-rate search) is not supported yet",

@@ -276,9 +276,29 @@ def _hyperopt(raw: RawMapping, st: UpgradeState) -> None:
         st.note((*at, "search_alg"), f"hyperopt.search_alg: {alg} is Ludwig's old form of search_alg: {{type: {alg}}}")
 
 
+#: Ludwig's old names of its llm keys -> today's.
+_LLM_RENAMES = {"model_name": "base_model", "generation_config": "generation"}
+
+
+def _llm(raw: RawMapping, st: UpgradeState) -> None:
+    if raw.get("model_type") != "llm":
+        return
+    for old, new in _LLM_RENAMES.items():
+        if old not in raw:
+            continue
+        if new in raw:
+            st.note((old,), f"{old}: is Ludwig's old name of {new}:, which is also set; ignored")
+            raw.pop(old)
+            continue
+        raw[new] = raw.pop(old)
+        st.move((old,), (new,))
+        st.note((old,), f"{old}: is Ludwig's old name of {new}:; read as {new}:")
+
+
 def _upgrade(raw: RawMapping) -> tuple[RawMapping, UpgradeState]:
     raw = copy.deepcopy(raw)
     st = UpgradeState()
+    _llm(raw, st)
     if "training" in raw and "trainer" not in raw:
         raw["trainer"] = raw.pop("training")
         st.move(("training",), ("trainer",))

@@ -178,8 +178,9 @@ def test_ludwigs_separate_split_files_are_one_line_not_supported_yet(tmp_path, c
     assert "separate split files are not supported yet" in err and "--dataset" in err
 
 
-def test_hpo_train_of_an_llm_config_names_its_model_type_first(tmp_path):
+def test_hpo_train_of_an_llm_config_names_its_non_text_feature_first(tmp_path):
     text = "model_type: llm\nbase_model: some/model\nadapter: {type: lora}\n" + MODEL.replace("number", "text")
     (tmp_path / "llm.yaml").write_text(text)
     code, err = _run("train", str(tmp_path / "llm.yaml"), "--dataset", "x.csv")
-    assert code == 2 and "model_type: model_type llm is not supported yet" in err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "output_features[kind].type: an llm's output feature is type text, not category" in err

@@ -523,7 +523,7 @@ def test_the_model_is_checked_before_the_missing_hyperopt_section(tmp_path):
     assert err.key == "trainer.epochs"
 
 
-@pytest.mark.parametrize("kind", ["llm", "gbm"])
+@pytest.mark.parametrize("kind", ["gbm"])
 def test_another_model_type_is_the_first_error_not_its_unknown_keys(tmp_path, kind):
     text = f"model_type: {kind}\n" + BASE + "adapter: {type: lora}\nbase_model: x\nprompt: {template: hi}\n"
     err = load_error(write(tmp_path, text))
@@ -537,9 +537,9 @@ def test_model_type_ecd_and_ludwig_version_are_accepted(tmp_path):
 
 
 @pytest.mark.parametrize("key", ["base_model", "prompt", "adapter", "quantization", "generation"])
-def test_a_ludwig_llm_key_is_named_as_not_supported_yet(tmp_path, key):
+def test_a_ludwig_llm_key_in_an_ecd_file_names_model_type_llm(tmp_path, key):
     err = load_error(write(tmp_path, BASE + f"{key}: {{x: 1}}\nbogus_key: 1\n"))
-    assert err.key == key and "not supported yet" in err.message
+    assert err.key == key and "is a key of model_type llm" in err.message and "model_type: llm" in err.fix
 
 
 @pytest.mark.parametrize("section", ["input_features", "output_features"])

@@ -107,7 +107,10 @@ def test_set_path_mutates_in_place(raw):
     [
         ("trainr.learning_rate", "did you mean 'trainer'?"),
         ("imag.encoder.num_layers", "did you mean 'image'?"),
-        ("zzzz.x", "valid starts are ['color', 'combiner', 'defaults', 'image', 'label', 'size', 'trainer']"),
+        (
+            "zzzz.x",
+            "valid starts are ['adapter', 'color', 'combiner', 'defaults', 'generation', 'image', 'label', 'size', 'trainer']",
+        ),
         ("hyperopt.goal", "neither a section"),
         ("backend.num_workers", "neither a section"),
         ("trainer.epochs.x", "walks into 'trainer.epochs', which is a value, not a section"),
