@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ludwig_hpo.data.bundled import load_bundled
 from ludwig_hpo.data.origin import SOURCE_ATTR
 from ludwig_hpo.errors import DataError
 
@@ -20,27 +21,23 @@ def _clean(name: str) -> str:
 
 
 def _bundled(name: str) -> pd.DataFrame:
-    from sklearn import datasets
-
+    if name not in BUNDLED:
+        raise DataError(
+            f"unknown bundled dataset {name!r}",
+            key="dataset.source",
+            fix=f"use one of {', '.join('sklearn:' + b for b in BUNDLED)} or a CSV/Parquet path",
+        )
+    d = load_bundled(name)
     if name == "digits":
-        d = datasets.load_digits()
         # One column of (8, 8) pixel arrays (values 0..16) and the digit as the label.
-        return pd.DataFrame({"image": list(d.images.astype(np.float32)), "label": d.target.astype(np.int64)})
+        images = d.data.astype(np.float32).reshape(-1, 8, 8)
+        return pd.DataFrame({"image": list(images), "label": d.target})
+    df = pd.DataFrame(d.data, columns=[_clean(c) for c in d.feature_names])
     if name == "breast_cancer":
-        d = datasets.load_breast_cancer()
-        df = pd.DataFrame(d.data, columns=[_clean(c) for c in d.feature_names])
         df["malignant"] = (d.target == 0).astype(np.int64)  # sklearn: 0 = malignant, 1 = benign
-        return df
-    if name == "wine":
-        d = datasets.load_wine()
-        df = pd.DataFrame(d.data, columns=[_clean(c) for c in d.feature_names])
+    else:
         df["cultivar"] = [f"cultivar_{t}" for t in d.target]
-        return df
-    raise DataError(
-        f"unknown bundled dataset {name!r}",
-        key="dataset.source",
-        fix=f"use one of {', '.join('sklearn:' + b for b in BUNDLED)} or a CSV/Parquet path",
-    )
+    return df
 
 
 def dataset_path(source: str, base_dir: Path | None) -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ludwig_hpo.data.origin import DataOrigin
+from ludwig_hpo.data.seeded_split import kfold_splits, shuffle_split
 from ludwig_hpo.errors import DataError
 
 
@@ -49,13 +50,12 @@ def split_indices(
     n_classes = len(np.unique(labels)) if labels is not None else 0
     # stratify when every class can appear in every split; else a plain seeded split
     strat = labels if _can_stratify(labels, 3) and min(n_test, n_val) >= n_classes else None
-    # scikit-learn here, not at the top: the processes that unpickle prepared data (trial
-    # workers) import this package but never split
-    from sklearn.model_selection import train_test_split
-
-    rest, test = train_test_split(idx, test_size=n_test, random_state=seed, stratify=strat)
+    # scikit-learn's train_test_split, drawn in NumPy (the same rows from the same seed)
+    rest_at, test = shuffle_split(n_rows, n_test, seed, strat)
+    rest = idx[rest_at]
     strat_rest = strat[rest] if strat is not None else None
-    train, val = train_test_split(rest, test_size=n_val, random_state=seed + 1, stratify=strat_rest)
+    train_at, val_at = shuffle_split(len(rest), n_val, seed + 1, strat_rest)
+    train, val = rest[train_at], rest[val_at]
     return {"train": np.sort(train), "validation": np.sort(val), "test": np.sort(test)}
 
 
@@ -135,11 +135,7 @@ def kfold_indices(
         raise DataError(
             f"{len(rows)} train+validation rows are fewer than kfold.k={k}", key="kfold.k", fix="lower kfold.k"
         )
-    from sklearn.model_selection import KFold, StratifiedKFold
-
     sub = labels[rows] if labels is not None else None
-    if _can_stratify(sub, k):
-        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(rows, sub)
-    else:
-        splitter = KFold(n_splits=k, shuffle=True, random_state=seed).split(rows)
-    return [(np.sort(rows[a]), np.sort(rows[b])) for a, b in splitter]
+    # scikit-learn's StratifiedKFold / KFold (shuffled), drawn in NumPy
+    folds = kfold_splits(len(rows), k, seed, sub if _can_stratify(sub, k) else None)
+    return [(np.sort(rows[a]), np.sort(rows[b])) for a, b in folds]
