@@ -1,0 +1,286 @@
+"""A streamed dataset's data side, without Ray: rows split by a hash (deterministic, in the
+fractions asked, the same for any batching), preprocessing fitted from batch partials equal to
+the in-memory fit on the same rows, batches applied as in memory, and bad input refused in one
+line naming the file and the column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data import prepare
+from ludwig_hpo.data.ludwig_split import hash_split
+from ludwig_hpo.data.numbers import statistics
+from ludwig_hpo.data.origin import DataOrigin
+from ludwig_hpo.data.streaming.apply import apply_batch
+from ludwig_hpo.data.streaming.checks import check_streamable
+from ludwig_hpo.data.streaming.fit import FileOrigin, Tally, batch_partial, filled_notes, fitted_meta, merge
+from ludwig_hpo.data.streaming.record import FOLD_KEY, input_key, split_batch, target_key
+from ludwig_hpo.data.streaming.splits import split_codes, split_rule
+from ludwig_hpo.errors import DataError
+from tests.unit.conftest import _sweep_dict
+
+N = 400
+
+INPUTS = [
+    {"name": "mean", "type": "number", "preprocessing": {"missing_value_strategy": "fill_with_mean"}},
+    {"name": "const", "type": "number", "preprocessing": {"fill_value": 7, "normalization": "iq"}},
+    {
+        "name": "mode",
+        "type": "number",
+        "preprocessing": {"missing_value_strategy": "fill_with_mode", "normalization": "minmax"},
+    },
+    {"name": "pets", "type": "binary"},
+    {
+        "name": "owner",
+        "type": "binary",
+        "preprocessing": {"missing_value_strategy": "fill_with_true", "fallback_true_label": "dog"},
+    },
+    {"name": "flag", "type": "binary"},
+    {"name": "city", "type": "category", "encoder": {"embedding_size": 3}},
+    {
+        "name": "town",
+        "type": "category",
+        "encoder": {"embedding_size": 3},
+        "preprocessing": {"missing_value_strategy": "fill_with_mode", "most_common": 3, "lowercase": True},
+    },
+    {"name": "gone", "type": "number", "preprocessing": {"missing_value_strategy": "drop_row"}},
+]
+OUTPUTS = [
+    {"name": "kind", "type": "category"},
+    {"name": "sold", "type": "binary"},
+    {"name": "price", "type": "number", "preprocessing": {"normalization": "zscore"}},
+]
+
+
+def _frame(n: int = N, seed: int = 5) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+
+    def holes(x: np.ndarray, share: float = 0.05) -> np.ndarray:
+        x = x.astype(object)
+        x[rng.random(len(x)) < share] = None
+        return x
+
+    return pd.DataFrame(
+        {
+            "id": np.arange(n),
+            "mean": holes(rng.normal(3, 2, size=n)).astype(float),
+            "const": holes(rng.normal(0, 1, size=n)).astype(float),
+            "mode": holes(rng.integers(0, 4, size=n).astype(float)).astype(float),
+            "pets": holes(rng.choice(["yes", "no"], size=n)),
+            "owner": holes(rng.choice(["cat", "dog"], size=n)),
+            "flag": rng.integers(0, 2, size=n),
+            "city": holes(rng.choice(["rome", "oslo", "lima", "bern"], size=n)),
+            # ties in counts and a case that lowercase merges
+            "town": holes(rng.choice(["a", "A", "b", "c", "d", "e"], size=n)),
+            "gone": holes(rng.normal(size=n), 0.02).astype(float),
+            "kind": rng.choice(["flat", "house", "loft"], size=n),
+            "sold": rng.choice(["Sold", "Kept"], size=n),
+            "price": rng.normal(100, 10, size=n),
+            "split": rng.choice([0, 1, 2], p=[0.7, 0.15, 0.15], size=n),
+        }
+    )
+
+
+def _cfg(split: dict, **sections) -> SweepConfig:
+    return SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, preprocessing={"split": split}, **sections))
+
+
+def _batches(df: pd.DataFrame, sizes: list[int]) -> list[pd.DataFrame]:
+    cuts = np.cumsum([0, *sizes])
+    assert cuts[-1] == len(df)
+    return [df.iloc[a:b].reset_index(drop=True) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
+def _streamed_meta(df: pd.DataFrame, cfg: SweepConfig, sizes: list[int]):
+    rule = split_rule(cfg)
+    total = merge([batch_partial(b, cfg, rule, FileOrigin("f.parquet")) for b in _batches(df, sizes)])
+    meta = fitted_meta(cfg, total, "data/")
+    return total, meta, filled_notes(cfg, total, meta)
+
+
+def _assert_same_meta(streamed, memory):
+    assert streamed.keys() == memory.keys()
+    for name, want in memory.items():
+        got = streamed[name]
+        assert (got.name, got.type, got.vocab, got.shape) == (want.name, want.type, want.vocab, want.shape), name
+        assert got.fitted.keys() == want.fitted.keys(), name
+        for k, v in want.fitted.items():
+            assert got.fitted[k] == pytest.approx(v, rel=1e-12) if isinstance(v, float) else got.fitted[k] == v, (
+                name,
+                k,
+            )
+        assert got.stats.keys() == want.stats.keys(), name
+        for k, v in want.stats.items():
+            # the mean and std are sums taken in another order (so is a fill_with_mean value, which
+            # may be a quartile); without a mean fill the quartiles are equal (test below)
+            tol = 1e-12 if k in ("mean", "std") or name == "mean" else 0
+            assert got.stats[k] == pytest.approx(v, rel=tol, abs=0), (name, k)
+
+
+@pytest.mark.parametrize("split", [{"type": "fixed"}, {"type": "hash", "column": "id"}])
+@pytest.mark.parametrize("sizes", [[N], [1, 99, 150, 150], [37] * 10 + [30]])
+def test_the_fit_from_batch_partials_equals_the_in_memory_fit_on_the_same_rows(split, sizes):
+    df = _frame()
+    cfg = _cfg(split)
+    memory = prepare(df, cfg)
+    total, meta, notes = _streamed_meta(df, cfg, sizes)
+    _assert_same_meta(meta, memory.meta)
+    assert [(n.feature, n.count, n.how, n.what) for n in notes] == [
+        (n.feature, n.count, n.how, n.what) for n in memory.filled
+    ]
+    assert [n.value for n in notes] == [
+        pytest.approx(n.value, rel=1e-12) if isinstance(n.value, float) else n.value for n in memory.filled
+    ]
+    assert total.split_rows == [len(memory.splits[s]) for s in ("train", "validation", "test")]
+    assert total.dropped["gone"] > 0
+
+
+def test_applied_batches_are_the_in_memory_arrays_of_their_split():
+    df = _frame()
+    cfg = _cfg({"type": "fixed"})
+    memory = prepare(df, cfg)
+    rule = split_rule(cfg)
+    _, meta, _ = _streamed_meta(df, cfg, [N])
+    for code, name in enumerate(("train", "validation", "test")):
+        parts = [apply_batch(b, cfg, rule, meta, {code}, DataOrigin()) for b in _batches(df, [123, 277])]
+        inputs, targets = split_batch({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+        rows = memory.splits[name]
+        for feat, x in inputs.items():
+            np.testing.assert_allclose(x, memory.inputs[feat][rows], rtol=1e-6, err_msg=feat)
+            assert x.dtype == memory.inputs[feat].dtype and x.shape[1:] == memory.inputs[feat].shape[1:]
+        for feat, y in targets.items():
+            np.testing.assert_allclose(y, memory.targets[feat][rows], rtol=1e-6, err_msg=feat)
+        assert (np.concatenate([p[FOLD_KEY] for p in parts]) == -1).all()  # no k-fold
+
+
+def test_the_quartiles_of_counted_values_are_numpys_for_any_count():
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 4, 5, 7, 10, 101, 1000):
+        x = np.round(rng.normal(size=n), 1)  # repeated values
+        t = Tally.of(x, np.arange(n))
+        from ludwig_hpo.data.streaming.fit import tally_statistics
+
+        got, want = tally_statistics(t), statistics(x)
+        for k in ("min", "max", "q1", "q2", "q3"):
+            assert got[k] == want[k], (n, k)
+
+
+def test_a_row_hash_split_is_deterministic_in_its_fractions_and_independent_of_batching_and_column_order():
+    df = _frame(4000, seed=1).drop(columns=["split"])
+    cfg = SweepConfig.model_validate(
+        _sweep_dict(INPUTS, OUTPUTS, dataset={"source": "d/", "split": {"train": 0.6, "validation": 0.2, "test": 0.2}})
+    )
+    rule = split_rule(cfg)
+    assert rule.kind == "hash_row"
+    whole = split_codes(df, rule, DataOrigin())
+    parts = np.concatenate([split_codes(b, rule, DataOrigin()) for b in _batches(df, [1, 999, 3000])])
+    np.testing.assert_array_equal(whole, parts)
+    np.testing.assert_array_equal(whole, split_codes(df[df.columns[::-1]], rule, DataOrigin()))
+    shares = np.bincount(whole, minlength=3) / len(df)
+    np.testing.assert_allclose(shares, [0.6, 0.2, 0.2], atol=0.03)
+    # another seed draws another split
+    other = SweepConfig.model_validate(
+        _sweep_dict(
+            INPUTS,
+            OUTPUTS,
+            dataset={"source": "d/", "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 7}},
+        )
+    )
+    assert (split_codes(df, split_rule(other), DataOrigin()) != whole).mean() > 0.3
+
+
+def test_a_hash_split_of_an_id_column_is_ludwigs():
+    df = _frame()
+    cfg = _cfg({"type": "hash", "column": "id"})
+    codes = split_codes(df, split_rule(cfg), DataOrigin())
+    want = hash_split(df["id"], (0.7, 0.1, 0.2))
+    for code, name in enumerate(("train", "validation", "test")):
+        np.testing.assert_array_equal(np.flatnonzero(codes == code), want[name])
+
+
+def test_kfold_folds_partition_train_and_validation_rows_by_a_seeded_hash():
+    df = _frame(2000)
+    cfg = _cfg({"type": "fixed"}, kfold={"k": 4})
+    rule = split_rule(cfg)
+    total = merge([batch_partial(b, cfg, rule, DataOrigin()) for b in _batches(df, [700, 1300])])
+    assert len(total.fold_rows) == 4 and sum(total.fold_rows) == total.split_rows[0] + total.split_rows[1]
+    assert min(total.fold_rows) > 0.2 * sum(total.fold_rows)
+    _, meta, _ = _streamed_meta(df, cfg, [2000])
+    batch = apply_batch(df, cfg, rule, meta, {0, 1, 2}, DataOrigin())
+    again = apply_batch(df, cfg, rule, meta, {0, 1, 2}, DataOrigin())
+    np.testing.assert_array_equal(batch[FOLD_KEY], again[FOLD_KEY])
+    kept = df[df["gone"].notna()].reset_index(drop=True)
+    assert ((batch[FOLD_KEY] == -1) == (kept["split"].to_numpy() == 2)).all()
+    assert input_key("mean") in batch and target_key("kind") in batch
+
+
+def _one_line(e: pytest.ExceptionInfo) -> str:
+    text = str(e.value)
+    assert "\n" not in text
+    return text
+
+
+def test_a_split_column_with_other_values_names_the_file_and_the_column():
+    df = _frame(50)
+    df.loc[7, "split"] = 3
+    cfg = _cfg({"type": "fixed"})
+    with pytest.raises(DataError) as e:
+        batch_partial(df, cfg, split_rule(cfg), FileOrigin("part-3.parquet"))
+    assert "part-3.parquet" in _one_line(e) and "'split'" in str(e.value) and "3" in str(e.value)
+
+
+def test_a_column_missing_from_one_file_names_the_file_and_the_column():
+    df = _frame(50).drop(columns=["city"])
+    cfg = _cfg({"type": "fixed"})
+    with pytest.raises(DataError) as e:
+        batch_partial(df, cfg, split_rule(cfg), FileOrigin("part-1.parquet"))
+    assert "part-1.parquet" in _one_line(e) and "'city'" in str(e.value)
+
+
+def test_text_in_a_number_column_names_the_file_and_the_column():
+    df = _frame(50)
+    df["const"] = df["const"].astype(object)
+    df.loc[3, "const"] = "n/a"
+    cfg = _cfg({"type": "fixed"})
+    with pytest.raises(DataError) as e:
+        batch_partial(df, cfg, split_rule(cfg), FileOrigin("part-2.csv"))
+    assert "part-2.csv" in _one_line(e) and "'const'" in str(e.value) and "1 row of this file" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"preprocessing": {"split": {"type": "stratify", "column": "kind"}}}, "preprocessing.split.type"),
+        ({"preprocessing": {"sample_ratio": 0.5}}, "preprocessing.sample_ratio"),
+    ],
+)
+def test_what_needs_the_whole_dataset_is_refused_in_one_line(change, key):
+    cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, **change))
+    with pytest.raises(DataError) as e:
+        check_streamable(cfg)
+        split_rule(cfg)
+    assert key in _one_line(e)
+
+
+@pytest.mark.parametrize(
+    ("feature", "key"),
+    [
+        ({"name": "t", "type": "text"}, "input_features[t]"),
+        (
+            {"name": "b", "type": "number", "preprocessing": {"missing_value_strategy": "bfill"}},
+            "input_features[b].preprocessing.missing_value_strategy",
+        ),
+        (
+            {"name": "o", "type": "number", "preprocessing": {"outlier_strategy": "fill_with_mean"}},
+            "input_features[o].preprocessing.outlier_strategy",
+        ),
+    ],
+)
+def test_features_a_stream_cannot_prepare_are_refused_naming_the_key(feature, key):
+    cfg = SweepConfig.model_validate(_sweep_dict([*INPUTS, feature], OUTPUTS))
+    with pytest.raises(DataError) as e:
+        check_streamable(cfg)
+    assert key in _one_line(e) and "dataset.streaming: false" in str(e.value)
