@@ -20,6 +20,7 @@ from dashboards.links import RunIds
 from dashboards.runs import RunSnapshot, sweep_from_runs, trial_run_ids
 from ludwig_hpo.errors import TrackingError
 from ludwig_hpo.results import SweepResult
+from ludwig_hpo.results.records import parse_generated
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.names import name_of_key
 
@@ -84,7 +85,8 @@ def load_sweep_result(
         TrackingError: see :func:`fetch_sweep_runs`.
     """
     parent, children, space = fetch_sweep_runs(uri, experiment=experiment, run_id=run_id, output_dir=output_dir)
-    return sweep_from_runs(parent, children, space, tracking_uri=uri)
+    result = sweep_from_runs(parent, children, space, tracking_uri=uri)
+    return _with_generated(uri, result, trial_run_ids(parent, children))
 
 
 def load_sweep_report(
@@ -97,7 +99,8 @@ def load_sweep_report(
     """:func:`load_sweep_result` and the MLflow run of each trial (the report's links to the
     MLflow UI). Arguments and errors as for :func:`fetch_sweep_runs`."""
     parent, children, space = fetch_sweep_runs(uri, experiment=experiment, run_id=run_id, output_dir=output_dir)
-    return sweep_from_runs(parent, children, space, tracking_uri=uri), trial_run_ids(parent, children)
+    run_ids = trial_run_ids(parent, children)
+    return _with_generated(uri, sweep_from_runs(parent, children, space, tracking_uri=uri), run_ids), run_ids
 
 
 def _client(uri: str) -> MlflowClient:
@@ -213,6 +216,40 @@ def _snapshot(client: MlflowClient, run: Run, with_history: bool) -> RunSnapshot
 
 
 def _search_space(client: MlflowClient, run_id: str) -> dict[str, Any] | None:
+    text = _artifact_text(client, run_id, layout.SEARCH_SPACE_ARTIFACT)
+    if text is None:  # artifacts not reachable: describe parameters from their values
+        return None
+    try:
+        space = json.loads(text)
+    except ValueError:
+        return None
+    return space if isinstance(space, dict) else None
+
+
+def _with_generated(uri: str, result: SweepResult, run_ids: RunIds) -> SweepResult:
+    """``result`` with the generated outputs of the trials the report shows them for (an llm
+    sweep's best trials: :func:`~dashboards.generated.generated_trial_ids`), read from each
+    trial run's ``generated_sample.json``; a run without one (or unreachable artifacts) keeps none."""
+    import dataclasses
+
+    from dashboards.generated import generated_trial_ids
+
+    wanted = [tid for tid in generated_trial_ids(result) if tid in run_ids.by_trial]
+    if not wanted:
+        return result
+    client = _client(uri)
+    found = {
+        tid: parse_generated(_artifact_text(client, run_ids.by_trial[tid], layout.GENERATED_SAMPLE_ARTIFACT))
+        for tid in wanted
+    }
+    trials = tuple(
+        dataclasses.replace(t, generated=found[t.trial_id]) if found.get(t.trial_id) else t for t in result.trials
+    )
+    return dataclasses.replace(result, trials=trials)
+
+
+def _artifact_text(client: MlflowClient, run_id: str, name: str) -> str | None:
+    """The text of a run's small artifact ``name``, or None when it cannot be read."""
     import os
     import tempfile
 
@@ -221,16 +258,15 @@ def _search_space(client: MlflowClient, run_id: str) -> dict[str, Any] | None:
     os.environ[quiet] = "false"  # no progress bar on the console for one small file
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            path = client.download_artifacts(run_id, layout.SEARCH_SPACE_ARTIFACT, tmp)
-            space = json.loads(Path(path).read_text())
-    except Exception:  # artifacts not reachable: describe parameters from their values
+            path = client.download_artifacts(run_id, name, tmp)
+            return Path(path).read_text(encoding="utf-8")
+    except Exception:  # no such artifact, or the store's artifacts are not reachable
         return None
     finally:
         if before is None:
             os.environ.pop(quiet, None)
         else:
             os.environ[quiet] = before
-    return space if isinstance(space, dict) else None
 
 
 __all__ = ["fetch_sweep_runs", "load_sweep_report", "load_sweep_result"]

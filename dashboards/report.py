@@ -24,6 +24,7 @@ from dashboards._write import write_text_atomic
 from dashboards.best_config import best_config
 from dashboards.contour import contour_figure, contour_info
 from dashboards.curves import curves_figure, curves_info
+from dashboards.generated import generated_info
 from dashboards.hiplot_page import hiplot_notes, write_hiplot_page
 from dashboards.history import history_figure, history_info
 from dashboards.importance import importance_figure, importance_info
@@ -56,6 +57,7 @@ TRIALS_TABLE_ID = "trials-table"
 TRIALS_FILTER_ID = "trials-filter"
 TRIALS_STATUS_FILTER_ID = "trials-status-filter"
 BEST_CONFIG_ID = "best-config"
+GENERATED_ID = "generated-outputs"
 LIVE_BANNER_ID = "live-banner"
 #: while the sweep runs, the live page reloads itself this often (seconds)
 LIVE_REFRESH_S = 30
@@ -81,7 +83,8 @@ def build_report(
     parallel coordinates (axes by fANOVA importance), parameter importance with the
     direction of each effect, slice plots (the metric against each parameter), a contour
     of the two most important parameters, a rank plot, the optimization history, learning
-    curves, metric vs wall time with its Pareto front, k-fold vs test (figure, confidence
+    curves, an llm sweep's generated outputs of its best trials (prompt, reference, answer),
+    metric vs wall time with its Pareto front, k-fold vs test (figure, confidence
     intervals, selection optimism and paired tests, or a note that it was not run), failed
     trials' errors and the trials table (sortable and filterable by a small inline script).
     Runs in the sweep driver or ``hpo report`` (``bench/report_build.py`` times it on large
@@ -145,7 +148,9 @@ def build_report(
                 "status_filter": TRIALS_STATUS_FILTER_ID,
                 "best": BEST_CONFIG_ID,
                 "live": LIVE_BANNER_ID,
+                "generated": GENERATED_ID,
             },
+            generated=generated_info(result),
             figures=html,
             div={
                 "parallel": PARALLEL_DIV_ID,

@@ -24,6 +24,7 @@ from ludwig_hpo.train.report_keys import (
     END_EARLY_STOP,
     END_LAST_EPOCH,
     END_REASON,
+    GENERATED_SAMPLE,
     OBJECTIVE,
     TIME_ATTR,
 )
@@ -205,6 +206,8 @@ class SweepMonitor(Callback):
             t.history.pop()
         t.history.append(EpochRecord(epoch=epoch, objective=objective, metrics=metrics))
         t.last = dict(result)
+        if isinstance(result.get(GENERATED_SAMPLE), str):  # an llm trial's best epoch so far
+            t.generated = result[GENERATED_SAMPLE]
         self._emit("trial_result", t, result)
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:

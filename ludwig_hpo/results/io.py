@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from ludwig_hpo.results import EpochRecord, KFoldRecord, ParamInfo, SweepResult, TrialRecord
-from ludwig_hpo.results.records import ended_status
+from ludwig_hpo.results.records import GeneratedOutput, ended_status
 from ludwig_hpo.results.selection import ModelSelection
 
 
@@ -70,6 +70,8 @@ def read_result(path: Path) -> SweepResult:
                 "objective_last": _number(t["objective_last"]),
                 "objective_best": _number(t["objective_best"]),
                 "history": tuple(epoch(h) for h in t["history"]),
+                # absent from files written before llm trials kept their generated outputs
+                "generated": tuple(GeneratedOutput(**g) for g in t.get("generated", ())),
             }
         )
 

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from ludwig_hpo.results.records import EpochRecord, TrialRecord, TrialStatus
+from ludwig_hpo.results.records import EpochRecord, TrialRecord, TrialStatus, parse_generated
 from ludwig_hpo.train.report_keys import BATCH_SIZE, TRAIN_TIME_S
 
 
@@ -47,6 +47,8 @@ class LiveTrial:
     current: dict[str, Any] = field(default_factory=dict)
     #: the config Tune gave the trial (the searcher's encoded values), as sampled
     config: dict[str, Any] = field(default_factory=dict)
+    #: an llm trial's generated sample at its best epoch so far (the report's ``generated_sample``)
+    generated: str | None = None
 
     def best(self, sign: float) -> float | None:
         """The best finite objective reported so far (``sign``: +1 minimizes, -1 maximizes), or None."""
@@ -68,6 +70,7 @@ class LiveTrial:
             error=self.error,
             stopped_by=self.stopped_by,
             stopped_at_epoch=self.history[-1].epoch if self.stopped_by and self.history else None,
+            generated=parse_generated(self.generated),
         )
 
 

@@ -7,10 +7,12 @@ building and its tests never need Ray or torch.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ludwig_hpo.tracking import layout
+from ludwig_hpo.train.report_keys import GENERATED_FIELDS
 
 if TYPE_CHECKING:
     from ludwig_hpo.results.selection import ModelSelection
@@ -91,6 +93,29 @@ class EpochRecord:
 
 
 @dataclass(frozen=True)
+class GeneratedOutput:
+    """One validation row an llm trial answered at its best epoch: the prompt, the reference
+    and the generated text (decoded; special tokens skipped)."""
+
+    prompt: str
+    reference: str
+    generated: str
+
+
+def parse_generated(text: str | None) -> tuple[GeneratedOutput, ...]:
+    """The rows of a trial's generated sample (the epoch report's ``generated_sample`` or the
+    run's ``generated_sample.json``: a JSON list of objects with ``prompt``, ``reference`` and
+    ``generated``); empty when ``text`` is None or not such a list (an older or damaged file).
+    Pure."""
+    try:
+        items = json.loads(text or "[]")
+        rows = tuple(GeneratedOutput(*(str(item[k]) for k in GENERATED_FIELDS)) for item in items)
+    except (ValueError, TypeError, KeyError):
+        return ()
+    return rows
+
+
+@dataclass(frozen=True)
 class TrialRecord:
     """One trial of the search.
 
@@ -110,6 +135,8 @@ class TrialRecord:
         error: one-line error message of a FAILED trial.
         stopped_by: who stopped the trial before its last epoch, None when it was not stopped.
         stopped_at_epoch: the last epoch a stopped trial ran, else None.
+        generated: an llm trial's generated validation outputs at its best epoch (the first
+            rows of its sample), empty for other models.
     """
 
     trial_id: str
@@ -124,6 +151,7 @@ class TrialRecord:
     error: str | None = None
     stopped_by: str | None = None
     stopped_at_epoch: int | None = None
+    generated: tuple[GeneratedOutput, ...] = ()
 
     @property
     def label(self) -> StatusLabel:

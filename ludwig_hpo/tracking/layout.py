@@ -215,6 +215,9 @@ HPARAM_TAG_PREFIX: Final = "hparam."
 NON_SCORE_METRIC_PREFIXES: Final = (TIME_METRIC_PREFIX, HPARAM_METRIC_PREFIX)
 
 CONFIG_ARTIFACT: Final = "config.yaml"  # the trial's resolved config
+#: An llm trial's generated outputs at its best epoch (the epoch report's ``generated_sample``:
+#: a JSON list of ``{"prompt", "reference", "generated"}``), rewritten when a better epoch comes.
+GENERATED_SAMPLE_ARTIFACT: Final = "generated_sample.json"
 ERROR_ARTIFACT: Final = "error.txt"  # FAILED runs: the traceback
 
 # ------------------------------------------------------------------------------ k-fold and test runs

@@ -18,6 +18,7 @@ from ludwig_hpo.train.report_keys import (
     BATCH_SIZE_TRIED,
     BATCH_SIZE_TUNING_S,
     EVAL_TIME_S,
+    GENERATED_SAMPLE,
     NOT_METRICS,
     RESUMED_FROM_EPOCH,
     TIME_ATTR,
@@ -73,7 +74,8 @@ class MlflowSink:
 
     A child run holds: tags ``trial_id``, ``run_kind`` and the description's tags; params =
     the trial's declared parameters by dotted path, nothing else (logged once: a param
-    cannot change); artifact ``config.yaml`` (the resolved trial config); per-epoch metrics
+    cannot change); artifact ``config.yaml`` (the resolved trial config) and, for an llm trial,
+    ``generated_sample.json`` (its best epoch's generated outputs, rewritten at a better epoch); per-epoch metrics
     with ``step = epoch`` (only what changes per epoch: the objective once, under its reported
     key when ``objective_key`` is given, and no ``<split>/combined/loss`` that repeats the one
     output feature's loss); tags ``batch_size``, ``global_batch_size``, ``eval_batch_size``,
@@ -280,6 +282,11 @@ class MlflowSink:
             self._log(t.trial_id, tags={layout.RESUMED_FROM_EPOCH_TAG: result[RESUMED_FROM_EPOCH]})
         if step <= self._skip_to.get(t.trial_id, 0):
             return
+        sample = result.get(GENERATED_SAMPLE)
+        if isinstance(sample, str):  # an llm trial's best epoch so far: its generated outputs
+            self._write(
+                t.trial_id, lambda run_id: self.store.log_text(run_id, sample, layout.GENERATED_SAMPLE_ARTIFACT)
+            )
         self._logged_to[t.trial_id] = max(self._logged_to.get(t.trial_id, 0), step)
         metrics = self._step_metrics({k: v for k, v in result.items() if k not in NOT_METRICS and _is_number(v)})
         metrics.update(self._mutations(t, step))

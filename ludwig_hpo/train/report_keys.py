@@ -67,6 +67,12 @@ MODEL_TRAIN_ROWS = "train_rows"
 #: job started its worker group again after a failed start (written by the Train controller's
 #: callback, read by every rank for :data:`WORKER_GROUP_RESTARTS`).
 WORKER_GROUP_RESTARTS_FILE = "worker_group_restarts.txt"
+#: An llm search trial's report on rank 0 at an epoch that is its best so far: the first rows of
+#: the scored split's generated sample (``trainer.eval_generation_samples``) as JSON text, a list
+#: of objects with the :data:`GENERATED_FIELDS` (decoded text); the MLflow sink logs it to the
+#: trial's run as its generated-sample artifact, the report shows the best trials' samples.
+GENERATED_SAMPLE = "generated_sample"
+GENERATED_FIELDS = ("prompt", "reference", "generated")
 #: The running training loss over the epoch's batches (a score key of the train split).
 RUNNING_LOSS = "train/combined/running_loss"
 #: The learning rate of the epoch's last optimizer step (``trainer.learning_rate_scheduler``
@@ -150,6 +156,7 @@ NOT_METRICS = frozenset(
         CHECKPOINT_OBJECTIVE,
         RESUMED_FROM_EPOCH,
         END_REASON,
+        GENERATED_SAMPLE,
     )
 )
 
