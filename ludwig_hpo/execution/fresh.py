@@ -54,7 +54,7 @@ def _start_attempts_callback(storage_path: str, trial_id: str) -> Any:
     return StartAttempts()
 
 
-def train_worker(spec: TrialSpec, data: list[Any]) -> None:
+def train_worker(spec: TrialSpec, data: list[Any], feed: Any = None) -> None:
     """Ray Train's ``train_loop_per_worker`` (bound to its arguments): runs on every rank of
     the trial's worker group, in a process Ray Train started with ``torch.distributed`` set up.
 
@@ -62,6 +62,8 @@ def train_worker(spec: TrialSpec, data: list[Any]) -> None:
         spec: the trial.
         data: a one-element list holding the prepared data's ``ObjectRef`` (a list, so Ray
             passes the reference instead of the value).
+        feed: a streamed dataset's :class:`~ludwig_hpo.execution.stream_shards.RankFeed`
+            template; the rank streams its ``get_dataset_shard`` shards instead of ``data``.
     """
     import ray
     import ray.train
@@ -79,9 +81,15 @@ def train_worker(spec: TrialSpec, data: list[Any]) -> None:
         ray.train.report({**metrics, **once}, checkpoint=ckpt)
         once.clear()  # the first report only
 
+    if feed is not None:
+        from ludwig_hpo.execution.stream_shards import job_stream, rank_feed_of_train_worker
+
+        prepared: Any = job_stream(rank_feed_of_train_worker(feed), feed.probe.meta)
+    else:
+        prepared = ray.get(data[0])
     run_worker(
         spec,
-        ray.get(data[0]),
+        prepared,
         ray.train.torch.get_device(),
         report,
         local_world_size=ray.train.get_context().get_local_world_size(),
@@ -96,7 +104,7 @@ def fit_fresh(
     use_gpu: bool,
     cpus_per_worker: float,
     gpus_per_worker: float,
-    loop: Callable[[TrialSpec, list[Any]], None] = train_worker,
+    loop: Callable[..., None] = train_worker,
     callbacks: Sequence[Any] = (),
 ) -> None:
     """Build and fit one ``TorchTrainer`` of ``num_workers`` ranks for ``spec``; runs in the
@@ -108,7 +116,9 @@ def fit_fresh(
     trial's first report says how many times (``worker_group_restarts``).
 
     Args:
-        data: a one-element list holding the prepared data's ``ObjectRef``.
+        data: a one-element list holding the prepared data's ``ObjectRef``, or a streamed
+            dataset's :class:`~ludwig_hpo.data.streaming.record.StreamedData`: the job's
+            training and scored rows then go to the ranks as Ray Train dataset shards.
         cpus_per_worker: logical CPUs each rank reserves.
         gpus_per_worker: GPUs each rank reserves when ``use_gpu`` (1, or a fraction to share one).
         loop: what every rank runs (``train_worker``; a test's stand-in, which shares the job's
@@ -123,9 +133,15 @@ def fit_fresh(
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
+    from ludwig_hpo.execution.stream_shards import fresh_job_inputs, job_data_config, streamed_in
     from ludwig_hpo.train.report_keys import CHECKPOINT_OBJECTIVE
 
     resources = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if use_gpu else {})}
+    streamed, streams = streamed_in(data), {}
+    if streamed is not None:
+        datasets, feed = fresh_job_inputs(streamed, spec.job, num_workers)
+        streams = {"datasets": datasets, "dataset_config": job_data_config()}
+        loop = functools.partial(loop, feed=feed)
     trainer = TorchTrainer(
         functools.partial(loop, spec, data),
         scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu, resources_per_worker=resources),
@@ -143,6 +159,7 @@ def fit_fresh(
             ),
             failure_config=FailureConfig(max_failures=0),
         ),
+        **streams,
     )
     try:
         trainer.fit()

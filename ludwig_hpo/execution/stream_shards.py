@@ -1,0 +1,252 @@
+"""Ray Data's side of feeding a streamed dataset to a trial's ranks.
+
+The driver hands every executor a :class:`~ludwig_hpo.data.streaming.record.StreamedData`
+(lazy Ray datasets per split, the fitted metadata, rows per split and fold). For one job
+(:class:`~ludwig_hpo.train.job.Job`: a search trial, a fold, a test run) this module picks its
+training and scored datasets (:func:`job_datasets`), cuts them into one shard per rank
+(:func:`rank_shards`: ``streaming_split(n, equal=True)`` of the training rows, padded by
+repeating their first rows to a multiple of ``n`` as the in-memory path pads its permutation, so
+no row is dropped and every rank trains as many rows; ``equal=False`` for the scored rows,
+which count each row once) and, on each rank, makes the loop's
+:class:`~ludwig_hpo.train.stream_feed.JobStream` of its shard (:func:`job_stream`). A fresh Ray
+Train job gets the same shards from ``ray.train.get_dataset_shard`` (:func:`fresh_job_inputs`,
+:func:`job_data_config`).
+
+An executor's ``data`` list holds either the ``ObjectRef`` of an in-memory
+:class:`~ludwig_hpo.data.PreparedData` or the :class:`StreamedData` itself (small: lazy
+plans), which :func:`streamed_in` tells apart without fetching anything.
+
+Which blocks reach which rank is Ray Data's choice at run time (the rank that asks first);
+every epoch the ranks' shards together hold every training row, each rank the same count.
+Ray Data's memory limits hold: the datasets run under the ``DataContext`` of the driver that
+built them, and :func:`limit_memory` caps each pipeline's object-store use (blocks beyond it
+wait upstream or spill; nothing is materialized whole).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ludwig_hpo.data.preprocess import PreparedData
+from ludwig_hpo.data.streaming.record import FOLD_KEY, StreamedData, split_batch
+from ludwig_hpo.train.job import Job
+from ludwig_hpo.train.stream_feed import Chunk, JobStream, RankStream
+
+#: Rows per chunk a rank reads from Ray Data (the loop re-batches them; a chunk is one copy).
+CHUNK_ROWS = 4096
+#: Chunks Ray Data reads ahead of the one a rank trains on.
+PREFETCH_CHUNKS = 2
+#: Rows of each split a job keeps in memory for its batch-size probes (drawn with replacement:
+#: any batch size can be probed).
+PROBE_ROWS = 1024
+#: Names of a job's datasets in a Ray Train job (``ray.train.get_dataset_shard``).
+TRAIN, SCORED = "train", "scored"
+
+
+@dataclass(frozen=True)
+class JobDatasets:
+    """One job's streamed rows: lazy Ray datasets and their row counts (all ranks together).
+
+    Attributes:
+        train: the training rows, padded to a multiple of the world size.
+        train_rows: the training rows before padding (what the plan and the report count).
+        padded_rows: ``train_rows`` plus the pad.
+        scored: the scored rows (each once); ``scored_split`` names them.
+    """
+
+    train: Any
+    train_rows: int
+    padded_rows: int
+    scored: Any
+    scored_rows: int
+    scored_split: str
+
+
+def _fold_rows(batch: dict[str, np.ndarray], fold: int, held_out: bool) -> dict[str, np.ndarray]:
+    keep = (batch[FOLD_KEY] == fold) if held_out else (batch[FOLD_KEY] != fold)
+    return {k: v[keep] for k, v in batch.items()}
+
+
+def job_datasets(streamed: StreamedData, job: Job, world_size: int) -> JobDatasets:
+    """The datasets ``job`` trains and scores on, as :meth:`Job.rows` picks in-memory rows: a
+    search trial train / validation, fold ``i`` train+validation without / with fold ``i``
+    (by the rows' :data:`~ludwig_hpo.data.streaming.record.FOLD_KEY`), a test run
+    train+validation / test. Lazy: nothing is read here.
+
+    Raises:
+        ValueError: a fold job without its fold index, or on data without k-fold folds.
+    """
+    ds, rows = streamed.datasets, streamed.rows
+    if job.kind == "search":
+        train, n_train, scored, n_scored, name = (
+            ds["train"],
+            rows["train"],
+            ds["validation"],
+            rows["validation"],
+            "validation",
+        )
+    elif job.kind == "fold":
+        if job.fold is None or not streamed.folds:
+            raise ValueError("a fold job needs its fold index and data split into k-fold folds")
+        both = ds["train"].union(ds["validation"])
+        held = streamed.fold_rows[job.fold]
+        train = both.map_batches(functools.partial(_fold_rows, fold=job.fold, held_out=False), batch_format="numpy")
+        scored = both.map_batches(functools.partial(_fold_rows, fold=job.fold, held_out=True), batch_format="numpy")
+        n_train, n_scored, name = rows["train"] + rows["validation"] - held, held, "validation"
+    else:
+        train, n_train = ds["train"].union(ds["validation"]), rows["train"] + rows["validation"]
+        scored, n_scored, name = ds["test"], rows["test"], "test"
+    pad = (-n_train) % world_size
+    padded = train.union(train.limit(pad)) if pad else train
+    return JobDatasets(padded, n_train, n_train + pad, scored, n_scored, name)
+
+
+def limit_memory(dataset: Any, object_store_bytes: int | None) -> Any:
+    """``dataset`` with its execution capped at ``object_store_bytes`` of object store (None:
+    Ray Data's own default share of the store). Returns a copy; runs in the caller."""
+    from ray.data import ExecutionResources
+
+    out = dataset.copy(dataset)
+    if object_store_bytes is not None:
+        out.context.execution_options.resource_limits = ExecutionResources(object_store_memory=object_store_bytes)
+    return out
+
+
+def rank_shards(datasets: JobDatasets, world_size: int) -> list[tuple[Any, Any]]:
+    """Per rank, (its ``DataIterator`` of the training rows, of the scored rows): the training
+    rows cut ``streaming_split(world_size, equal=True)`` (padded: none is dropped), the scored
+    rows ``equal=False`` (each counted once). The iterators are picklable and repeatable: each
+    epoch's iteration starts a new pass over the files, all ranks together (an implicit barrier
+    at the start of each pass). Runs where the job is set up (the pools actor, a test)."""
+    train = datasets.train.streaming_split(world_size, equal=True)
+    scored = datasets.scored.streaming_split(world_size, equal=False)
+    return list(zip(train, scored, strict=True))
+
+
+def _chunks(iterator: Any) -> Iterator[Chunk]:
+    for batch in iterator.iter_batches(batch_size=CHUNK_ROWS, batch_format="numpy", prefetch_batches=PREFETCH_CHUNKS):
+        yield split_batch(batch)
+
+
+def probe_sample(streamed: StreamedData, datasets: JobDatasets) -> PreparedData:
+    """The first :data:`PROBE_ROWS` rows of the job's training and scored datasets, in memory,
+    as a :class:`PreparedData` whose ``splits`` hold them (what the batch-size search probes).
+    Reads only those rows; runs where the job is set up."""
+    parts = [split_batch(d.take_batch(PROBE_ROWS, batch_format="numpy")) for d in (datasets.train, datasets.scored)]
+    (tx, ty), (sx, sy) = parts
+    n_train, n_scored = len(next(iter(ty.values()))), len(next(iter(sy.values())))
+    return PreparedData(
+        inputs={k: np.concatenate([tx[k], sx[k]]) for k in tx},
+        targets={k: np.concatenate([ty[k], sy[k]]) for k in ty},
+        splits={"train": np.arange(n_train), datasets.scored_split: np.arange(n_train, n_train + n_scored)},
+        folds=(),
+        meta=streamed.meta,
+        filled=streamed.filled,
+    )
+
+
+@dataclass(frozen=True)
+class RankFeed:
+    """What one rank of a job is handed to stream its shard (picklable, sent to the rank).
+
+    Attributes:
+        train, scored: the rank's ``DataIterator`` of each (see :func:`rank_shards`).
+        world_size: ranks of the job.
+        counts: ``(train_rows, padded_rows, scored_rows)`` of :class:`JobDatasets`.
+        scored_split: the scored split's name.
+        probe: :func:`probe_sample`'s rows.
+    """
+
+    train: Any
+    scored: Any
+    world_size: int
+    counts: tuple[int, int, int]
+    scored_split: str
+    probe: PreparedData
+
+
+def rank_feeds(
+    streamed: StreamedData, job: Job, world_size: int, object_store_bytes: int | None = None
+) -> list[RankFeed]:
+    """One :class:`RankFeed` per rank of ``job`` (rank order): its datasets, capped by
+    :func:`limit_memory`, cut by :func:`rank_shards`, with the probe rows."""
+    datasets = job_datasets(streamed, job, world_size)
+    datasets = JobDatasets(
+        limit_memory(datasets.train, object_store_bytes),
+        datasets.train_rows,
+        datasets.padded_rows,
+        limit_memory(datasets.scored, object_store_bytes),
+        datasets.scored_rows,
+        datasets.scored_split,
+    )
+    probe = probe_sample(streamed, datasets)
+    counts = (datasets.train_rows, datasets.padded_rows, datasets.scored_rows)
+    return [
+        RankFeed(t, s, world_size, counts, datasets.scored_split, probe) for t, s in rank_shards(datasets, world_size)
+    ]
+
+
+def job_stream(feed: RankFeed, meta: dict[str, Any]) -> JobStream:
+    """The loop's :class:`~ludwig_hpo.train.stream_feed.JobStream` of this rank's shard; runs
+    on the rank. Each epoch (and each scoring) iterates the rank's ``DataIterator`` again."""
+    train_rows, padded, scored_rows = feed.counts
+    return JobStream(
+        meta=meta,
+        train=RankStream(train_rows, padded // feed.world_size, lambda epoch: _chunks(feed.train)),
+        scored=RankStream(scored_rows, None, lambda epoch: _chunks(feed.scored)),
+        scored_split=feed.scored_split,
+        probe=feed.probe,
+    )
+
+
+def job_data_config() -> Any:
+    """A Ray Train ``DataConfig`` that cuts a job's :data:`TRAIN` dataset with
+    ``streaming_split(equal=True)`` and its :data:`SCORED` dataset with ``equal=False`` (Train's
+    own cuts every split dataset equal, which drops scored rows). Built in the Tune trial actor."""
+    from ray.train import DataConfig
+
+    class JobDataConfig(DataConfig):
+        def configure(
+            self, datasets: dict[str, Any], world_size: int, worker_handles: Any, worker_node_ids: Any, **kwargs: Any
+        ) -> list[dict[str, Any]]:
+            output: list[dict[str, Any]] = [{} for _ in range(world_size)]
+            for name, ds in datasets.items():
+                for i, split in enumerate(
+                    ds.streaming_split(world_size, equal=name == TRAIN, locality_hints=worker_node_ids)
+                ):
+                    output[i][name] = split
+            return output
+
+    return JobDataConfig()
+
+
+def streamed_in(data: list[Any]) -> StreamedData | None:
+    """The :class:`StreamedData` an executor's ``data`` list holds, None for an in-memory
+    dataset's ``ObjectRef`` (not fetched)."""
+    return data[0] if isinstance(data[0], StreamedData) else None
+
+
+def fresh_job_inputs(streamed: StreamedData, job: Job, world_size: int) -> tuple[dict[str, Any], RankFeed]:
+    """A fresh Ray Train job's ``datasets`` (:data:`TRAIN`, :data:`SCORED`) and the
+    :class:`RankFeed` every rank completes with its ``get_dataset_shard`` iterators
+    (:func:`rank_feed_of_train_worker`). Runs in the Tune trial actor."""
+    datasets = job_datasets(streamed, job, world_size)
+    counts = (datasets.train_rows, datasets.padded_rows, datasets.scored_rows)
+    template = RankFeed(None, None, world_size, counts, datasets.scored_split, probe_sample(streamed, datasets))
+    return {TRAIN: datasets.train, SCORED: datasets.scored}, template
+
+
+def rank_feed_of_train_worker(template: RankFeed) -> RankFeed:
+    """``template`` with this Ray Train worker's shards (``ray.train.get_dataset_shard``)."""
+    import dataclasses
+
+    import ray.train
+
+    return dataclasses.replace(
+        template, train=ray.train.get_dataset_shard(TRAIN), scored=ray.train.get_dataset_shard(SCORED)
+    )
