@@ -87,7 +87,9 @@ class PreparedData:
     Attributes:
         inputs: per input feature: number/binary (N, 1) float32, category (N,) int64,
             image (N, C, H, W) pixels as read, uint8 or float32 (other types: :mod:`ludwig_hpo.data.feature_types`).
-        targets: per output feature: category (N,) int64, binary (N,) float32, number (N,) float32.
+        targets: per output feature: category (N,) int64, binary (N,) float32, number (N,) float32;
+            an llm config's text output (N, L) int64 labels of its input's ids, -100 at the prompt
+            and padding (:mod:`ludwig_hpo.data.llm`).
         splits: ``{"train", "validation", "test"}`` -> sorted row indices; an oversampled
             training row appears more than once.
         folds: k-fold (train, held-out) row indices over train+validation (empty without k-fold).
@@ -436,6 +438,8 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
     df, origin, splits, strat, notes = kept.df, kept.origin, kept.splits, kept.strata, kept.notes
     glob, seed = global_preprocessing(cfg), cfg.dataset.split.seed
     train = splits["train"]
+    if cfg.is_llm:
+        return _prepare_llm(df, cfg, kept)
     inputs, meta, filled = _encode_inputs(df, cfg, train, data_dir, origin)
     targets, out_meta, out_filled = _encode_targets(df, cfg, train, origin)
     meta.update(out_meta)
@@ -453,6 +457,26 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
         folds=folds,
         meta=meta,
         filled=tuple(notes + filled + out_filled),
+    )
+
+
+def _prepare_llm(df: pd.DataFrame, cfg: SweepConfig, kept: KeptRows) -> PreparedData:
+    """An llm config's rows: prompt + target ids and their labels
+    (:func:`ludwig_hpo.data.llm.prepare_llm`), with the splits and folds of any model."""
+    from ludwig_hpo.data.llm import prepare_llm
+
+    llm = prepare_llm(df, cfg, kept.splits["train"], kept.origin)
+    folds: tuple = ()
+    if cfg.kfold is not None:
+        rows = np.unique(np.concatenate([kept.splits["train"], kept.splits["validation"]]))
+        folds = tuple(kfold_indices(rows, cfg.kfold.k, cfg.dataset.split.seed, kept.strata))
+    return PreparedData(
+        inputs={llm.input_name: llm.ids},
+        targets={llm.output_name: llm.labels},
+        splits=kept.splits,
+        folds=folds,
+        meta={llm.input_name: llm.input_meta, llm.output_name: llm.output_meta},
+        filled=tuple(kept.notes),
     )
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import yaml
 from rich.console import Console
@@ -114,6 +114,7 @@ def _log_best_model(
 
     from ludwig_hpo.config.loader import resolve_trial_config
     from ludwig_hpo.model import build_model
+    from ludwig_hpo.model.build import ECDModel
     from ludwig_hpo.model.saved_weights import load_saved_state_dict
     from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
     from ludwig_hpo.tracking.models import log_pytorch_model, log_saved_model
@@ -136,8 +137,9 @@ def _log_best_model(
         if logged.version is not None and name is not None:
             tags[layout.REGISTERED_MODEL_TAG] = layout.registered_model_value(name, logged.version)
             console.print(f"model registry: {name} version {logged.version}", highlight=False)
-    flat = FlatInputModel(model, data.meta, [f.name for f in cfg.output_features])
-    example = flat_inputs(data.inputs, data.splits["test"][:INPUT_EXAMPLE_ROWS], model.input_names, data.meta)
+    ecd = cast(ECDModel, model)  # the PyTorch flavour's one-tensor form is an ECD model's
+    flat = FlatInputModel(ecd, data.meta, [f.name for f in cfg.output_features])
+    example = flat_inputs(data.inputs, data.splits["test"][:INPUT_EXAMPLE_ROWS], ecd.input_names, data.meta)
     plain = log_pytorch_model(store, parent, flat, example, name=layout.PYTORCH_MODEL_ARTIFACT)
     tags[layout.PYTORCH_MODEL_URI_TAG] = plain.uri
     store.set_tags(parent, tags)

@@ -132,6 +132,12 @@ def _legacy_concat(layers: nn.Sequential, names: list[str], widths: dict[str, in
     return legacy
 
 
-def build_model(cfg: SweepConfig, meta: dict[str, FeatureMeta]) -> ECDModel:
-    """Build the model of one trial's config; parameters are initialized from torch's global RNG."""
+def build_model(cfg: SweepConfig, meta: dict[str, FeatureMeta]) -> nn.Module:
+    """Build the model of one trial's config: an :class:`ECDModel`, or for ``model_type: llm``
+    an :class:`~ludwig_hpo.model.llm.LLMModel` (the base model's weights cached per process);
+    parameters are initialized from torch's global RNG. Every rank."""
+    if cfg.is_llm:
+        from ludwig_hpo.model.llm import build_llm
+
+        return build_llm(cfg, meta)
     return ECDModel(cfg, meta)

@@ -246,7 +246,13 @@ class OutputLosses:
     """
 
     def __init__(self, outputs: Sequence[AnyOutput], meta: Mapping[str, FeatureMeta] | None) -> None:
-        self.losses = {f.name: OutputLoss(f, None if meta is None else meta.get(f.name)) for f in outputs}
+        from ludwig_hpo.model.llm_metrics import LLMLoss
+
+        # an llm's text output: next-token cross entropy over its target tokens
+        self.losses: dict[str, OutputLoss | LLMLoss] = {
+            f.name: LLMLoss(f) if f.type == "text" else OutputLoss(f, None if meta is None else meta.get(f.name))
+            for f in outputs
+        }
 
     def __call__(self, logits: Mapping[str, torch.Tensor], targets: Mapping[str, torch.Tensor]) -> torch.Tensor:
         total: torch.Tensor | None = None

@@ -11,7 +11,7 @@ initializers (``xavier_uniform`` and zero biases unless configured).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -140,7 +140,8 @@ class OutputHeads(nn.ModuleDict):
         self.output_order = list(heads)
         self.output_losses = OutputLosses(output_features, meta)
         self.output_metrics = {
-            f.name: OutputMetrics(f, meta.get(f.name), self.output_losses.losses[f.name]) for f in output_features
+            f.name: OutputMetrics(f, meta.get(f.name), cast(OutputLoss, self.output_losses.losses[f.name]))
+            for f in output_features
         }
 
     def forward(self, hidden: torch.Tensor) -> dict[str, torch.Tensor]:

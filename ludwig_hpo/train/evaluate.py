@@ -132,7 +132,11 @@ def _streamed_pairs(
 
 def output_metrics(model: torch.nn.Module, cfg: SweepConfig) -> dict[str, OutputMetrics]:
     """Each output's :class:`OutputMetrics`: the model's heads' (resolved against the data when
-    the model was built), else made from the config alone (a model pickled without them)."""
+    the model was built), else made from the config alone (a model pickled without them). An
+    llm model carries its own (:class:`~ludwig_hpo.model.llm_metrics.LLMMetrics`)."""
+    own = getattr(getattr(model, "module", model), "output_metrics", None)
+    if isinstance(own, dict) and all(f.name in own for f in cfg.output_features):
+        return own
     heads = getattr(getattr(model, "module", model), "heads", None)
     found = heads.__dict__.get("output_metrics") if isinstance(heads, torch.nn.Module) else None
     if isinstance(found, dict) and all(f.name in found for f in cfg.output_features):

@@ -1,0 +1,217 @@
+"""The model of an llm config: a causal LM with its peft adapter, its next-token loss on the
+target tokens only, teacher-forced metrics as token sums, and the base model's weights kept per
+process (shared by successive trials, freed for another base model).
+
+The tiny random Llama of ``tests/hf_models.py``; one process, no Ray.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data.llm import IGNORE_INDEX
+from ludwig_hpo.data.preprocess import prepare
+from ludwig_hpo.errors import ConfigError
+from ludwig_hpo.model import build_model
+from ludwig_hpo.model import llm as llm_model
+from ludwig_hpo.model.llm import LLMModel
+from ludwig_hpo.model.llm_metrics import LLMLoss, LLMMetrics
+from ludwig_hpo.model.losses import OutputLosses
+
+pytest.importorskip("peft")
+
+ROWS = pd.DataFrame(
+    {
+        "lemma": ["cat", "dog", "oak", "rain", "fox", "sun", "moon", "tree", "bird", "fish"],
+        "gloss": [
+            "a small animal",
+            "a loyal friend of man",
+            "a tall tree",
+            "water falling from the sky",
+            "a quick brown animal",
+            "the star of the day",
+            "it shines at night",
+            "a tall plant",
+            "it sings in the morning",
+            "it swims in the river",
+        ],
+    }
+)
+
+
+def _cfg(base: str, **extra) -> SweepConfig:
+    raw = {
+        "name": "u",
+        "model_type": "llm",
+        "base_model": base,
+        "dataset": {"source": "rows.csv", "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 1}},
+        "prompt": {"template": "Define {lemma}:"},
+        "input_features": [{"name": "lemma", "type": "text"}],
+        "output_features": [{"name": "gloss", "type": "text"}],
+        "adapter": {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.0},
+        "trainer": {"type": "finetune", "epochs": 1, "batch_size": 2},
+        "hyperopt": {
+            "metric": "loss",
+            "goal": "minimize",
+            "output_feature": "gloss",
+            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
+        },
+    }
+    raw.update(extra)
+    return SweepConfig.model_validate(raw)
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_llama_dir):
+    cfg = _cfg(str(tiny_llama_dir))
+    return cfg, prepare(ROWS, cfg)
+
+
+def _batch(data, rows):
+    return {"lemma": torch.as_tensor(data.inputs["lemma"][rows])}, {
+        "gloss": torch.as_tensor(data.targets["gloss"][rows])
+    }
+
+
+def test_forward_logits_and_only_the_adapter_trains(setup):
+    cfg, data = setup
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta)
+    assert isinstance(model, LLMModel)
+    x, y = _batch(data, [0, 1, 2])
+    logits = model(x)["gloss"]
+    longest = int((x["lemma"] != model.pad_id).sum(1).max())
+    assert logits.shape[0] == 3 and logits.shape[2] == 512
+    assert longest <= logits.shape[1] <= x["lemma"].shape[1]  # trailing padding is not computed
+    trainable = model.trainable_names()
+    assert trainable and all("lora_" in n for n in trainable)
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    assert any("embed_tokens" in n for n in frozen)
+
+
+def test_loss_is_mean_cross_entropy_of_target_tokens_only(setup):
+    cfg, data = setup
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta)
+    x, y = _batch(data, [0, 3])
+    logits = model(x)["gloss"]
+    loss = OutputLosses(cfg.output_features, data.meta)(model(x), y)
+    labels = y["gloss"][:, 1 : logits.shape[1]]
+    z = logits[:, :-1]
+    mask = labels != IGNORE_INDEX
+    logp = torch.log_softmax(z.float(), -1)
+    expected = -logp[mask].gather(-1, labels[mask].unsqueeze(-1)).mean()
+    assert torch.allclose(loss, expected, atol=1e-5)
+    # the prompt's positions do not count: changing the logits there changes nothing
+    prompt_pos = (y["gloss"] == IGNORE_INDEX)[:, 1 : logits.shape[1]]
+    noisy = logits.clone().detach()
+    noisy[:, :-1][prompt_pos] += torch.randn_like(noisy[:, :-1][prompt_pos]) * 5
+    assert torch.allclose(LLMLoss(cfg.output_features[0])(noisy, y["gloss"]), loss.detach(), atol=1e-5)
+
+
+def test_metrics_are_token_sums_that_add_over_shards(setup):
+    cfg, data = setup
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta).eval()
+    metrics = model.output_metrics["gloss"]
+    assert isinstance(metrics, LLMMetrics)
+    rows = list(range(6))
+    with torch.no_grad():
+        whole = metrics.sums(model(_batch(data, rows)[0])["gloss"], _batch(data, rows)[1]["gloss"])
+        parts = sum(
+            metrics.sums(model(_batch(data, r)[0])["gloss"], _batch(data, r)[1]["gloss"])
+            for r in ([0, 1], [2, 3, 4], [5])
+        )
+    assert torch.allclose(whole, parts, atol=1e-6)
+    out = metrics.finish(whole.tolist(), 6.0)
+    assert set(out) == {"loss", "perplexity", "token_accuracy", "sequence_accuracy"}
+    assert math.isclose(out["perplexity"], math.exp(out["loss"]), rel_tol=1e-9)
+    # a row whose every target token is the argmax counts as a right sequence
+    y = _batch(data, [0])[1]["gloss"]
+    perfect = torch.full((1, y.shape[1], 512), -10.0)
+    for t in range(y.shape[1] - 1):
+        if y[0, t + 1] != IGNORE_INDEX:
+            perfect[0, t, y[0, t + 1]] = 10.0
+    done = metrics.finish(metrics.sums(perfect, y).tolist(), 1.0)
+    assert done["token_accuracy"] == 1.0 and done["sequence_accuracy"] == 1.0
+
+
+def test_trials_share_the_base_weights_and_a_new_base_frees_them(setup, tmp_path):
+    from tests.hf_models import save_tiny_llama
+
+    cfg, data = setup
+    llm_model.clear_cache()
+    reads = len(llm_model.READS)
+    torch.manual_seed(1)
+    first = build_model(cfg, data.meta)
+    torch.manual_seed(1)
+    second = build_model(cfg, data.meta)
+    assert len(llm_model.READS) == reads + 1  # read once for both trials
+    cached = llm_model._CACHE[0].state
+    key = "model.layers.0.mlp.up_proj.weight"
+    base_of = {n: p for n, p in first.model.get_base_model().named_parameters()}
+    assert base_of[key].data_ptr() == cached[key].data_ptr()  # frozen: the cache's storage, no copy
+    assert first is not second and first.model is not second.model
+    # each trial's adapter is its own, drawn from the trial seed
+    a1, a2 = first.trainable_state_dict(), second.trainable_state_dict()
+    assert all(torch.equal(a1[k], a2[k]) for k in a1)
+    assert all(
+        p1.data_ptr() != p2.data_ptr()
+        for p1, p2 in zip(first.parameters(), second.parameters(), strict=True)
+        if p1.requires_grad
+    )
+    # full fine-tuning writes its weights: they are a copy
+    full = build_model(_cfg(cfg.base_model, adapter=None), data.meta)
+    assert dict(full.model.named_parameters())[key].data_ptr() != cached[key].data_ptr()
+    # another base model: the old weights go first, then the new ones are read
+    other = save_tiny_llama(tmp_path / "other")
+    build_model(_cfg(str(other)), data.meta)
+    assert [b.key[0] for b in llm_model._CACHE] == [str(other.resolve())]
+    assert llm_model.READS[-1] == str(other.resolve())
+    llm_model.clear_cache()
+
+
+def test_trainable_state_dict_round_trip_and_generate(setup, monkeypatch):
+    import tqdm
+
+    # peft's merge loop makes a (disabled) progress bar, whose monitor thread outlives the test
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
+    cfg, data = setup
+    torch.manual_seed(0)
+    a = build_model(cfg, data.meta)
+    for p in a.parameters():
+        if p.requires_grad:
+            p.data.add_(0.5)
+    torch.manual_seed(3)
+    b = build_model(cfg, data.meta)
+    b.load_trainable_state_dict(a.trainable_state_dict())
+    assert all(torch.equal(v, b.trainable_state_dict()[k]) for k, v in a.trainable_state_dict().items())
+    with pytest.raises(KeyError):
+        b.load_trainable_state_dict({})
+    prompt = torch.tensor([[0, 2, 40, 41], [2, 42, 43, 44]])
+    mask = (prompt != 0).long()
+    out = b.eval().generate(prompt, mask, max_new_tokens=3, do_sample=False)
+    assert out.shape[0] == 2 and 4 < out.shape[1] <= 7
+    assert torch.equal(out[:, :4], prompt)
+    merged = a.merged()
+    assert not hasattr(merged, "peft_config")
+    # merging a copy leaves the shared base weights as they were
+    key = "model.layers.0.self_attn.q_proj.weight"
+    assert torch.equal(
+        llm_model._CACHE[0].state[key],
+        dict(b.model.get_base_model().named_parameters())[key.replace("q_proj.weight", "q_proj.base_layer.weight")],
+    )
+
+
+def test_target_modules_not_in_the_model_are_one_line(setup):
+    cfg, data = setup
+    bad = _cfg(cfg.base_model, adapter={"type": "lora", "target_modules": ["query_key_value"]})
+    with pytest.raises(ConfigError) as e:
+        build_model(bad, data.meta)
+    assert e.value.key == "adapter.target_modules"
+    assert "q_proj" in str(e.value)  # the modules it has
