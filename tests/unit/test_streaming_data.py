@@ -284,3 +284,115 @@ def test_features_a_stream_cannot_prepare_are_refused_naming_the_key(feature, ke
     with pytest.raises(DataError) as e:
         check_streamable(cfg)
     assert key in _one_line(e) and "dataset.streaming: false" in str(e.value)
+
+
+# ---------------------------------------------------------------------------- files
+def _parquet_folder(tmp_path, frames: dict[str, pd.DataFrame]):
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    for name, df in frames.items():
+        df.to_parquet(folder / name, index=False)
+    return folder
+
+
+def test_a_folder_lists_its_files_sorted_with_their_columns_and_size(tmp_path):
+    from ludwig_hpo.data.streaming.sources import stream_files
+
+    df = _frame(30)
+    folder = _parquet_folder(tmp_path, {"b.parquet": df, "a.parquet": df})
+    (folder / "_SUCCESS").write_text("")  # a writer's marker file is not data
+    files = stream_files("rows", tmp_path, ["city", "kind"])
+    assert [p.rsplit("/", 1)[1] for p in files.paths] == ["a.parquet", "b.parquet"]
+    assert files.format == "parquet" and files.columns == tuple(df.columns) and files.bytes > 0
+    assert stream_files(str(folder / "*.parquet"), None, ["city"]).paths == files.paths
+
+
+def test_an_unreadable_file_in_the_folder_is_refused_naming_it(tmp_path):
+    from ludwig_hpo.data.streaming.sources import stream_files
+
+    folder = _parquet_folder(tmp_path, {"a.parquet": _frame(30)})
+    (folder / "b.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(DataError) as e:
+        stream_files(str(folder), None, ["city"])
+    assert "b.parquet" in _one_line(e) and "cannot read" in str(e.value)
+
+
+def test_a_schema_that_differs_between_files_names_the_file_and_the_column(tmp_path):
+    from ludwig_hpo.data.streaming.sources import stream_files
+
+    df = _frame(30)
+    other = df.assign(mean=df["mean"].astype(str))
+    folder = _parquet_folder(tmp_path, {"a.parquet": df, "b.parquet": other})
+    with pytest.raises(DataError) as e:
+        stream_files(str(folder), None, ["city"])
+    assert "b.parquet" in _one_line(e) and "'mean'" in str(e.value)
+
+
+def test_a_column_missing_from_one_file_is_refused_before_any_row_is_read(tmp_path):
+    from ludwig_hpo.data.streaming.sources import stream_files
+
+    df = _frame(30)
+    folder = _parquet_folder(tmp_path, {"a.parquet": df, "b.parquet": df.drop(columns=["town"])})
+    with pytest.raises(DataError) as e:
+        stream_files(str(folder), None, ["city", "town"])
+    assert "b.parquet" in _one_line(e) and "'town'" in str(e.value)
+
+
+def test_csv_files_compare_their_headers_and_mixed_formats_are_refused(tmp_path):
+    from ludwig_hpo.data.streaming.sources import stream_files
+
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    _frame(20).to_csv(folder / "a.csv", index=False)
+    _frame(20).drop(columns=["city"]).to_csv(folder / "b.csv", index=False)
+    with pytest.raises(DataError) as e:
+        stream_files(str(folder), None, ["kind"])
+    assert "b.csv" in _one_line(e) and "'city'" in str(e.value)
+    (folder / "b.csv").unlink()
+    _frame(20).to_parquet(folder / "c.parquet", index=False)
+    with pytest.raises(DataError) as e:
+        stream_files(str(folder), None, ["kind"])
+    assert "c.parquet" in _one_line(e) and "mixes" in str(e.value)
+
+
+def test_no_file_found_is_one_line(tmp_path):
+    from ludwig_hpo.data.streaming.sources import stream_files
+
+    with pytest.raises(DataError) as e:
+        stream_files(str(tmp_path / "nothing" / "*.parquet"), None, ["kind"])
+    assert "dataset.source" in _one_line(e)
+
+
+@pytest.mark.parametrize(
+    ("streaming", "source", "want"),
+    [("auto", "one.parquet", False), ("auto", "rows", True), ("auto", "rows/*.parquet", True)]
+    + [("auto", "s3://bucket/rows", True), (True, "one.parquet", True), (False, "rows", False)]
+    + [("auto", "sklearn:wine", False)],
+)
+def test_streaming_auto_streams_many_files_and_uris_and_loads_one_small_file(tmp_path, streaming, source, want):
+    from ludwig_hpo.data.streaming.mode import streaming_wanted
+
+    _frame(10).to_parquet(tmp_path / "one.parquet")
+    (tmp_path / "rows").mkdir()
+    cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": source, "streaming": streaming}))
+    assert streaming_wanted(cfg, tmp_path) is want
+
+
+def test_streaming_auto_streams_a_file_above_the_threshold(tmp_path, monkeypatch):
+    from ludwig_hpo.data.streaming import mode
+
+    _frame(10).to_parquet(tmp_path / "one.parquet")
+    monkeypatch.setattr(mode, "STREAM_ABOVE_BYTES", 100)
+    cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": "one.parquet"}))
+    assert mode.streaming_wanted(cfg, tmp_path) is True
+
+
+def test_a_bundled_dataset_asked_to_stream_is_refused():
+    from ludwig_hpo.data.streaming.mode import streaming_wanted
+
+    cfg = SweepConfig.model_validate(
+        _sweep_dict(INPUTS, OUTPUTS, dataset={"source": "sklearn:wine", "streaming": True})
+    )
+    with pytest.raises(DataError) as e:
+        streaming_wanted(cfg, None)
+    assert "dataset.streaming" in _one_line(e)

@@ -442,3 +442,31 @@ def filled_notes(cfg: SweepConfig, total: BatchPartial, meta: dict[str, FeatureM
             how = "unknown category"
         notes.append(FilledValues(feat.name, feat.source_column, col.missing, how, fill))
     return tuple(notes)
+
+
+def check_counts(cfg: SweepConfig, total: BatchPartial, meta: dict[str, FeatureMeta], source: str | None) -> None:
+    """Refuse splits too small to train on or to score (the rules of
+    :func:`~ludwig_hpo.data.rows.check_sizes`, from the counted rows). Pure.
+
+    Raises:
+        DataError: naming the split, its size and the fix.
+    """
+    workers = cfg.backend.num_workers
+    first = meta[cfg.output_features[0].name]
+    n_classes = len(first.vocab) if first.type == "category" else (2 if first.type == "binary" else 1)
+    need = {"train": 2 * workers, "validation": max(2, n_classes), "test": max(2, n_classes)}
+    for (name, minimum), rows in zip(need.items(), total.split_rows, strict=True):
+        if rows < minimum:
+            raise DataError(
+                f"the {name} split has {rows} rows, too few to train on or to score (at least {minimum})",
+                source=source,
+                key="preprocessing.split",
+                fix=f"use more rows or a larger {name} fraction",
+            )
+    if cfg.kfold is not None and total.fold_rows and min(total.fold_rows) < max(2, n_classes):
+        raise DataError(
+            f"a fold of {cfg.kfold.k} holds {min(total.fold_rows)} rows, too few to score {n_classes} classes",
+            source=source,
+            key="kfold.k",
+            fix="lower kfold.k",
+        )

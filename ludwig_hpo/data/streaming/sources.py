@@ -1,0 +1,175 @@
+"""The files of a streamed dataset and their checks, before any row is read: a Parquet or CSV
+file, a folder (every ``.parquet`` / ``.csv`` / ``.tsv`` file under it), a glob, or any URI
+pyarrow's file systems read (``s3://``, ``gs://``, ``file://``; credentials are the cluster's).
+Every file's schema is read from its footer (Parquet) or header (CSV) and compared, so an
+unreadable file, a schema that differs or a missing column is refused in one line naming the
+file and the column. Runs in the driver; reads footers and headers only.
+"""
+
+from __future__ import annotations
+
+import glob as globbing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ludwig_hpo.data.sources import dataset_path
+from ludwig_hpo.data.streaming.mode import is_uri
+from ludwig_hpo.errors import DataError
+
+_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
+_KEY = "dataset.source"
+
+
+@dataclass(frozen=True)
+class StreamFiles:
+    """The files a streamed sweep reads.
+
+    Attributes:
+        paths: every file, sorted (local paths, or paths inside ``filesystem`` for a URI).
+        format: ``"parquet"`` or ``"csv"`` (a ``.tsv`` file is a CSV read with tabs).
+        delimiter: the CSV delimiter (``,`` or a tab).
+        columns: the columns of the files, as the first file has them.
+        bytes: the files' total size.
+        filesystem: the pyarrow file system of a URI, None for local files.
+    """
+
+    paths: tuple[str, ...]
+    format: str
+    delimiter: str
+    columns: tuple[str, ...]
+    bytes: int
+    filesystem: object | None = None
+
+
+def _format(path: str, source: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in _FORMATS:
+        raise DataError(
+            f"unknown dataset format {suffix or '(no suffix)'!r}",
+            source=path,
+            key=_KEY,
+            fix="stream .parquet, .csv or .tsv files (or remove the file from the folder)",
+        )
+    return _FORMATS[suffix]
+
+
+def _listing(source: str, base_dir: Path | None) -> tuple[list[tuple[str, int]], object | None]:
+    if is_uri(source) and not source.startswith("file://"):
+        from pyarrow import fs
+
+        filesystem, root = fs.FileSystem.from_uri(source)
+        info = filesystem.get_file_info(root)
+        if info.type == fs.FileType.Directory:
+            found = filesystem.get_file_info(fs.FileSelector(root, recursive=True))
+            return [(f.path, f.size) for f in found if f.type == fs.FileType.File], filesystem
+        if info.type == fs.FileType.File:
+            return [(info.path, info.size)], filesystem
+        return [], filesystem
+    local = source[len("file://") :] if source.startswith("file://") else source
+    path = dataset_path(local, base_dir)
+    if any(c in local for c in "*?["):
+        hits = [Path(p) for p in globbing.glob(str(path), recursive=True)]
+    elif path.is_dir():
+        hits = [p for p in path.rglob("*") if p.suffix.lower() in _FORMATS]
+    else:
+        hits = [path] if path.is_file() else []
+    files = [p for p in hits if p.is_file() and not any(part.startswith((".", "_")) for part in p.parts[-1:])]
+    return [(str(p), p.stat().st_size) for p in files], None
+
+
+def _schema(path: str, fmt: str, delimiter: str, filesystem: object | None) -> list[tuple[str, str]]:
+    """A file's (column, type) pairs from its footer or header; CSV types are not compared
+    (each file's inference reads its own first block)."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path, filesystem=filesystem)
+        return [(f.name, str(f.type)) for f in schema]
+    import pyarrow.csv as pcsv
+
+    opener = filesystem.open_input_stream if filesystem is not None else pa.input_stream  # type: ignore[attr-defined]
+    with opener(path) as stream:
+        reader = pcsv.open_csv(stream, parse_options=pcsv.ParseOptions(delimiter=delimiter))
+        return [(f.name, "") for f in reader.schema]
+
+
+def _one_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> StreamFiles:
+    """The files of ``source``, checked: one format, readable, the same schema, every ``needed``
+    column (the features' and the split column) in every file.
+
+    Raises:
+        DataError: no file, mixed formats, an unreadable file, a schema that differs from the
+            first file's (naming the file and the column), a needed column missing from a file.
+    """
+    listing, filesystem = _listing(source, base_dir)
+    if not listing:
+        raise DataError(
+            "no .parquet, .csv or .tsv file found",
+            source=source,
+            key=_KEY,
+            fix="check the path (relative paths start at the sweep file's folder)",
+        )
+    listing.sort()
+    formats = {p: _format(p, source) for p, _ in listing}
+    first = listing[0][0]
+    fmt = formats[first]
+    delimiter = "\t" if first.lower().endswith(".tsv") else ","
+    other = next((p for p, f in formats.items() if f != fmt), None)
+    if other is not None:
+        raise DataError(
+            f"the dataset mixes {fmt} and {formats[other]} files",
+            source=other,
+            key=_KEY,
+            fix="stream files of one format",
+        )
+    schemas = {}
+    for path, _ in listing:
+        try:
+            schemas[path] = _schema(path, fmt, delimiter, filesystem)
+        except Exception as e:  # pyarrow's read errors have many types
+            raise DataError(
+                f"cannot read this file: {_one_line(e)}", source=path, key=_KEY, fix="fix or remove the file"
+            ) from None
+    want = schemas[first]
+    needed = list(needed)
+    for path, schema in schemas.items():
+        names = [n for n, _ in schema]
+        missing = [c for c in needed if c not in names]
+        if missing:
+            raise DataError(
+                f"column {missing[0]!r} is not in this file (its columns: {', '.join(names[:8])})",
+                source=path,
+                key=_KEY,
+                fix="give every file of the dataset the columns the features read",
+            )
+        if dict(schema) != dict(want):
+            mine, theirs = dict(schema), dict(want)
+            column = next(
+                (c for c in [*theirs, *mine] if mine.get(c) != theirs.get(c)),
+                names[0],
+            )
+            seen = f"{mine[column]}" if column in mine else "missing"
+            first_has = f"{theirs[column]}" if column in theirs else "missing"
+            raise DataError(
+                f"the schema differs from {Path(first).name}'s at column {column!r} "
+                f"(here {seen or 'present'}, there {first_has or 'present'})",
+                source=path,
+                key=_KEY,
+                fix="write every file of the dataset with the same columns and types",
+            )
+    return StreamFiles(
+        paths=tuple(p for p, _ in listing),
+        format=fmt,
+        delimiter=delimiter,
+        columns=tuple(n for n, _ in want),
+        bytes=sum(size for _, size in listing),
+        filesystem=filesystem,
+    )

@@ -1,0 +1,186 @@
+"""A streamed dataset read, split and fitted with Ray Data: the driver-side builder of
+:class:`~ludwig_hpo.data.streaming.record.StreamedData` (the hand-off described there).
+
+1. :func:`~ludwig_hpo.data.streaming.checks.check_streamable` and the files' footers and
+   headers (:func:`~ludwig_hpo.data.streaming.sources.stream_files`): bad input is refused
+   before any row is read.
+2. One distributed pass: ``map_batches`` turns each block into a
+   :class:`~ludwig_hpo.data.streaming.fit.BatchPartial` (split codes, bad cells, counts); the
+   driver merges them in dataset order and fits every feature
+   (:func:`~ludwig_hpo.data.streaming.fit.fitted_meta`). Only the partials reach the driver.
+3. Per split, a lazy pipeline: read -> ``map_batches`` of
+   :func:`~ludwig_hpo.data.streaming.apply.apply_batch` (drop rows, keep the split, apply the
+   fitted preprocessing). Nothing runs until a rank iterates it.
+
+Runs in the driver, on a started Ray (``ray.init`` done by the caller).
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data.rows import features_of
+from ludwig_hpo.data.streaming.apply import apply_batch
+from ludwig_hpo.data.streaming.checks import check_streamable
+from ludwig_hpo.data.streaming.fit import FileOrigin, batch_partial, check_counts, filled_notes, fitted_meta, merge
+from ludwig_hpo.data.streaming.record import FOLD_KEY, SPLITS, StreamedData
+from ludwig_hpo.data.streaming.sources import StreamFiles, stream_files
+from ludwig_hpo.data.streaming.splits import SplitRule, split_rule
+from ludwig_hpo.errors import DataError
+
+#: The column Ray Data names each row's file with (``include_paths``).
+_PATH = "path"
+
+
+def _origin(df: pd.DataFrame, files: StreamFiles) -> tuple[pd.DataFrame, FileOrigin]:
+    if _PATH in df.columns and _PATH not in files.columns:
+        paths = df[_PATH]
+        return df.drop(columns=[_PATH]), FileOrigin(str(paths.iloc[0]) if len(paths) else None)
+    return df, FileOrigin(files.paths[0] if len(files.paths) == 1 else str(Path(files.paths[0]).parent))
+
+
+class _Partial:
+    """``map_batches`` function of the fit pass: a block -> one row holding its pickled partial
+    (or the DataError it raised, so the driver raises it as one line)."""
+
+    def __init__(self, cfg: SweepConfig, rule: SplitRule, files: StreamFiles) -> None:
+        self.cfg, self.rule, self.files = cfg, rule, files
+
+    def __call__(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
+        df, origin = _origin(df, self.files)
+        try:
+            out: Any = batch_partial(df, self.cfg, self.rule, origin)
+        except DataError as e:
+            out = e
+        return {"partial": np.array([pickle.dumps(out)], dtype=object)}
+
+
+class _Apply:
+    """``map_batches`` function of a split's pipeline (see :func:`apply_batch`)."""
+
+    def __init__(self, cfg: SweepConfig, rule: SplitRule, meta: dict, splits: tuple[int, ...], files: StreamFiles):
+        self.cfg, self.rule, self.meta, self.splits, self.files = cfg, rule, meta, splits, files
+
+    def __call__(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
+        df, origin = _origin(df, self.files)
+        return apply_batch(df, self.cfg, self.rule, self.meta, self.splits, origin)
+
+
+def needed_columns(cfg: SweepConfig, rule: SplitRule) -> list[str]:
+    """The columns a streamed sweep reads: every feature's and the split column. Pure."""
+    cols = [feat.source_column for _, feat in features_of(cfg)]
+    if rule.column is not None:
+        cols.append(rule.column)
+    return list(dict.fromkeys(cols))
+
+
+def read_files(files: StreamFiles, columns: list[str]) -> Any:
+    """The lazy ``ray.data.Dataset`` of ``files``' ``columns`` (and each row's file, when no
+    column is named ``path`` already). Runs in the driver."""
+    import ray.data
+
+    paths = list(files.paths)
+    with_paths = _PATH not in files.columns
+    if files.format == "parquet":
+        ds = ray.data.read_parquet(paths, include_paths=with_paths, filesystem=files.filesystem, file_extensions=None)
+        return ds.select_columns([*columns, _PATH] if with_paths else columns)
+    import pyarrow.csv as pcsv
+
+    return ray.data.read_csv(
+        paths,
+        include_paths=with_paths,
+        filesystem=files.filesystem,
+        parse_options=pcsv.ParseOptions(delimiter=files.delimiter),
+        convert_options=pcsv.ConvertOptions(include_columns=columns),
+    )
+
+
+def _fit_pass(ds: Any, cfg: SweepConfig, rule: SplitRule, files: StreamFiles) -> list[Any]:
+    """Every block's partial, in dataset order (the fit's ``last`` values and first-seen ties
+    need the order, so the pass keeps it)."""
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    before = ctx.execution_options.preserve_order
+    ctx.execution_options.preserve_order = True
+    try:
+        rows = ds.map_batches(_Partial(cfg, rule, files), batch_format="pandas", batch_size=None).take_all()
+    except Exception as e:  # a file that fails past its footer; Ray wraps the reader's error
+        text = str(e).strip().splitlines()
+        raise DataError(
+            f"cannot read the dataset: {text[-1] if text else type(e).__name__}",
+            source=cfg.dataset.source,
+            key="dataset.source",
+            fix="fix or remove the file named above",
+        ) from None
+    finally:
+        ctx.execution_options.preserve_order = before
+    partials = [pickle.loads(r["partial"]) for r in rows]
+    error = next((p for p in partials if isinstance(p, DataError)), None)
+    if error is not None:
+        raise error
+    return partials
+
+
+def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
+    """Read, split and fit ``cfg.dataset.source`` as a stream (the module docstring's steps).
+
+    Args:
+        cfg: the sweep's config (``dataset.streaming`` resolved to stream).
+        base_dir: the sweep file's folder (relative sources start there).
+
+    Returns:
+        The :class:`StreamedData`: lazy datasets per split, fitted meta, rows per split and fold.
+
+    Raises:
+        DataError: what :mod:`ludwig_hpo.data.streaming` refuses (one line naming the file and
+            the column), splits too small to train on or score.
+    """
+    check_streamable(cfg)
+    rule = split_rule(cfg)
+    columns = needed_columns(cfg, rule)
+    files = stream_files(cfg.dataset.source, base_dir, columns)
+    ds = read_files(files, columns)
+    total = merge(_fit_pass(ds, cfg, rule, files))
+    meta = fitted_meta(cfg, total, cfg.dataset.source)
+    check_counts(cfg, total, meta, cfg.dataset.source)
+    datasets = {
+        name: ds.map_batches(_Apply(cfg, rule, meta, (code,), files), batch_format="pandas", batch_size=None)
+        for code, name in enumerate(SPLITS)
+    }
+    return StreamedData(
+        datasets=datasets,
+        meta=meta,
+        rows=dict(zip(SPLITS, total.split_rows, strict=True)),
+        folds=rule.k,
+        fold_rows=tuple(total.fold_rows),
+        filled=filled_notes(cfg, total, meta),
+        sources=files.paths,
+        bytes=files.bytes,
+    )
+
+
+def _fold_rows(batch: dict[str, np.ndarray], fold: int, held_out: bool) -> dict[str, np.ndarray]:
+    keep = (batch[FOLD_KEY] == fold) if held_out else (batch[FOLD_KEY] != fold)
+    return {k: v[keep] for k, v in batch.items()}
+
+
+def fold_datasets(streamed: StreamedData, fold: int) -> tuple[Any, Any]:
+    """Fold ``fold``'s (training, held-out) lazy datasets: train+validation rows outside the
+    fold and inside it. Runs in the driver.
+
+    Raises:
+        ValueError: the sweep has no k-fold, or ``fold`` is not in ``0..k-1``.
+    """
+    if not 0 <= fold < streamed.folds:
+        raise ValueError(f"fold {fold} is not in 0..{streamed.folds - 1}")
+    both = streamed.datasets["train"].union(streamed.datasets["validation"])
+    train = both.map_batches(_fold_rows, fn_kwargs={"fold": fold, "held_out": False}, batch_format="numpy")
+    held = both.map_batches(_fold_rows, fn_kwargs={"fold": fold, "held_out": True}, batch_format="numpy")
+    return train, held

@@ -1,0 +1,82 @@
+"""A streamed dataset on a local Ray: a folder of Parquet files read, split and fitted in one
+distributed pass to the statistics the in-memory path fits on the same rows, each split's lazy
+pipeline giving the in-memory arrays, and a bad split value refused naming its file. One
+local cluster for the module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data import prepare
+from ludwig_hpo.data.streaming.record import FOLD_KEY, split_batch
+from ludwig_hpo.errors import DataError
+from tests.unit.conftest import _sweep_dict
+from tests.unit.test_streaming_data import INPUTS, OUTPUTS, _assert_same_meta, _frame
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ludwig_hpo.execution.cluster import local_cluster
+
+    with local_cluster(num_cpus=2, num_gpus=0, trial_slots=1, train_jobs=False):
+        yield
+
+
+def _folder(tmp_path: Path, df: pd.DataFrame, parts: int = 3) -> Path:
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(df)), parts)):
+        df.iloc[part].to_parquet(folder / f"part-{i}.parquet", index=False)
+    return folder
+
+
+def _cfg(folder: Path, **sections) -> SweepConfig:
+    raw = _sweep_dict(INPUTS, OUTPUTS, preprocessing={"split": {"type": "fixed"}}, **sections)
+    raw["dataset"] = {"source": str(folder), "streaming": True}
+    return SweepConfig.model_validate(raw)
+
+
+def test_a_folder_of_parquet_files_fits_the_in_memory_statistics_and_streams_the_in_memory_arrays(cluster, tmp_path):
+    from ludwig_hpo.execution.streaming.prepare import prepare_streamed
+
+    df = _frame()
+    folder = _folder(tmp_path, df)
+    cfg = _cfg(folder)
+    # the in-memory path on the same rows, in the same order (the files' order)
+    whole = pd.concat([pd.read_parquet(p) for p in sorted(folder.glob("*.parquet"))], ignore_index=True)
+    memory = prepare(whole, cfg)
+    streamed = prepare_streamed(cfg, None)
+    _assert_same_meta(streamed.meta, memory.meta)
+    assert streamed.rows == {name: len(memory.splits[name]) for name in ("train", "validation", "test")}
+    assert len(streamed.sources) == 3 and streamed.bytes > 0
+    for name in ("train", "validation"):
+        batches = list(streamed.datasets[name].iter_batches(batch_size=None, batch_format="numpy"))
+        inputs, targets = split_batch({k: np.concatenate([b[k] for b in batches]) for k in batches[0]})
+        rows = memory.splits[name]
+        for feat, x in inputs.items():
+            # Ray Data may hand blocks back in another order: compare the rows as sets of rows
+            want = memory.inputs[feat][rows]
+            assert x.shape == want.shape and x.dtype == want.dtype, feat
+            np.testing.assert_allclose(np.sort(x, axis=0), np.sort(want, axis=0), rtol=1e-6, err_msg=feat)
+        for feat, y in targets.items():
+            np.testing.assert_allclose(np.sort(y), np.sort(memory.targets[feat][rows]), rtol=1e-6, err_msg=feat)
+        assert (np.concatenate([b[FOLD_KEY] for b in batches]) == -1).all()
+
+
+def test_a_split_value_in_one_file_is_refused_naming_that_file(cluster, tmp_path):
+    from ludwig_hpo.execution.streaming.prepare import prepare_streamed
+
+    df = _frame(90)
+    df.loc[75, "split"] = 7  # in the last of three files
+    folder = _folder(tmp_path, df)
+    with pytest.raises(DataError) as e:
+        prepare_streamed(_cfg(folder), None)
+    text = str(e.value)
+    assert "part-2.parquet" in text and "'split'" in text and "\n" not in text
