@@ -14,6 +14,7 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.model.losses import OutputLoss
 from ludwig_hpo.model.metrics import OutputMetrics
 from ludwig_hpo.train.data import DeviceData, batches, eval_shard
+from ludwig_hpo.train.generate_eval import GeneratedRow, generation_metrics
 from ludwig_hpo.train.strategy import AUTOCAST_DTYPES, autocast
 from ludwig_hpo.train.strategy import world as _world
 from ludwig_hpo.train.stream_feed import StreamScorer
@@ -36,6 +37,7 @@ def evaluate(
     batch_size: int,
     *,
     lockstep: bool = False,
+    kept: list[GeneratedRow] | None = None,
 ) -> dict[str, float]:
     """Metrics of ``model`` over all ``rows``, identical on every rank.
 
@@ -50,6 +52,11 @@ def evaluate(
         lockstep: every rank runs the same number of forward passes (an FSDP forward is a
             collective); a rank whose shard is one batch short scores a filler batch and
             discards it.
+        kept: an llm config's: receives the first rows of the generated sample with their
+            texts (:func:`~ludwig_hpo.train.generate_eval.generation_metrics`).
+
+    An llm config's text output also gets ``exact_match`` and ``rouge_l``, scored on the text
+    generated for the first ``trainer.eval_generation_samples`` rows.
     """
     rank, world = _world()
     model.eval()
@@ -104,6 +111,8 @@ def evaluate(
             out_metrics[f"{split}/{f.name}/{m}"] = value
         at += size
     out_metrics[f"{split}/combined/loss"] = sum(f.loss_weight * out_metrics[f"{split}/{f.name}/loss"] for f in outputs)
+    if cfg.is_llm and isinstance(dd, DeviceData):  # the generated outputs of a bounded sample
+        out_metrics.update(generation_metrics(model, cfg, dd, rows, split, batch_size, lockstep=lockstep, kept=kept))
     model.train()
     return out_metrics
 

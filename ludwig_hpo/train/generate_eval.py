@@ -16,6 +16,7 @@ padding; the prompt is the ids before the first label, the reference the labelle
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from ludwig_hpo.train.data import DeviceData
+from ludwig_hpo.train.report_keys import GENERATED_FIELDS
 from ludwig_hpo.train.strategy import world as _world
 
 #: Label of positions that carry no target (the prompt, the padding): PyTorch's ignore index.
@@ -48,10 +50,6 @@ class GeneratedRow:
     prompt: str
     reference: str
     generated: str
-
-    def as_dict(self) -> dict[str, str]:
-        """``{"prompt", "reference", "generated"}``: the form a trial's sample is saved in."""
-        return {"prompt": self.prompt, "reference": self.reference, "generated": self.generated}
 
 
 def words(text: str) -> list[str]:
@@ -136,6 +134,12 @@ def new_tokens(out: torch.Tensor, prompt_width: int, stop_ids: set[int]) -> list
         cut = next((i for i, v in enumerate(row) if v in stop_ids), len(row))
         rows.append(row[:cut])
     return rows
+
+
+def sample_text(rows: Sequence[GeneratedRow]) -> str:
+    """``rows`` as the epoch report's ``generated_sample``: a JSON list of objects with the
+    report's generated fields (prompt, reference, generated), in order."""
+    return json.dumps([dict(zip(GENERATED_FIELDS, (r.prompt, r.reference, r.generated), strict=True)) for r in rows])
 
 
 def _all_reduce(t: torch.Tensor) -> torch.Tensor:
@@ -252,7 +256,8 @@ def generation_metrics(
     ``trainer.eval_generation_samples`` is 0. Every rank calls it and gets the same values.
 
     Args:
-        model: the LLM model (unwrapped; FSDP's sharded module with ``lockstep``).
+        model: the LLM model (unwrapped; FSDP's sharded module with ``lockstep``), which
+            generates with ``generation``'s settings (greedy unless they sample).
         cfg: the trial's :class:`~ludwig_hpo.config.schema.SweepConfig` (``model_type: llm``).
         dd: the prepared rows on the device (the first input feature holds the ids).
         rows: the split's rows in split order; the first ``eval_generation_samples`` are sampled.
@@ -270,7 +275,7 @@ def generation_metrics(
         dd.targets[out_name],
         sample_rows(rows, n),
         batch_size=max(batch_size, 1),
-        generate_kwargs=cfg.generation.hf_kwargs(),
+        generate_kwargs={},  # the model generates with the config's generation settings
         seed=cfg.trainer.seed,
         lockstep=lockstep,
     )

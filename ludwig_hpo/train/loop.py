@@ -27,6 +27,7 @@ from ludwig_hpo.train.data import DeviceData, batches, epoch_rng, train_shard
 from ludwig_hpo.train.early_stop import EarlyStopping
 from ludwig_hpo.train.evaluate import all_reduce, evaluate
 from ludwig_hpo.train.final_model import keeps_final_weights, write_final_weights
+from ludwig_hpo.train.generate_eval import GeneratedRow, sample_text
 from ludwig_hpo.train.job import Job, Reporter
 from ludwig_hpo.train.lengths import longest_rows
 from ludwig_hpo.train.lr_schedule import LearningRateSchedule
@@ -41,6 +42,7 @@ from ludwig_hpo.train.report_keys import (
     END_EARLY_STOP,
     END_LAST_EPOCH,
     END_REASON,
+    GENERATED_SAMPLE,
     OBJECTIVE,
     RESUMED_FROM_EPOCH,
     RUNNING_LOSS,
@@ -105,7 +107,8 @@ def train_loop(
     ``batch_size_tuning_s``,
     ``samples_per_s``, ``seed`` (``trainer.seed`` + ``Job.seed_offset``), and
     ``checkpoint_epoch`` and ``checkpoint_objective`` on rank 0 at epochs that write a checkpoint
-    (see :data:`Reporter`), ``resumed_from_epoch`` at the
+    (see :data:`Reporter`), ``generated_sample`` on rank 0 at an llm search trial's best epoch so
+    far (its first generated rows), ``resumed_from_epoch`` at the
     first epoch after a resume, ``end_reason`` on the run's final epoch (``early_stop`` when
     ``trainer.early_stop`` ended a search run, else ``last_epoch``: the planned epochs, or
     ``trainer.train_steps`` steps, ran), ``nonfinite_batches`` (cumulative, all ranks) under
@@ -233,11 +236,13 @@ def train_loop(
     next_lr = schedule.apply(optimizer, optimizer_steps)  # the rate of the next optimizer step
     step_lr = next_lr  # the rate of the last one
 
+    kept: list[GeneratedRow] = []  # an llm's: the scored split's generated rows at the last score()
+
     def score() -> dict[str, float]:
         """The scored split's metrics, and the train split's when the search selects on it
         or the trainer asks for them."""
         scored, trained = (dd, dd) if stream is None else (stream.scorer(device), stream.train_scorer(device))
-        out = evaluate(inner, cfg, scored, eval_rows, split, eval_batch_size, lockstep=fsdp)
+        out = evaluate(inner, cfg, scored, eval_rows, split, eval_batch_size, lockstep=fsdp, kept=kept)
         if (hp.split == "train" and job.kind == "search") or watched.score_train:
             out.update(evaluate(inner, cfg, trained, train_rows, "train", eval_batch_size, lockstep=fsdp))
         return out
@@ -398,6 +403,8 @@ def train_loop(
         ckpt_dir, t_ckpt = None, time.perf_counter()
         if job.kind == "search":  # k-fold and test runs only score
             best.observe(epoch, metrics[OBJECTIVE])
+            if kept and best.epoch == epoch and rank == 0:  # an llm's best epoch: what it generated
+                metrics[GENERATED_SAMPLE] = sample_text(kept)
             if best.due(epoch, final=final, train_s=train_time):
                 state_blob = trainer_state(
                     model,

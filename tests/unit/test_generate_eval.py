@@ -22,6 +22,7 @@ from ludwig_hpo.train.generate_eval import (
     prompt_and_reference,
     rouge_l,
     sample_rows,
+    sample_text,
     words,
 )
 
@@ -159,7 +160,7 @@ def _rank(rank: int, world: int, folder: str) -> None:
         )
         out = {
             "scores": scores,
-            "kept": [r.as_dict() for r in kept],
+            "kept": json.loads(sample_text(kept)),
             "positions": [r.position for r in kept],
             "calls": model.calls,
             "synced": [k.get("synced_gpus") for k in model.kwargs],
@@ -180,7 +181,7 @@ def test_two_ranks_count_every_sampled_row_once_in_lockstep(tmp_path, tokenizer)
     for r in ranks:
         assert r["scores"] == pytest.approx(alone)
         assert r["positions"] == [0, 1, 2, 3]  # both ranks' rows, in sample order
-        assert r["kept"] == [k.as_dict() for k in kept[:4]]
+        assert r["kept"] == json.loads(sample_text(kept[:4]))
         # 5 rows in batches of 2 is 3 calls; the rank with 4 rows adds a filler call
         assert r["calls"] == 3
         assert r["synced"] == [True] * 3
@@ -225,3 +226,14 @@ def test_sampled_generation_is_reproducible_and_leaves_the_random_state(tiny_lla
     # a random model sampling freely: another seed answers something else somewhere
     others = [run(s)[1] for s in (8, 9, 10)]
     assert any([r.generated for r in o] != [r.generated for r in first[1]] for o in others)
+
+
+def test_the_kept_rows_read_back_as_the_report_reads_them():
+    from ludwig_hpo.results.records import GeneratedOutput, parse_generated
+    from ludwig_hpo.train.generate_eval import GeneratedRow
+
+    rows = [GeneratedRow(0, "define <b>x</b>:", 'a "thing"', "a thing"), GeneratedRow(1, "p", "", "")]
+    assert parse_generated(sample_text(rows)) == (
+        GeneratedOutput("define <b>x</b>:", 'a "thing"', "a thing"),
+        GeneratedOutput("p", "", ""),
+    )
