@@ -23,6 +23,7 @@ from ludwig_hpo.errors import DataError
 if TYPE_CHECKING:  # torch and MLflow load with the model, not with the CLI
     import pandas as pd
 
+    from ludwig_hpo.model.llm_pyfunc import ServedLLM
     from ludwig_hpo.model.pyfunc import ServedModel
     from ludwig_hpo.model.raw_rows import BadRow
 
@@ -59,9 +60,10 @@ class Evaluation(NamedTuple):
 
 
 def evaluate_rows(
-    served: ServedModel, df: pd.DataFrame, split: str, *, skip_bad_rows: bool, data_dir: Path | None
+    served: ServedModel | ServedLLM, df: pd.DataFrame, split: str, *, skip_bad_rows: bool, data_dir: Path | None
 ) -> Evaluation:
-    """The scores of ``served`` on ``df``'s rows of ``split`` (one name of :func:`split_names`).
+    """The scores of ``served`` on ``df``'s rows of ``split`` (one name of :func:`split_names`);
+    an llm's are its text output's teacher-forced and generated-output metrics.
 
     Raises:
         DataError / BadRowsError: as :meth:`~ludwig_hpo.model.pyfunc.ServedModel.prepare_labelled`;

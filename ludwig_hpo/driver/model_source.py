@@ -21,6 +21,7 @@ from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.errors import DataError
 
 if TYPE_CHECKING:  # torch and MLflow load with the model, not with the CLI
+    from ludwig_hpo.model.llm_pyfunc import ServedLLM
     from ludwig_hpo.model.pyfunc import ServedModel
 
 #: An MLflow model URI's scheme (``runs:/``, ``models:/``, ``file:/``, ``s3://``, ...).
@@ -39,8 +40,9 @@ class ModelSource:
     uri: str
     tracking_uri: str | None
 
-    def load(self) -> ServedModel:
-        """The :class:`~ludwig_hpo.model.pyfunc.ServedModel` of the pyfunc model at ``uri``,
+    def load(self) -> ServedModel | ServedLLM:
+        """The :class:`~ludwig_hpo.model.pyfunc.ServedModel` (or an llm's
+        :class:`~ludwig_hpo.model.llm_pyfunc.ServedLLM`) of the pyfunc model at ``uri``,
         loaded with ``mlflow.pyfunc.load_model``.
 
         Raises:

@@ -17,7 +17,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import mlflow.pyfunc
 import pandas as pd
@@ -31,6 +31,9 @@ from ludwig_hpo.errors import DataError
 from ludwig_hpo.model.predictions import output_values, prediction_frame
 from ludwig_hpo.model.raw_rows import BadRowsError, RawRows, RowPreparer
 from ludwig_hpo.tracking.models import requirements
+
+if TYPE_CHECKING:
+    from ludwig_hpo.model.llm_pyfunc import ServedLLM
 
 #: The artifact (a folder) of the pyfunc model holding what :class:`ServedModel` loads.
 SERVING_ARTIFACT = "serving"
@@ -223,14 +226,19 @@ def quiet_artifacts() -> Iterator[None]:
             os.environ[key] = before
 
 
-def served_from_pyfunc(loaded: Any) -> ServedModel:
-    """The :class:`ServedModel` inside a loaded pyfunc model (``mlflow.pyfunc.load_model``).
+def served_from_pyfunc(loaded: Any) -> ServedModel | ServedLLM:
+    """The served model inside a loaded pyfunc model (``mlflow.pyfunc.load_model``): a
+    :class:`ServedModel`, or an llm's :class:`~ludwig_hpo.model.llm_pyfunc.ServedLLM`.
 
     Raises:
         DataError: the model is not a raw-row model of this package (e.g. an older sweep's
             PyTorch model of prepared columns).
     """
+    from ludwig_hpo.model.llm_pyfunc import LLMRowModel
+
     inner = loaded.unwrap_python_model() if hasattr(loaded, "unwrap_python_model") else None
+    if isinstance(inner, LLMRowModel) and inner.served is not None:
+        return inner.served
     if not isinstance(inner, RawRowModel) or inner.served is None:
         raise DataError(
             "this MLflow model is not a raw-row model of ludwig_hpo (a sweep before raw-row models logged "

@@ -1,0 +1,207 @@
+"""An LLM's best model as an MLflow pyfunc that loads and generates: the adapter in peft's
+format over the base (a local base folder's files go with it), or the merged model on request;
+``mlflow.pyfunc.load_model(uri).predict(rows)`` answers each row as the trained model does.
+
+The tiny random Llama of ``tests/hf_models.py`` with a LoRA adapter whose weights are not the
+identity (so a lost adapter changes the answers), a real MLflow store (temporary SQLite), no Ray.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from ludwig_hpo.config.loader import resolve_trial_config
+from ludwig_hpo.data import prepare
+from ludwig_hpo.tracking.mlflow_store import MlflowStore
+from ludwig_hpo.tracking.models import log_saved_model
+
+peft = pytest.importorskip("peft")
+transformers = pytest.importorskip("transformers")
+
+ROWS = pd.DataFrame(
+    {
+        "lemma": ["dog", "cat", "river", "stone", "cloud", "bread"],
+        "pos": ["noun"] * 6,
+        "gloss": ["a domestic animal", "a small feline", "a stream of water", "a hard rock", "water vapour", "a food"],
+    }
+)
+
+
+def _trained(cfg, data):
+    """The llm model of ``cfg`` with an adapter that is not the identity (LoRA starts as one),
+    as if trained: a lost adapter changes the answers."""
+    from ludwig_hpo.model import build_model
+
+    torch.manual_seed(3)
+    model = build_model(cfg, data.meta)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                torch.nn.init.normal_(p, std=0.5)
+    return model.eval()
+
+
+def _raw(base: Path, **extra) -> dict:
+    return {
+        "name": "llm-logging",
+        "model_type": "llm",
+        "base_model": str(base),
+        "dataset": {"source": "rows.csv", "split": {"train": 0.5, "validation": 0.25, "test": 0.25, "seed": 1}},
+        "prompt": {"template": "Define the {pos} '{lemma}':"},
+        "input_features": [{"name": "lemma", "type": "text"}],
+        "output_features": [{"name": "gloss", "type": "text"}],
+        "adapter": {"type": "lora", "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+        "generation": {"max_new_tokens": 6, "do_sample": False},
+        "trainer": {"type": "finetune", "epochs": 1},
+        "hyperopt": {
+            "goal": "minimize",
+            "metric": "loss",
+            "output_feature": "gloss",
+            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1.0e-4, "upper": 1.0e-3}},
+        },
+        **extra,
+    }
+
+
+def _direct_answers(model, served) -> list[str]:
+    """What the in-memory model generates for the rows' prompts, one at a time (no padding),
+    decoded as served."""
+    tok = served.tokenizer
+    out = []
+    for ids in served.prompt_ids(served.prompts(ROWS)):
+        prompt = torch.tensor([ids])
+        new = model.generate(prompt, torch.ones_like(prompt))[0, len(ids) :].tolist()
+        cut = next((i for i, v in enumerate(new) if v in (tok.eos_token_id, tok.pad_token_id)), len(new))
+        out.append(tok.decode(new[:cut], skip_special_tokens=True))
+    return out
+
+
+@pytest.fixture
+def base_copy(tiny_llama_dir, tmp_path) -> Path:
+    """A base folder of this test's own: removing it proves the logged model carries the base."""
+    return Path(shutil.copytree(tiny_llama_dir, tmp_path / "base"))
+
+
+def _saved(tmp_path, raw: dict):
+    """(the pyfunc folder saved from a "trained" model of ``raw``, that model)."""
+    from ludwig_hpo.model.llm_pyfunc import save_llm_pyfunc
+
+    cfg = resolve_trial_config(raw, {})
+    data = prepare(ROWS, cfg)
+    model = _trained(cfg, data)
+    path = tmp_path / "model"
+    save_llm_pyfunc(path, model, cfg, data.meta, ROWS.head(2), raw, {})
+    return path, model
+
+
+def test_the_logged_adapter_model_loads_from_mlflow_and_generates_as_the_trained_model(base_copy, tmp_path):
+    import mlflow.pyfunc
+
+    from ludwig_hpo.model.llm_pyfunc import ADAPTER_DIR, BASE_DIR, LLM_ARTIFACT, ServedLLM, response_column
+
+    path, model = _saved(tmp_path, _raw(base_copy))
+    folder = path / "artifacts" / LLM_ARTIFACT
+    assert (folder / ADAPTER_DIR / "adapter_config.json").is_file()
+    adapter_files = list((folder / ADAPTER_DIR).glob("adapter_model.*"))
+    assert adapter_files and all("lora" in k for k in _safetensor_keys(adapter_files[0]))
+    assert (folder / BASE_DIR / "config.json").is_file()  # a local base goes with the model
+    expected = _direct_answers(model, ServedLLM.load(folder))
+
+    store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "llm", artifact_location=tmp_path / "art")
+    try:
+        run = store.start_run("sweep")
+        logged = log_saved_model(store, run, path, "model")
+        uri = store.uri
+    finally:
+        store.close()
+    shutil.rmtree(base_copy)  # the logged model needs neither the base folder nor the saved one
+    shutil.rmtree(path)
+    mlflow.set_tracking_uri(uri)
+    try:
+        loaded = mlflow.pyfunc.load_model(logged.uri)
+        frame = loaded.predict(ROWS[["lemma", "pos"]])
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert list(frame.columns) == [response_column("gloss")]
+    assert frame[response_column("gloss")].tolist() == expected
+    assert any(expected)  # the tiny model answers something: the comparison is not of empty strings
+
+
+def _safetensor_keys(path: Path) -> list[str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return list(f.keys())
+
+
+def test_merge_adapter_into_base_model_logs_the_merged_model(base_copy, tmp_path):
+    import mlflow.pyfunc
+
+    from ludwig_hpo.model.llm_pyfunc import ADAPTER_DIR, BASE_DIR, LLM_ARTIFACT, MODEL_DIR, response_column
+
+    raw = _raw(base_copy)
+    raw["adapter"] = {**raw["adapter"], "postprocessor": {"merge_adapter_into_base_model": True}}
+    path, reference = _saved(tmp_path, raw)
+    folder = path / "artifacts" / LLM_ARTIFACT
+    assert (folder / MODEL_DIR / "config.json").is_file()
+    assert not (folder / ADAPTER_DIR).exists() and not (folder / BASE_DIR).exists()
+    merged = transformers.AutoModelForCausalLM.from_pretrained(folder / MODEL_DIR)
+    assert not any("lora" in n for n, _ in merged.named_parameters())
+    ids = torch.tensor([[2, 40, 41, 42, 43]])
+    with torch.no_grad():
+        torch.testing.assert_close(
+            merged(input_ids=ids).logits, reference.model(input_ids=ids).logits, atol=1e-4, rtol=1e-4
+        )
+    frame = mlflow.pyfunc.load_model(str(path)).predict(ROWS[["lemma", "pos"]])
+    assert len(frame) == len(ROWS) and list(frame.columns) == [response_column("gloss")]
+
+
+def test_a_row_without_a_column_the_prompt_reads_is_a_bad_request(base_copy, tmp_path):
+    import mlflow.pyfunc
+    from mlflow.exceptions import MlflowException
+
+    path, _ = _saved(tmp_path, _raw(base_copy))
+    model = mlflow.pyfunc.load_model(str(path))
+    with pytest.raises(MlflowException, match="pos"):
+        model.predict(ROWS[["lemma"]])
+
+
+def test_hpo_predict_generates_and_hpo_evaluate_scores_the_llm_metrics(base_copy, tmp_path):
+    import io
+    import json
+
+    from rich.console import Console
+
+    from ludwig_hpo.driver.evaluate_cmd import evaluate_command
+    from ludwig_hpo.driver.predict import predict_command
+    from ludwig_hpo.model.llm_pyfunc import LLM_ARTIFACT, ServedLLM, response_column
+
+    path, model = _saved(tmp_path, _raw(base_copy))
+    expected = _direct_answers(model, ServedLLM.load(path / "artifacts" / LLM_ARTIFACT))
+    rows = tmp_path / "rows.csv"
+    ROWS.to_csv(rows, index=False)
+    console = Console(file=io.StringIO())
+    out = predict_command(
+        str(path), rows, tmp_path / "pred.csv", skip_bad_rows=False, tracking_uri=None, out=console, err=console
+    )
+    assert pd.read_csv(out, keep_default_na=False)[response_column("gloss")].tolist() == expected
+    scores = evaluate_command(
+        str(path),
+        rows,
+        tmp_path / "metrics.json",
+        split="full",
+        skip_bad_rows=False,
+        tracking_uri=None,
+        out=console,
+        err=console,
+    )
+    assert json.loads((tmp_path / "metrics.json").read_text()) == pytest.approx(scores)
+    for metric in ("loss", "perplexity", "token_accuracy", "exact_match", "rouge_l"):
+        assert f"full/gloss/{metric}" in scores, sorted(scores)
+    assert scores["full/gloss/perplexity"] == pytest.approx(math.exp(scores["full/gloss/loss"]), rel=1e-4)
