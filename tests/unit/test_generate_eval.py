@@ -237,3 +237,77 @@ def test_the_kept_rows_read_back_as_the_report_reads_them():
         GeneratedOutput("define <b>x</b>:", 'a "thing"', "a thing"),
         GeneratedOutput("p", "", ""),
     )
+
+
+# ------------------------------------------------------------------------------ the worker loop
+def _llm_cfg(base: str, **trainer):
+    import pandas as pd
+
+    from ludwig_hpo.config.schema import SweepConfig
+
+    rows = pd.DataFrame({"lemma": [f"word{i}" for i in range(12)], "gloss": [r for _, r in PAIRS] + ["a last one"]})
+    raw = {
+        "name": "g",
+        "model_type": "llm",
+        "base_model": base,
+        "dataset": {"source": "rows.csv", "split": {"train": 0.5, "validation": 0.34, "test": 0.16, "seed": 1}},
+        "prompt": {"template": "define {lemma}:"},
+        "input_features": [{"name": "lemma", "type": "text"}],
+        "output_features": [{"name": "gloss", "type": "text"}],
+        "adapter": {"type": "lora", "r": 2, "alpha": 4, "dropout": 0.0},
+        "generation": {"max_new_tokens": 4},
+        "trainer": {"type": "finetune", "epochs": 2, "batch_size": 4, "learning_rate": 0.01, **trainer},
+        "hyperopt": {
+            "metric": "rouge_l",
+            "goal": "maximize",
+            "output_feature": "gloss",
+            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
+        },
+    }
+    return SweepConfig.model_validate(raw), rows
+
+
+def test_the_loop_ranks_by_rouge_l_and_reports_the_best_epochs_sample(tiny_llama_dir):
+    pytest.importorskip("peft")
+    from ludwig_hpo.data.preprocess import prepare
+    from ludwig_hpo.results.records import parse_generated
+    from ludwig_hpo.train.loop import Job, train_loop
+    from ludwig_hpo.train.report_keys import GENERATED_SAMPLE, OBJECTIVE
+
+    cfg, rows = _llm_cfg(str(tiny_llama_dir), eval_generation_samples=3)
+    data = prepare(rows, cfg)
+    reports: list[dict] = []
+    train_loop(cfg, data, Job(), lambda metrics, ckpt: reports.append(dict(metrics)))
+    assert len(reports) == 2
+    for r in reports:
+        assert r[OBJECTIVE] == r["validation/gloss/rouge_l"]
+        assert 0.0 <= r["validation/gloss/exact_match"] <= 1.0
+        assert "validation/gloss/perplexity" in r
+    # the first epoch is the best so far; the second carries its rows only when it is as good
+    first = parse_generated(reports[0][GENERATED_SAMPLE])
+    assert len(first) == 3 and all(g.prompt.startswith("define word") for g in first)
+    assert (GENERATED_SAMPLE in reports[1]) == (reports[1][OBJECTIVE] >= reports[0][OBJECTIVE])
+
+
+def test_no_generated_metrics_without_a_sample(tiny_llama_dir):
+    pytest.importorskip("peft")
+    from ludwig_hpo.data.preprocess import prepare
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.train.data import DeviceData
+    from ludwig_hpo.train.evaluate import evaluate
+
+    cfg, rows = _llm_cfg(str(tiny_llama_dir), eval_generation_samples=0)
+    cfg = cfg.model_copy(update={"hyperopt": cfg.hyperopt.model_copy(update={"metric": "loss", "goal": "minimize"})})
+    data = prepare(rows, cfg)
+    kept: list = []
+    out = evaluate(
+        build_model(cfg, data.meta),
+        cfg,
+        DeviceData(data, torch.device("cpu")),
+        data.splits["validation"],
+        "validation",
+        4,
+        kept=kept,
+    )
+    assert "validation/gloss/loss" in out and not any(k.endswith(("/exact_match", "/rouge_l")) for k in out)
+    assert kept == []
