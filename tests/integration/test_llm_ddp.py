@@ -1,0 +1,109 @@
+"""An llm config's LoRA fine-tuning through the real worker loop on 2 gloo ranks
+(torch.multiprocessing, no Ray): DDP and FSDP (one unit per decoder block) end with the same
+adapter weights on both ranks, metrics agree, and the training loss goes down.
+
+The tiny random Llama of ``tests/hf_models.py`` on 40 rows of lemma -> gloss.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+pytest.importorskip("peft")
+
+GLOSSES = [
+    ("cat", "a small animal"),
+    ("dog", "a loyal friend of man"),
+    ("oak", "a tall tree"),
+    ("rain", "water falling from the sky"),
+    ("fox", "a quick brown animal"),
+    ("sun", "the star of the day"),
+    ("moon", "it shines at night"),
+    ("bird", "it sings in the morning"),
+]
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _raw(base: str, strategy: str) -> dict:
+    return {
+        "name": "llm-ddp",
+        "model_type": "llm",
+        "base_model": base,
+        "dataset": {"source": "rows.csv", "split": {"train": 0.7, "validation": 0.2, "test": 0.1, "seed": 3}},
+        "prompt": {"template": "Define {lemma}:"},
+        "input_features": [{"name": "lemma", "type": "text"}],
+        "output_features": [{"name": "gloss", "type": "text"}],
+        "adapter": {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.1},
+        "trainer": {
+            "type": "finetune",
+            "epochs": 2,
+            "batch_size": 4,
+            "learning_rate": 0.02,
+            "eval_generation_samples": 0,
+        },
+        "backend": {"num_workers": 2, "strategy": strategy},
+        "hyperopt": {
+            "metric": "loss",
+            "goal": "minimize",
+            "output_feature": "gloss",
+            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
+        },
+    }
+
+
+def _worker(rank: int, world: int, port: int, base: str, strategy: str, out_dir: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        from ludwig_hpo.config.schema import SweepConfig
+        from ludwig_hpo.data import prepare
+        from ludwig_hpo.train.loop import Job, train_loop
+
+        cfg = SweepConfig.model_validate(_raw(base, strategy))
+        rows = pd.DataFrame(GLOSSES * 5, columns=["lemma", "gloss"])
+        data = prepare(rows, cfg)
+        reports: list[dict] = []
+        model = train_loop(cfg, data, Job(), lambda m, c: reports.append(m))
+        torch.save(
+            {"adapter": model.trainable_state_dict(), "reports": reports}, os.path.join(out_dir, f"rank{rank}.pt")
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_lora_ranks_end_with_identical_adapters_and_the_loss_goes_down(tmp_path, tiny_llama_dir, strategy):
+    mp.start_processes(
+        _worker,
+        args=(2, _port(), str(tiny_llama_dir), strategy, str(tmp_path)),
+        nprocs=2,
+        join=True,
+        start_method="spawn",
+    )
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
+    assert r0["adapter"] and all("lora_" in k for k in r0["adapter"])  # the adapter only
+    for k, v in r0["adapter"].items():
+        torch.testing.assert_close(v, r1["adapter"][k], rtol=0, atol=0, msg=f"rank adapters differ: {k}")
+    assert any(v.abs().sum() > 0 for k, v in r0["adapter"].items() if "lora_B" in k)  # it trained
+    assert [m["epoch"] for m in r0["reports"]] == [1, 2]
+    for a, b in zip(r0["reports"], r1["reports"], strict=True):
+        for key in ("objective", "validation/gloss/loss", "validation/gloss/token_accuracy", "world_size"):
+            assert a[key] == b[key], key
+    assert r0["reports"][0]["world_size"] == 2
+    losses = [m["train/combined/running_loss"] for m in r0["reports"]]
+    assert losses[-1] < losses[0]
+    assert r0["reports"][-1]["validation/gloss/perplexity"] > 1.0
