@@ -34,6 +34,7 @@ from typing import Any
 
 from ludwig_hpo.execution.pool_records import GroupInfo, PoolsInfo, RunRecord, RunResult
 from ludwig_hpo.execution.pool_state import PoolGroup, PoolRun
+from ludwig_hpo.execution.pool_stream import GroupFeeds
 from ludwig_hpo.execution.pool_worker import PENDING_PREFIX, PoolWorker
 from ludwig_hpo.execution.spec import TrialSpec
 from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
@@ -84,13 +85,15 @@ class WorkerPools:
         num_workers: DDP world size of each group.
         cpus_per_worker: logical CPUs each worker reserves.
         use_gpu: one GPU per worker.
-        data: a one-element list holding the prepared data's ``ObjectRef``.
+        data: a one-element list holding the prepared data's ``ObjectRef``, or a streamed
+            dataset's ``StreamedData`` (:mod:`.pool_stream`).
     """
 
     def __init__(self, groups: int, num_workers: int, cpus_per_worker: float, use_gpu: bool, data: list[Any]) -> None:
         self.groups = [PoolGroup(i) for i in range(groups)]
         self.num_workers, self.cpus_per_worker, self.use_gpu = num_workers, cpus_per_worker, use_gpu
         self.data = data
+        self.feeds = GroupFeeds(data, num_workers)  # a streamed dataset's splits, kept per group
         self.runs: dict[str, PoolRun] = {}
         self.history: list[RunRecord] = []
         self._free: asyncio.Condition | None = None
@@ -193,7 +196,8 @@ class WorkerPools:
         g.hand_restarts_to(run)
         me = ray.get_runtime_context().current_actor
         run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
-        refs = [w.run.remote(spec, me, run.token) for w in g.workers]
+        feeds = await self.feeds.for_run(g.slot, g.builds, spec.job)
+        refs = [w.run.remote(spec, me, run.token, feed) for w, feed in zip(g.workers, feeds, strict=True)]
         asyncio.ensure_future(self._watch(g, run, refs))
         return run.token
 

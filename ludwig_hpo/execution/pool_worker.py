@@ -23,6 +23,7 @@ from ludwig_hpo.train.report_keys import PENDING_CHECKPOINT_DIR
 
 if TYPE_CHECKING:  # the pools actor imports this module for the class alone, without pandas
     from ludwig_hpo.data.preprocess import PreparedData
+    from ludwig_hpo.data.streaming.record import StreamedData
 
 #: Timeout of the groups' collectives; a peer that died is normally noticed much sooner.
 COLLECTIVE_TIMEOUT_S = 600.0
@@ -52,11 +53,12 @@ class PoolWorker:
 
     Args:
         data: the sweep's :class:`~ludwig_hpo.data.PreparedData` (resolved from the object
-            store once, when the actor starts).
+            store once, when the actor starts); for a streamed dataset its ``StreamedData``
+            (each trial then streams the shard :meth:`run` is handed).
         use_gpu: train on this actor's GPU (Ray sets ``CUDA_VISIBLE_DEVICES`` to it).
     """
 
-    def __init__(self, data: PreparedData, use_gpu: bool) -> None:
+    def __init__(self, data: PreparedData | StreamedData, use_gpu: bool) -> None:
         import torch
 
         from ludwig_hpo.execution.worker_loss import remember_rank
@@ -96,10 +98,13 @@ class PoolWorker:
             )
             dist.barrier()
 
-    def run(self, spec: TrialSpec, pools: Any, token: str) -> RunOutcome:
+    def run(self, spec: TrialSpec, pools: Any, token: str, feed: Any = None) -> RunOutcome:
         """Train one trial on this rank; ``"finished"`` or ``"stopped"`` (at an epoch boundary).
 
         Args:
+            feed: a streamed dataset's shard of this rank for the trial's job
+                (:class:`~ludwig_hpo.execution.stream_shards.RankFeed`, kept by the pools
+                actor across trials); None: the rows this actor holds.
             spec: the trial (the same on every rank of the group).
             pools: handle of the :class:`~ludwig_hpo.execution.pool.WorkerPools` actor that
                 receives rank 0's per-epoch metrics.
@@ -114,8 +119,13 @@ class PoolWorker:
         from ludwig_hpo.execution.worker import run_worker
 
         report = PoolReporter(spec, pools, token, self.rank, self.world, self.device)
+        data: Any = self.data
+        if feed is not None:
+            from ludwig_hpo.execution.stream_shards import job_stream
+
+            data = job_stream(feed, feed.probe.meta)
         try:
-            run_worker(spec, self.data, self.device, report, local_world_size=self.local_world)
+            run_worker(spec, data, self.device, report, local_world_size=self.local_world)
             return "finished"
         except Stopped:
             return "stopped"

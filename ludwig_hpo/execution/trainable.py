@@ -216,8 +216,15 @@ def _run_in_actor(spec: TrialSpec, ctx: TrialContext) -> None:
         ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         tune.report(metrics, checkpoint=ckpt)
 
+    from ludwig_hpo.execution.stream_shards import job_stream, rank_feeds, streamed_in
+
     device = torch.device("cuda") if ctx.use_gpu else torch.device("cpu")
-    run_worker(spec, ray.get(ctx.data[0]), device, report)
+    streamed = streamed_in(ctx.data)
+    if streamed is not None:  # one rank: the job's rows streamed whole, in this actor
+        (feed,) = rank_feeds(streamed, spec.job, 1)
+        run_worker(spec, job_stream(feed, streamed.meta), device, report)
+    else:
+        run_worker(spec, ray.get(ctx.data[0]), device, report)
 
 
 def search_trial(config: dict[str, Any], ctx: TrialContext) -> None:

@@ -21,11 +21,12 @@ from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.execution.cache import cache_for
 from ludwig_hpo.execution.spec import TrialSpec
 from ludwig_hpo.train.loop import Reporter, train_loop
+from ludwig_hpo.train.stream_feed import JobStream
 
 
 def run_worker(
     spec: TrialSpec,
-    data: PreparedData,
+    data: PreparedData | JobStream,
     device: torch.device,
     report: Reporter,
     *,
@@ -41,7 +42,8 @@ def run_worker(
 
     Args:
         spec: the trial; its ``params`` are applied to its ``raw`` sweep mapping here.
-        data: the sweep's prepared data (the same object on every rank).
+        data: the sweep's prepared data (the same object on every rank), or this rank's
+            streamed shard of the job (:mod:`ludwig_hpo.train.stream_feed`).
         device: this rank's device (``cuda:<i>`` or ``cpu``).
         report: the executor's per-epoch reporter (see :data:`~ludwig_hpo.train.loop.Reporter`).
         local_world_size: ranks on this machine (they split its CPU memory budget); defaults

@@ -1,0 +1,52 @@
+"""The streamed pipelines of the warm worker groups (the pools actor's side).
+
+A group's ranks stream a job's rows through one ``streaming_split`` per job
+(:func:`~ludwig_hpo.execution.stream_shards.rank_feeds`). The pools actor keeps those splits
+per group and job (search, fold ``i``, test) and hands them to every later trial of the same
+job on that group: successive trials reuse the pipeline (its split coordinator and the
+ranks' iterators) instead of building it again. A rebuilt group (a rank died) gets new ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ludwig_hpo.train.job import Job
+
+if TYPE_CHECKING:  # the pools actor imports neither torch nor pandas until a streamed job starts
+    from ludwig_hpo.execution.stream_shards import RankFeed
+
+
+class GroupFeeds:
+    """Per group and job, the ranks' :class:`~ludwig_hpo.execution.stream_shards.RankFeed`;
+    lives in the pools actor.
+
+    Args:
+        data: the executor's data list (an in-memory dataset's ``ObjectRef``: nothing to feed,
+            the ranks hold the rows; or a :class:`~ludwig_hpo.data.streaming.record.StreamedData`).
+        num_workers: ranks per group.
+    """
+
+    def __init__(self, data: list[Any], num_workers: int) -> None:
+        import ray
+
+        self.streamed = None if isinstance(data[0], ray.ObjectRef) else data[0]
+        self.num_workers = num_workers
+        self._feeds: dict[tuple[int, int, str, int | None], list[RankFeed]] = {}
+
+    async def for_run(self, slot: int, build: int, job: Job) -> list[RankFeed | None]:
+        """The feed of each rank (rank order) of group ``slot`` in its ``build``-th start for
+        ``job``; Nones for an in-memory dataset. The first call per group and job builds the
+        splits and reads the probe rows, off the actor's event loop."""
+        if self.streamed is None:
+            return [None] * self.num_workers
+        from ludwig_hpo.execution.stream_shards import rank_feeds
+
+        key = (slot, build, job.kind, job.fold)
+        if key not in self._feeds:
+            for stale in [k for k in self._feeds if k[0] == slot and k[1] != build]:  # an earlier start's
+                del self._feeds[stale]
+            loop = asyncio.get_running_loop()
+            self._feeds[key] = await loop.run_in_executor(None, rank_feeds, self.streamed, job, self.num_workers)
+        return list(self._feeds[key])
