@@ -430,10 +430,14 @@ def prepare(df: pd.DataFrame, cfg: SweepConfig, data_dir: Path | None = None) ->
     (:meth:`~ludwig_hpo.data.origin.DataOrigin.rows`).
 
     Raises:
-        DataError: missing columns, non-numeric numbers, a target with one class, too few
-            rows for the split or the folds, missing or unreadable image files, images of
-            different sizes without ``preprocessing.height``/``width``.
+        DataError: a dataset ``dataset.streaming`` streams, missing columns, non-numeric
+            numbers, a target with one class, too few rows for the split or the folds,
+            missing or unreadable image files, images of different sizes without
+            ``preprocessing.height``/``width``.
     """
+    from ludwig_hpo.data.streaming.mode import refuse_in_memory
+
+    refuse_in_memory(cfg, DataOrigin.of(df).source)
     kept = kept_rows(df, cfg)
     df, origin, splits, strat, notes = kept.df, kept.origin, kept.splits, kept.strata, kept.notes
     glob, seed = global_preprocessing(cfg), cfg.dataset.split.seed

@@ -69,13 +69,21 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
         which preparation names in its errors (:class:`~ludwig_hpo.data.origin.DataOrigin`).
 
     Raises:
-        DataError: unknown bundled name, missing or unreadable file, unknown format, no rows.
+        DataError: unknown bundled name, missing or unreadable file, unknown format, no rows,
+            a folder, glob or URI (which only a stream reads).
     """
     if source.startswith("sklearn:"):
         bundled = _bundled(source.split(":", 1)[1])
         bundled.attrs[SOURCE_ATTR] = source
         return bundled
     path = dataset_path(source, base_dir)
+    if "://" in source or any(c in source for c in "*?[") or path.is_dir():
+        raise DataError(
+            "a folder, glob or URI of files is read as a stream (dataset.streaming), but this step reads one file",
+            source=source if "://" in source else str(path),
+            key="dataset.source",
+            fix="point to one .csv, .tsv or .parquet file",
+        )
     if not path.is_file():
         raise DataError(
             "dataset file not found",

@@ -201,8 +201,8 @@ CASES = {
     ),
     "dataset is a folder": Case(
         None,
-        "error: {dir}: dataset.source: dataset file not found; fix: check the path "
-        "(relative paths start at the sweep file's folder)",
+        "error: {dir}: dataset.source: a folder, glob or URI of files is read as a stream (dataset.streaming), "
+        "but this step reads one file; fix: point to one .csv, .tsv or .parquet file",
         source=".",
     ),
     "dataset empty file": Case(

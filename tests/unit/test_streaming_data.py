@@ -396,3 +396,27 @@ def test_a_bundled_dataset_asked_to_stream_is_refused():
     with pytest.raises(DataError) as e:
         streaming_wanted(cfg, None)
     assert "dataset.streaming" in _one_line(e)
+
+
+@pytest.mark.parametrize("streaming", [True, "auto"])
+def test_a_dataset_that_streams_is_not_loaded_in_memory_silently(tmp_path, monkeypatch, streaming):
+    from ludwig_hpo.data import load_dataframe
+    from ludwig_hpo.data.streaming import mode
+
+    monkeypatch.setattr(mode, "STREAM_ABOVE_BYTES", 0 if streaming == "auto" else 1 << 30)
+    _frame(50).to_parquet(tmp_path / "one.parquet")
+    cfg = _cfg({"type": "fixed"}, dataset={"source": "one.parquet", "streaming": streaming})
+    with pytest.raises(DataError) as e:
+        prepare(load_dataframe("one.parquet", tmp_path), cfg)
+    assert "dataset.streaming: false" in _one_line(e) and "one.parquet" in str(e.value)
+    off = _cfg({"type": "fixed"}, dataset={"source": "one.parquet", "streaming": False})
+    assert prepare(load_dataframe("one.parquet", tmp_path), off).num_rows > 0
+
+
+def test_a_folder_read_as_one_file_says_that_it_streams(tmp_path):
+    from ludwig_hpo.data import load_dataframe
+
+    (tmp_path / "rows").mkdir()
+    with pytest.raises(DataError) as e:
+        load_dataframe("rows", tmp_path)
+    assert "stream" in _one_line(e)

@@ -58,3 +58,30 @@ def streaming_wanted(cfg: SweepConfig, base_dir: Path | None) -> bool:
         return True
     path = dataset_path(source, base_dir)
     return path.is_file() and path.stat().st_size > STREAM_ABOVE_BYTES
+
+
+def refuse_in_memory(cfg: SweepConfig, source: str | None) -> None:
+    """Refuse to load in memory a dataset the config streams (``source``: the file the rows were
+    read from, None for rows built in code): the in-memory path would hold what
+    ``dataset.streaming`` keeps out of memory. Runs in the driver; a stat at most.
+
+    Raises:
+        DataError: ``streaming: true``, or ``auto`` and a file above :data:`STREAM_ABOVE_BYTES`.
+    """
+    mode = cfg.dataset.streaming
+    if mode is False or source is None or source.startswith("sklearn:"):
+        return
+    path = Path(source)
+    size = path.stat().st_size if path.is_file() else 0
+    if mode is True or size > STREAM_ABOVE_BYTES:
+        why = (
+            "dataset.streaming is true"
+            if mode is True
+            else f"the file is {size / 2**30:.1f} GiB (auto streams above 1 GiB)"
+        )
+        raise DataError(
+            f"this dataset streams ({why}), but this step loads it in memory",
+            source=source,
+            key="dataset.streaming",
+            fix="set dataset.streaming: false to load it in memory",
+        )
