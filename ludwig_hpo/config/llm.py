@@ -6,7 +6,7 @@ the model code (:mod:`ludwig_hpo.model.llm`).
 
 Defaults are Ludwig's. The checks that need the base model's own config (``target_modules``,
 its context length) live in :mod:`ludwig_hpo.model.llm_checks`; the template's columns are
-checked against the dataset where the data is read (:func:`check_template_columns`).
+checked against the dataset where the data is read (:mod:`ludwig_hpo.data.llm`).
 """
 
 from __future__ import annotations
@@ -136,34 +136,6 @@ class PromptConfig(_Base):
         """The dataset columns the template reads (every field but ``__sample__`` and
         ``__task__``), in order of first appearance."""
         return [f for f in template_fields(self.effective_template) if f not in (SAMPLE, TASK)]
-
-
-def check_template_columns(prompt: PromptConfig | None, input_column: str, columns: list[str]) -> None:
-    """The template's fields exist in the dataset (Ludwig's rule): every ``{column}`` is a
-    column, and ``{__sample__}`` needs the input feature's column. Pure; runs where the
-    dataset is read (``hpo validate``, the sweep's data check in the driver).
-
-    Args:
-        prompt: the sweep's ``prompt`` (None: nothing to check).
-        input_column: the column of the llm's text input feature.
-        columns: the dataset's column names.
-
-    Raises:
-        RuleError: at ``prompt.template``, naming the missing column and the ones there are.
-    """
-    if prompt is None:
-        return
-    have = set(columns)
-    fields = template_fields(prompt.effective_template)
-    needed = [*prompt.columns, *([input_column] if SAMPLE in fields else [])]
-    for name in needed:
-        if name not in have:
-            shown = ", ".join(sorted(have)[:20]) + (", ..." if len(have) > 20 else "")
-            raise RuleError(
-                f"prompt.template names column {name!r}, which is not in the dataset (columns: {shown})",
-                path=("prompt", "template"),
-                fix="use one of the dataset's columns in the template, or add the column to the data",
-            )
 
 
 # ---------------------------------------------------------------------------- adapters
@@ -605,7 +577,6 @@ _TOKENIZER_KEYS = (
     "padding_symbol",
     "unknown_symbol",
     "padding",
-    "lowercase",
     "ngram_size",
     "cache_encoder_embeddings",
 )
@@ -715,8 +686,9 @@ def check_llm_features(data: dict[str, Any]) -> None:
 
 def llm_defaults(data: dict[str, Any]) -> dict[str, Any]:
     """A raw ``model_type: llm`` mapping with Ludwig's llm defaults filled: ``trainer.type:
-    finetune``, and Ludwig's ``encoder: {type: passthrough}`` of the input dropped (an llm's
-    input has no encoder). Other mappings pass unchanged. Pure.
+    finetune``, the input's ``preprocessing.max_sequence_length`` null (no cut but the
+    model's context) unless written, and Ludwig's ``encoder: {type: passthrough}`` of the input
+    dropped (an llm's input has no encoder). Other mappings pass unchanged. Pure.
     """
     if data.get("model_type") != "llm":
         return data
@@ -725,10 +697,15 @@ def llm_defaults(data: dict[str, Any]) -> dict[str, Any]:
     trainer = dict(trainer) if isinstance(trainer, dict) else {}
     trainer.setdefault("type", "finetune")
     out["trainer"] = trainer
-    feats = _features(out, "input_features")
-    out["input_features"] = [
-        {k: v for k, v in f.items() if k != "encoder"} if isinstance(f, dict) else f for f in feats
-    ]
+    feats = []
+    for f in _features(out, "input_features"):
+        if isinstance(f, dict):
+            prep = f.get("preprocessing")
+            prep = dict(prep) if isinstance(prep, dict) else {}
+            prep.setdefault("max_sequence_length", None)  # Ludwig's text_llm_input: no cut
+            f = {**{k: v for k, v in f.items() if k != "encoder"}, "preprocessing": prep}
+        feats.append(f)
+    out["input_features"] = feats
     return out
 
 
@@ -746,12 +723,3 @@ def check_quantization_backend(quantization: QuantizationConfig | None, use_gpu:
             path=("quantization",),
             fix="set backend.use_gpu: true (or auto on a GPU machine), or remove quantization",
         )
-
-
-def written_max_length(preprocessing: Any) -> int | None:
-    """A text feature's ``preprocessing.max_sequence_length`` as an llm reads it: the value
-    written (in the feature or ``defaults``), else None (Ludwig's llm default: no cap but
-    the longest training row). Pure."""
-    if "max_sequence_length" in preprocessing.model_fields_set:
-        return int(preprocessing.max_sequence_length)
-    return None

@@ -55,7 +55,8 @@ class TextPreprocessing(_Missing):
     ids: the ``most_common`` training tokens (or the words of ``vocab_file``) after Ludwig's four
     special symbols, ``<EOS>`` 0, ``<SOS>`` 1, ``padding_symbol`` 2, ``unknown_symbol`` 3; each row
     is ``<SOS>`` + its tokens + ``<EOS>``, cut (from the end) or padded (``padding``: right or left)
-    to the longest training row with both symbols, at most ``max_sequence_length``.
+    to the longest training row with both symbols, at most ``max_sequence_length`` (null: no cap
+    but the longest training row, Ludwig's meaning).
 
     ``tokenizer: hf_tokenizer`` uses the Hugging Face tokenizer of ``pretrained_model_name_or_path``
     (a hub id or a local folder): its vocabulary, its own special tokens (no ``<SOS>`` /
@@ -66,7 +67,7 @@ class TextPreprocessing(_Missing):
     tokenizer: str = "space_punct"
     pretrained_model_name_or_path: str | None = None
     vocab_file: str | None = None
-    max_sequence_length: int = Field(default=256, ge=1)
+    max_sequence_length: int | None = Field(default=256, ge=1)
     most_common: int = Field(default=20000, ge=1)
     padding_symbol: str = PADDING_SYMBOL
     unknown_symbol: str = UNKNOWN_SYMBOL

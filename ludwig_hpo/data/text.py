@@ -133,7 +133,8 @@ def _builtin(col: _Column, prep: Any, vocab_file: Path | None) -> Encoded:
     vocab = ludwig_vocabulary(common, prep.padding_symbol, prep.unknown_symbol)
     index = {t: i for i, t in enumerate(vocab)}
     with_symbols = counts + 2
-    length = int(min(prep.max_sequence_length, max((int(with_symbols[i]) for i in col.train), default=2)))
+    longest = max((int(with_symbols[i]) for i in col.train), default=2)
+    length = int(min(prep.max_sequence_length or longest, longest))  # null: the longest row
     ids = [[START_ID, *(index.get(t, UNKNOWN_ID) for t in toks), STOP_ID] for toks in rows]
     x = _pad(ids, length, PADDING_ID, prep.padding)
     stats = {
@@ -187,7 +188,8 @@ def _hf(col: _Column, prep: Any, load: Callable[[str], Any], name_key: str) -> E
             fix="use a model whose tokenizer defines pad_token, or tokenizer space_punct",
         )
     counts = np.array([len(r) for r in ids], dtype=np.int64)
-    cap = prep.max_sequence_length
+    longest = max((int(counts[i]) for i in col.train), default=1)
+    cap = prep.max_sequence_length or longest  # null: the longest training row
     model_max = getattr(tok, "model_max_length", None)
     if isinstance(model_max, int) and 0 < model_max < cap:
         cap = model_max  # the model's position embeddings end there

@@ -18,7 +18,8 @@ def check_prepared(
     """Every output's loss resolved against the data's classes, every image ``stacked_cnn``
     against the prepared image size, every Hugging Face model found (``network``: a hub id not
     cached here must be downloadable; else it is a note) and, when local, checked against the
-    prepared text (:mod:`ludwig_hpo.model.hf_checks`). Driver.
+    prepared text (:mod:`ludwig_hpo.model.hf_checks`); an llm's base model and adapter
+    (:mod:`ludwig_hpo.model.llm_checks`). Driver.
 
     Returns:
         the notes ``hpo validate`` prints (hub ids not checked offline).
@@ -30,4 +31,8 @@ def check_prepared(
     check_image_encoders(cfg.input_features, meta, source)
     notes = check_models_available(cfg, source, network=network)
     check_text_encoders(cfg.input_features, meta, source)
+    if cfg.is_llm:
+        from ludwig_hpo.model.llm_checks import check_base_model
+
+        notes += check_base_model(cfg, source, network=network)
     return notes

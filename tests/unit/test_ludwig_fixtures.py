@@ -26,7 +26,6 @@ EXPECTED_REFUSED: dict[str, tuple[str, str]] = {
     "refused_text_spacy_tokenizer.yaml": ("features", "tokenizer 'english_tokenize' is not supported"),
     "refused_text_output.yaml": ("outputs", "output feature type text (generation) is not supported yet"),
     "refused_audio.yaml": ("features", "type audio is not supported yet"),
-    "refused_llm.yaml": ("model_type", "model_type llm is not supported yet"),
     "refused_gbm.yaml": ("model_type", "model_type gbm is not supported yet"),
     "refused_hyperopt_searcher.yaml": ("hyperopt", "search_alg.type 'hyperopt' is not supported yet"),
     "refused_checkpoints_per_epoch.yaml": ("trainer", "checkpoints_per_epoch is not supported yet"),

@@ -1,0 +1,232 @@
+"""Checks of a ``model_type: llm`` config against its base model, in the driver, before any
+trial: ``hpo validate`` (offline) and the sweep's model checks (:mod:`ludwig_hpo.model.checks`).
+
+``base_model`` is resolved offline first (:func:`~ludwig_hpo.data.hf_loader.resolve`): a name
+of the wrong form, or a folder without ``config.json``, is one line. A hub id not in the local
+Hugging Face cache is, for ``hpo sweep`` / ``hpo train``, asked of the hub (unreachable: one
+line saying the hub needs a network); for ``hpo validate`` it is a note saying what was not
+checked offline. A local model (a folder, or cached) is built on the meta device (no weights
+read, nothing allocated) and the config's adapter is injected into it with peft, so every
+adapter key is checked by peft itself: ``target_modules`` not in the model is one line listing
+the modules it has. The lengths written in the file are checked against the model's context
+length. torch, transformers and peft are imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from ludwig_hpo.data import hf_loader
+from ludwig_hpo.errors import ConfigError
+
+#: Where a base-model error points.
+BASE_KEY = "base_model"
+TARGET_KEY = "adapter.target_modules"
+
+
+def check_base_model(cfg: Any, source: str, *, network: bool) -> list[str]:
+    """Resolve ``cfg.base_model`` and, when it is local, check the adapter and the written
+    lengths against it. Driver.
+
+    Args:
+        cfg: a validated ``model_type: llm`` config (anything else: nothing to check).
+        source: the sweep file, for the errors.
+        network: True (``hpo sweep`` / ``hpo train``): a hub id not cached here must be
+            reachable on the hub; False (``hpo validate``): it is a note instead.
+
+    Returns:
+        the notes ``hpo validate`` prints (what was not checked offline).
+
+    Raises:
+        ConfigError: naming ``source``, the key and the fix: a base model that is neither a
+            folder nor a hub id, not found, not a causal LM transformers knows; an adapter peft
+            refuses for it (``target_modules`` not in the model lists those it has); a written
+            length longer than the model's context.
+    """
+    if not getattr(cfg, "is_llm", False):
+        return []
+    name = cfg.base_model
+    try:
+        resolved = hf_loader.resolve(name)
+    except hf_loader.HFModelError as e:
+        raise ConfigError(str(e), source=source, key=BASE_KEY, fix=e.fix) from e
+    if not resolved.local:
+        if not network:
+            return [
+                f"note: base_model: {name!r} is a hub id (its form is valid) not in the local Hugging Face cache; "
+                "its tokenizer, adapter target_modules and context length were not checked offline "
+                "(hpo sweep downloads it)"
+            ]
+        reason = hf_loader.hub_reachable(name)
+        if reason is not None:
+            missing = hf_loader.not_found_message(name, reason)
+            raise ConfigError(str(missing), source=source, key=BASE_KEY, fix=missing.fix)
+        return []
+    try:
+        config = hf_loader.read_config_dict(resolved)
+    except hf_loader.HFModelError as e:
+        raise ConfigError(str(e), source=source, key=BASE_KEY, fix=e.fix) from e
+    check_lengths(cfg, config or {}, source)
+    model = meta_model(resolved.source, source)
+    if cfg.adapter is not None:
+        check_adapter(model, cfg.adapter, source)
+    return []
+
+
+def meta_model(folder: str, source: str) -> Any:
+    """The causal LM of the local model ``folder``, built on the meta device from its config
+    (no weight is read or allocated). Driver.
+
+    Raises:
+        ConfigError: at ``base_model``: the folder's config is not a causal LM transformers knows.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config)
+    except (ValueError, KeyError, OSError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(
+            f"base_model {folder!r} is not a causal language model transformers can build: {first}",
+            source=source,
+            key=BASE_KEY,
+            fix="point base_model at a causal LM (e.g. a Llama, GPT-2 or OPT model saved with save_pretrained)",
+        ) from None
+
+
+def module_names(model: Any) -> list[str]:
+    """The last names of the layers of ``model`` an adapter can target (Linear, Embedding,
+    GPT-2's Conv1D), sorted. Pure."""
+    from torch import nn
+
+    kinds: tuple[type, ...] = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d)
+    try:
+        from transformers.pytorch_utils import Conv1D
+
+        kinds = (*kinds, Conv1D)
+    except ImportError:  # transformers without GPT-2's Conv1D: only torch's layers
+        pass
+    return sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if n and isinstance(m, kinds)})
+
+
+def _matches(key: str, names: list[str]) -> bool:
+    # peft's rule for a list entry: the module's full name is the key or ends with "." + key
+    return any(n == key or n.endswith(f".{key}") for n in names)
+
+
+def check_adapter(model: Any, adapter: Any, source: str) -> None:
+    """``adapter`` fits ``model`` (a meta-device causal LM): every listed ``target_modules``
+    entry names one of its modules (peft itself only needs one of them to), and peft builds
+    the adapter into it (so peft's own rules on every adapter key, and its default target
+    modules for the architecture when ``target_modules`` is null, are checked). Driver.
+
+    Raises:
+        ConfigError: at ``adapter.target_modules`` (listing the modules the model has) or
+            ``adapter`` (peft's message).
+    """
+    import peft
+
+    names = [n for n, _ in model.named_modules() if n]
+    have = ", ".join(module_names(model))
+    targets = adapter.target_modules
+    if isinstance(targets, list):
+        missing = [t for t in targets if not _matches(t, names)]
+        if missing:
+            raise ConfigError(
+                f"{missing} {'is' if len(missing) == 1 else 'are'} not a module of the base model",
+                source=source,
+                key=TARGET_KEY,
+                fix=f"name some of the modules it has: {have}",
+            )
+    cls = getattr(peft, adapter.peft_class_name, None)
+    if cls is None:
+        raise ConfigError(
+            f"adapter type {adapter.type!r} needs peft's {adapter.peft_class_name}, which peft {peft.__version__} lacks",
+            source=source,
+            key="adapter.type",
+            fix="use adapter type lora, or install a peft that has it",
+        )
+    try:
+        with warnings.catch_warnings():  # transformers' deprecation notes on peft's calls are not the user's
+            warnings.simplefilter("ignore", FutureWarning)
+            peft.get_peft_model(model, cls(**adapter.peft_kwargs()))
+    except (ValueError, TypeError, KeyError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        key = (
+            "adapter.feedforward_modules"
+            if "feedforward" in first
+            else TARGET_KEY
+            if "target" in first.lower()
+            else "adapter"
+        )
+        fix = (
+            f"set adapter.target_modules to some of the modules it has: {have}"
+            if key == TARGET_KEY
+            else "change the adapter's keys as the message says"
+        )
+        raise ConfigError(
+            f"peft cannot build the {adapter.type} adapter: {first}", source=source, key=key, fix=fix
+        ) from None
+
+
+def context_length(config: dict[str, Any]) -> int | None:
+    """The model's context length from its ``config.json`` (Ludwig's ``get_context_len``:
+    ``max_sequence_length``, ``max_position_embeddings``, ``n_positions``); None unknown. Pure."""
+    for key in ("max_sequence_length", "max_position_embeddings", "n_positions"):
+        value = config.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_lengths(cfg: Any, config: dict[str, Any], source: str) -> None:
+    """The lengths written in the file fit the model's context: ``preprocessing.
+    global_max_sequence_length``, and the input's plus the output's ``max_sequence_length``
+    (a row is prompt + target + EOS). Pure.
+
+    Raises:
+        ConfigError: at the longest written key, naming the context length.
+    """
+    context = context_length(config)
+    if context is None:
+        return
+    glob = getattr(getattr(cfg, "preprocessing", None), "global_max_sequence_length", None)
+    if glob is not None and glob > context:
+        raise ConfigError(
+            f"global_max_sequence_length {glob} is longer than base_model's context of {context} tokens",
+            source=source,
+            key="preprocessing.global_max_sequence_length",
+            fix=f"set it to at most {context}",
+        )
+    feat, out = cfg.input_features[0], cfg.output_features[0]
+    prompt, target = feat.preprocessing.max_sequence_length, out.preprocessing.max_sequence_length
+    if glob is None and prompt is not None and target is not None and prompt + target + 1 > context:
+        raise ConfigError(
+            f"a row of max_sequence_length {prompt} (prompt) + {target} (target) + EOS is longer than "
+            f"base_model's context of {context} tokens",
+            source=source,
+            key=f"input_features[{feat.name}].preprocessing.max_sequence_length",
+            fix=f"make the two lengths sum to at most {context - 1}, or set preprocessing.global_max_sequence_length",
+        )
+
+
+def check_quantization_devices(cfg: Any, use_gpu: bool, source: str) -> None:
+    """``quantization`` with the trials' devices known (the plan's ``use_gpu``): bitsandbytes
+    needs CUDA, so a plan without a GPU refuses it. Pure; driver.
+
+    Raises:
+        ConfigError: at ``quantization``.
+    """
+    quantization = getattr(cfg, "quantization", None)
+    if quantization is not None and not use_gpu:
+        raise ConfigError(
+            f"quantization (bits {quantization.bits}) loads the base model with bitsandbytes, which needs a CUDA "
+            "GPU, and the trials run without one",
+            source=source,
+            key="quantization",
+            fix="remove quantization, or run on a machine with a GPU (backend.use_gpu: auto or true)",
+        )
