@@ -44,7 +44,8 @@ def export_best(
     on the training split (``preprocessing.json``), so the model can be rebuilt with
     :func:`ludwig_hpo.model.build_model` and fed new rows. Logs the folder to the parent run,
     tags the exported epoch, and logs the MLflow PyTorch model (registered when
-    ``tracking.register_model`` is set).
+    ``tracking.register_model`` is set); an llm's pyfunc model instead
+    (:func:`~ludwig_hpo.driver.export_llm.log_best_llm`).
 
     Args:
         best: the best search trial.
@@ -71,7 +72,11 @@ def export_best(
             highlight=False,
         )
     store.log_artifact(parent, out, layout.BEST_MODEL_ARTIFACT)
-    if weights is not None:
+    if weights is not None and loaded.config.is_llm:
+        from ludwig_hpo.driver.export_llm import log_best_llm
+
+        log_best_llm(best, paths, loaded, data, store, parent, console)
+    elif weights is not None:
         _log_best_model(best, paths, loaded, data, store, parent, console)
 
 

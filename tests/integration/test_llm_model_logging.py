@@ -205,3 +205,64 @@ def test_hpo_predict_generates_and_hpo_evaluate_scores_the_llm_metrics(base_copy
     for metric in ("loss", "perplexity", "token_accuracy", "exact_match", "rouge_l"):
         assert f"full/gloss/{metric}" in scores, sorted(scores)
     assert scores["full/gloss/perplexity"] == pytest.approx(math.exp(scores["full/gloss/loss"]), rel=1e-4)
+
+
+def test_the_sweeps_best_llm_trial_is_exported_logged_and_scored_on_the_test_split(base_copy, tmp_path):
+    """The driver's export of an llm sweep's best trial: ``best_model/model.pt`` is the adapter,
+    the parent run's ``model`` a pyfunc that generates, the test split scored with the llm metrics."""
+    import io
+
+    import mlflow.pyfunc
+    import yaml
+    from rich.console import Console
+
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.data import load_dataframe
+    from ludwig_hpo.driver.export import export_best
+    from ludwig_hpo.driver.holdout import score_best_on_test
+    from ludwig_hpo.driver.paths import SweepPaths
+    from ludwig_hpo.model.llm_pyfunc import response_column
+    from ludwig_hpo.results import EpochRecord, TrialRecord
+    from ludwig_hpo.tracking import layout
+    from ludwig_hpo.train.loop import Job, train_loop
+
+    rows = pd.concat([ROWS] * 2, ignore_index=True)
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    raw = _raw(base_copy, trainer={"type": "finetune", "epochs": 1, "batch_size": 4, "eval_generation_samples": 2})
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    loaded = load_sweep(tmp_path / "sweep.yaml")
+    data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config)
+    kept: dict[str, str] = {}
+
+    def report(metrics, ckpt):
+        if ckpt is not None:
+            kept["folder"] = str(shutil.copytree(ckpt, tmp_path / "ckpt"))
+
+    params = {"trainer.learning_rate": 5e-4}
+    train_loop(resolve_trial_config(loaded.raw, params), data, Job(checkpoint_every=1), report)
+    best = TrialRecord("t1", "FINISHED", params, 1.0, 1.0, (EpochRecord(1, 1.0),))
+    paths = SweepPaths(tmp_path / "out")
+    paths.root.mkdir()
+    console = Console(file=io.StringIO())
+    store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "llm", artifact_location=tmp_path / "art")
+    try:
+        parent = store.start_run("sweep")
+        export_best(
+            best, kept["folder"], loaded=loaded, data=data, paths=paths, store=store, parent=parent, console=console
+        )
+        scores = score_best_on_test(best, loaded, data, paths, console)
+        tags = store.client.get_run(parent).data.tags
+        uri = store.uri
+    finally:
+        store.close()
+    assert "warning" not in console.file.getvalue(), console.file.getvalue()
+    weights = torch.load(paths.best_weights, weights_only=True)["state_dict"]
+    assert weights and all("lora_" in k for k in weights)
+    assert layout.PYTORCH_MODEL_URI_TAG not in tags  # token ids in, no caller has them
+    assert {"test/gloss/loss", "test/gloss/rouge_l"} <= set(scores), sorted(scores)
+    mlflow.set_tracking_uri(uri)
+    try:
+        frame = mlflow.pyfunc.load_model(tags[layout.BEST_MODEL_URI_TAG]).predict(ROWS[["lemma", "pos"]])
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert len(frame) == len(ROWS) and list(frame.columns) == [response_column("gloss")]

@@ -175,3 +175,92 @@ def test_loading_saved_adapter_weights_refuses_foreign_keys_and_missing_ones(tin
     with pytest.raises(RuntimeError, match="has not"):
         load_saved_state_dict(model, {**saved, "not.a.key": torch.zeros(1)})
     load_saved_state_dict(model, saved)
+
+
+# ---------------------------------------------------------------------- the worker loop's llm trials
+def _llm_raw(base, **overrides) -> dict:
+    raw = {
+        "name": "llm-artifacts",
+        "model_type": "llm",
+        "base_model": str(base),
+        "dataset": {"source": "rows.csv", "split": {"train": 0.5, "validation": 0.25, "test": 0.25, "seed": 1}},
+        "prompt": {"template": "Define the {pos} '{lemma}':"},
+        "input_features": [{"name": "lemma", "type": "text"}],
+        "output_features": [{"name": "gloss", "type": "text"}],
+        # dropout: resuming must restore the random state as well as the adapter and its moments
+        "adapter": {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]},
+        "generation": {"max_new_tokens": 3, "do_sample": False},
+        "trainer": {
+            "type": "finetune",
+            "epochs": 3,
+            "batch_size": 4,
+            "learning_rate": 0.01,
+            "eval_generation_samples": 2,
+        },
+        "backend": {"num_workers": 1},
+        "hyperopt": {
+            "goal": "minimize",
+            "metric": "loss",
+            "output_feature": "gloss",
+            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1.0e-4, "upper": 1.0e-3}},
+        },
+    }
+    raw.update(overrides)
+    return raw
+
+
+LLM_ROWS = {
+    "lemma": [f"word{i}" for i in range(16)],
+    "pos": ["noun"] * 16,
+    "gloss": [f"the meaning of word {i}" for i in range(16)],
+}
+
+
+def _llm_run(raw: dict, job, keep=None):
+    import shutil
+
+    import pandas as pd
+
+    from ludwig_hpo.config.schema import SweepConfig
+    from ludwig_hpo.data import prepare
+    from ludwig_hpo.train.loop import train_loop
+
+    cfg = SweepConfig.model_validate(raw)
+    data = prepare(pd.DataFrame(LLM_ROWS), cfg)
+    reports, saved = [], {}
+
+    def report(metrics, ckpt):
+        reports.append(dict(metrics))
+        if ckpt is not None and keep is not None:
+            saved[metrics["epoch"]] = shutil.copytree(ckpt, keep / f"epoch_{metrics['epoch']}")
+
+    model = train_loop(cfg, data, job, report)
+    return reports, saved, model
+
+
+def test_an_llm_trial_resumed_from_its_adapter_checkpoint_equals_an_uninterrupted_run(tiny_llama_dir, tmp_path):
+    from ludwig_hpo.train.loop import Job
+
+    raw = _llm_raw(tiny_llama_dir)
+    whole, saved, model = _llm_run(raw, Job(checkpoint_every=1), keep=tmp_path)
+    best = torch.load(saved[1] / MODEL_FILE, weights_only=True)["state_dict"]
+    assert best and all("lora_" in k for k in best)
+    base_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if not p.requires_grad)
+    assert os.path.getsize(saved[1] / MODEL_FILE) + os.path.getsize(saved[1] / TRAINER_STATE_FILE) < base_bytes / 4
+    rest, _, resumed = _llm_run(raw, Job(checkpoint_every=1, resume_from=str(saved[1])))
+    assert [r["epoch"] for r in rest] == [2, 3]
+    for a, b in zip(whole[1:], rest, strict=True):
+        for key in ("objective", "train/combined/running_loss", "validation/gloss/token_accuracy", "optimizer_steps"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), key
+    for (k, a), b in zip(saved_state_dict(model).items(), saved_state_dict(resumed).values(), strict=True):
+        torch.testing.assert_close(a, b, msg=k)
+
+
+def test_a_fully_fine_tuned_llm_trial_checkpoints_the_whole_model(tiny_llama_dir, tmp_path):
+    from ludwig_hpo.train.loop import Job
+
+    raw = _llm_raw(tiny_llama_dir, trainer={**_llm_raw(tiny_llama_dir)["trainer"], "epochs": 1})
+    del raw["adapter"]
+    _, saved, model = _llm_run(raw, Job(checkpoint_every=1), keep=tmp_path)
+    best = torch.load(saved[1] / MODEL_FILE, weights_only=True)["state_dict"]
+    assert set(best) == set(model.state_dict())
