@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -182,7 +183,10 @@ def with_adapter(model: nn.Module, adapter: Any) -> nn.Module:
     kwargs = dict(adapter.peft_kwargs())
     kwargs.setdefault("task_type", "CAUSAL_LM")
     try:
-        return peft.get_peft_model(model, cls(**kwargs))
+        with warnings.catch_warnings():
+            # peft asks the model under transformers' old name: a warning per rank and trial
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return peft.get_peft_model(model, cls(**kwargs))
     except ValueError as e:
         if "target" not in str(e).lower():
             raise

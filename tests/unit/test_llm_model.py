@@ -215,3 +215,61 @@ def test_target_modules_not_in_the_model_are_one_line(setup):
         build_model(bad, data.meta)
     assert e.value.key == "adapter.target_modules"
     assert "q_proj" in str(e.value)  # the modules it has
+
+
+def test_gradient_checkpointing_recomputes_each_decoder_block_with_the_same_gradients(setup):
+    from ludwig_hpo.train.recompute import enable_gradient_checkpointing
+
+    cfg, data = setup
+    x, y = _batch(data, [0, 1, 3])
+    grads = []
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        model = build_model(cfg, data.meta).train()
+        if recompute:
+            assert enable_gradient_checkpointing(model) == 2  # the tiny Llama's 2 decoder layers
+        OutputLosses(cfg.output_features, data.meta)(model(x), y).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad})
+    for k, g in grads[0].items():
+        torch.testing.assert_close(grads[1][k], g, rtol=1e-5, atol=1e-6)
+
+
+def test_fsdp_units_are_the_decoder_blocks_and_probes_include_the_longest_row(setup):
+    from ludwig_hpo.train.lengths import longest_rows
+    from ludwig_hpo.train.strategy import transformer_blocks
+
+    cfg, data = setup
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta)
+    blocks = transformer_blocks(model)
+    assert [type(b).__name__ for b in blocks] == ["LlamaDecoderLayer", "LlamaDecoderLayer"]
+    rows = data.splits["train"]
+    longest = longest_rows(data.inputs, data.meta, rows)
+    lengths = (data.inputs["lemma"][rows] != model.pad_id).sum(1)
+    assert len(longest) == 1 and (data.inputs["lemma"][longest[0]] != model.pad_id).sum() == lengths.max()
+
+
+def test_bf16_autocast_loss_is_finite_and_close_to_fp32(setup):
+    from ludwig_hpo.train.strategy import autocast
+
+    cfg, data = setup
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta)
+    x, y = _batch(data, [0, 1])
+    losses = OutputLosses(cfg.output_features, data.meta)
+    fp32 = losses(model(x), y)
+    with autocast(torch.device("cpu"), "bf16"):
+        bf16 = losses(model(x), y)
+    assert torch.isfinite(bf16) and abs(bf16.item() - fp32.item()) < 0.1
+
+
+def test_quantization_without_a_gpu_is_one_line(setup):
+    cfg, data = setup
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: quantization may load")
+    from ludwig_hpo.config.llm import QuantizationConfig
+
+    quantized = cfg.model_copy(update={"quantization": QuantizationConfig(bits=4)})
+    with pytest.raises(ConfigError) as e:
+        build_model(quantized, data.meta)
+    assert e.value.key == "quantization" and "GPU" in str(e.value)
