@@ -3,7 +3,8 @@ tracking, the search, the k-fold re-evaluation of the best configurations, and t
 (results, report). Driver process only.
 
 Order matters for users: everything that can be wrong with their input (config, data,
-resources, tracking store) is checked before the output folder or any Ray process exists.
+resources, tracking store) is checked before the output folder exists. A local Ray cluster
+starts meanwhile, in the background, and stops before such an error is shown.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ from ludwig_hpo.driver.tune_run import (
     time_budget_stop,
 )
 from ludwig_hpo.execution.cluster import cluster_plan, existing_cluster, local_plan
-from ludwig_hpo.execution.executor import choose_executor
-from ludwig_hpo.execution.resources import NodeShape
+from ludwig_hpo.execution.cluster_start import ClusterStart, start_local_cluster
+from ludwig_hpo.execution.executor import ExecutorChoice, choose_executor
+from ludwig_hpo.execution.resources import NodeShape, ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.results.ranking import asha_rungs, distinct_top, rank_trials
 from ludwig_hpo.search.space import param_infos
@@ -106,7 +108,14 @@ class Sweep:
         say(self.console, text)
 
     # ------------------------------------------------------------------ checks before anything exists
-    def _prepare(self, nodes: list[NodeShape] | None) -> Prepared:
+    def _plan(self, nodes: list[NodeShape] | None) -> tuple[ResourcePlan, ExecutorChoice]:
+        """The resources (on ``nodes``, else local) and executor, from the config alone."""
+        cfg = self.cfg
+        plan = local_plan(cfg, self.loaded.path) if nodes is None else cluster_plan(cfg, nodes, existing=True)
+        pbt = cfg.hyperopt.scheduler.type == "pbt"
+        return plan, choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=pbt)
+
+    def _prepare(self, plan: ResourcePlan, executor: ExecutorChoice) -> Prepared:
         cfg = self.cfg
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
@@ -118,15 +127,11 @@ class Sweep:
         self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
         for line in [f"data: {f.text()}" for f in data.filled] + batch_size_note(cfg, len(data.splits["train"])):
             self._say(line)
-        plan = local_plan(cfg, self.loaded.path) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         self._say(f"resources: {plan.describe()}")
         if (note := plan.concurrency_note()) is not None:
             self._say(note)
         for line in unused_key_notes(cfg.backend, cfg.hyperopt.executor.kubernetes_namespace):
             self._say(line)
-        executor = choose_executor(
-            cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=cfg.hyperopt.scheduler.type == "pbt"
-        )
         self._say(f"trial executor: {executor.executor} ({executor.reason})")
         return Prepared(data, plan, executor)
 
@@ -138,8 +143,8 @@ class Sweep:
         its nodes (``ray.nodes()``); an infeasible request is an error before anything runs.
 
         Raises:
-            UserError: bad data, resources, cluster address or tracking store (before
-                anything is created).
+            UserError: bad data, resources, cluster address or tracking store (before the
+                output folder is created; a local cluster started meanwhile is stopped first).
         """
         t0 = self.t0 = time.time()
         # An inherited MLFLOW_RUN_ID (e.g. a sweep started from inside another MLflow run)
@@ -151,50 +156,49 @@ class Sweep:
             with existing_cluster(self.address) if self.address else contextlib.nullcontext() as nodes:
                 if self.address:
                     self._say(f"ray: connected to {self.address} ({len(nodes or [])} node(s))")
-                prepared = self._prepare(nodes)
-                if self.resume is None:
-                    output = create_output(
-                        self.loaded,
-                        self.output_root,
-                        self.dataset,
-                        self.console,
-                        nest_under=self.nest_under,
-                        kind=self.kind,
-                    )
-                else:
-                    output = reopen_output(self.loaded, *self.resume, self.console)
-                with closing_parent_run(output, self.console):
-                    return self._run_ray(prepared, output, t0)
+                plan, executor = self._plan(nodes)
+                # a local cluster starts in the background; stopped first on any error below
+                train_jobs = executor.executor == "fresh" and plan.num_workers > 1
+                starting = None if plan.existing_cluster else start_local_cluster(plan, train_jobs=train_jobs)
+                with starting or contextlib.nullcontext():
+                    prepared = self._prepare(plan, executor)
+                    if self.resume is None:
+                        output = create_output(
+                            self.loaded,
+                            self.output_root,
+                            self.dataset,
+                            self.console,
+                            nest_under=self.nest_under,
+                            kind=self.kind,
+                        )
+                    else:
+                        output = reopen_output(self.loaded, *self.resume, self.console)
+                    if starting is not None:
+                        starting.log_file = output.paths.ray_log
+                    with closing_parent_run(output, self.console):
+                        return self._run_ray(prepared, output, t0, starting)
         finally:
             if inherited:
                 os.environ["MLFLOW_RUN_ID"] = inherited
 
-    def _run_ray(self, prepared: Prepared, output: SweepOutput, t0: float) -> SweepResult:
-        """The phases inside the sweep's Ray cluster (started here unless the sweep runs on an
-        existing one): search, best-model export, k-fold; then the finish."""
+    def _run_ray(
+        self, prepared: Prepared, output: SweepOutput, t0: float, starting: ClusterStart | None
+    ) -> SweepResult:
+        """The phases inside the sweep's Ray cluster (the local one ``starting``, stopped
+        here once the k-fold phase ended; None: an existing one): search, k-fold; then the
+        final model, once the local cluster stopped, and the finish."""
         import optuna
 
         from ludwig_hpo.execution.cache import persisted_sizes
-        from ludwig_hpo.execution.cluster import local_cluster
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         cfg, plan, paths = self.cfg, prepared.plan, output.paths
         journal = read_journal(paths.journal) if output.resumed else {}
-        cluster = (
-            contextlib.nullcontext()
-            if plan.existing_cluster
-            else local_cluster(
-                num_cpus=plan.cluster_cpus,
-                num_gpus=int(plan.cluster_gpus),
-                trial_slots=plan.max_concurrent,
-                log_file=paths.ray_log,
-                train_jobs=prepared.executor.executor == "fresh" and plan.num_workers > 1,
-            )
-        )
         with contextlib.ExitStack() as stack:
-            if not plan.existing_cluster:
+            if starting is not None:
+                stack.callback(starting.stop)
                 with activity(self.console, f"starting Ray (a local cluster of {plan.cluster_cpus:g} CPUs)"):
-                    stack.enter_context(cluster)
+                    starting.wait()
             auto = "auto" in (cfg.trainer.batch_size, cfg.trainer.eval_batch_size)
             persisted = persisted_sizes(paths.batch_sizes, auto=auto, retune=self.retune_batch_size)
             for line in persisted.warnings:

@@ -28,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -186,17 +186,20 @@ def _quiet_tune_logs() -> None:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: A file Ray's messages go to, or a callable naming it at each message (None: none).
+LogFile = Path | Callable[[], Path | None] | None
 #: The logger that receives what Ray tells the driver (one record per line, colour removed).
 RAY_LOGGER = "ludwig_hpo.ray"
 
 
 @contextlib.contextmanager
-def rays_messages_to(log_file: Path | None) -> Iterator[None]:
+def rays_messages_to(log_file: LogFile) -> Iterator[None]:
     """While in this context, the messages Ray's driver would print about the cluster (a
     raylet's ``A worker died ...``, autoscaler notes; worker output is off already) go,
     without colour codes and one per line as ``<time> (<source>) <text>``, to ``log_file``
-    (appended; None: none) and to the :data:`RAY_LOGGER` logger at INFO, instead of the
-    console. Driver only; changes nothing on the cluster."""
+    (appended; None: none; a callable: the file it returns at each message, e.g. the
+    sweep's ``ray.log`` once its output folder exists) and to the :data:`RAY_LOGGER` logger
+    at INFO, instead of the console. Driver only; changes nothing on the cluster."""
     from ray._private import worker
 
     original = getattr(worker, "print_to_stdstream", None)
@@ -213,9 +216,10 @@ def rays_messages_to(log_file: Path | None) -> Iterator[None]:
         lines = [ln for ln in lines if ln]
         for ln in lines:
             logger.info("(%s) %s", source, ln)
-        if log_file is not None and lines:
+        path = log_file() if callable(log_file) else log_file
+        if path is not None and lines:
             try:
-                with lock, open(log_file, "a", encoding="utf-8") as f:
+                with lock, open(path, "a", encoding="utf-8") as f:
                     f.writelines(f"{stamp} ({source}) {ln}\n" for ln in lines)
             except OSError:  # the output folder went away: the logger still has them
                 pass
@@ -378,7 +382,7 @@ def _only_what_a_sweep_uses() -> Iterator[None]:
 
 @contextlib.contextmanager
 def local_cluster(
-    *, num_cpus: float, num_gpus: int, trial_slots: int, log_file: Path | None = None, train_jobs: bool = True
+    *, num_cpus: float, num_gpus: int, trial_slots: int, log_file: LogFile = None, train_jobs: bool = True
 ) -> Iterator[None]:
     """Start a local Ray cluster with ``trial_slots`` units of the ``trial_slot`` resource;
     stop it and remove its temp folder on exit. Driver only.
@@ -390,7 +394,8 @@ def local_cluster(
         num_cpus, num_gpus: logical resources of the cluster (whole numbers).
         trial_slots: how many trials may run at once (each reserves one slot).
         log_file: where what Ray tells the driver goes (:func:`rays_messages_to`), e.g. the
-            sweep's ``ray.log``; None: the :data:`RAY_LOGGER` logger only.
+            sweep's ``ray.log`` (or a callable returning it); None: the :data:`RAY_LOGGER`
+            logger only.
         train_jobs: whether trials run as Ray Train jobs (the ``fresh`` executor's
             multi-worker trials), whose stopped trials' placement groups Ray Train releases
             through the dashboard's state API. False (warm worker groups, one-process
