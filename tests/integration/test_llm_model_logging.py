@@ -266,3 +266,106 @@ def test_the_sweeps_best_llm_trial_is_exported_logged_and_scored_on_the_test_spl
     finally:
         mlflow.set_tracking_uri(None)
     assert len(frame) == len(ROWS) and list(frame.columns) == [response_column("gloss")]
+
+
+def test_an_llm_sweeps_kfold_runs_score_and_its_retrained_adapter_becomes_the_final_model(base_copy, tmp_path):
+    """k-fold of an llm config as of any model: a fold run scores its held-out fold, the test run
+    of ``kfold.select: cv`` keeps its final weights (the adapter), which the driver exports,
+    logs as the generating pyfunc and scores on the test split."""
+    import io
+
+    import yaml
+    from rich.console import Console
+
+    from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.data import load_dataframe
+    from ludwig_hpo.driver.final_model import FinalModel
+    from ludwig_hpo.driver.paths import SweepPaths
+    from ludwig_hpo.driver.state import SweepState
+    from ludwig_hpo.driver.sweep_run import SweepOutput
+    from ludwig_hpo.results import EpochRecord, KFoldRecord, TrialRecord
+    from ludwig_hpo.tracking import layout
+    from ludwig_hpo.train.loop import Job, train_loop
+    from ludwig_hpo.train.report_keys import MODEL_FILE
+
+    rows = pd.concat([ROWS] * 2, ignore_index=True)
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    trainer = {"type": "finetune", "epochs": 1, "batch_size": 4, "eval_generation_samples": 2}
+    raw = _raw(base_copy, trainer=trainer, kfold={"k": 2, "top_k": 1, "select": "cv"})
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    loaded = load_sweep(tmp_path / "sweep.yaml")
+    data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config)
+    assert len(data.folds) == 2
+    params = {"trainer.learning_rate": 5e-4}
+    cfg = resolve_trial_config(loaded.raw, params)
+    fold_reports: list[dict] = []
+    train_loop(cfg, data, Job("fold", fold=0, epochs=1), lambda m, c: fold_reports.append(dict(m)))
+    assert "validation/gloss/loss" in fold_reports[-1]
+    kept: dict[str, str] = {}
+
+    def keep(metrics, ckpt):
+        if ckpt is not None:
+            kept["folder"] = str(shutil.copytree(ckpt, tmp_path / "retrained"))
+
+    train_loop(cfg, data, Job("test", epochs=1), keep)
+    assert all("lora_" in k for k in torch.load(Path(kept["folder"]) / MODEL_FILE, weights_only=True)["state_dict"])
+    top = [TrialRecord("t1", "FINISHED", params, 1.0, 1.0, (EpochRecord(1, 1.0),))]
+    folds = (KFoldRecord(1, "t1", params, (1.0, 1.1), 1.0, "gloss/loss"),)
+    store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "llm", artifact_location=tmp_path / "art")
+    try:
+        parent = store.start_run("sweep")
+        paths = SweepPaths(tmp_path / "out")
+        paths.root.mkdir()
+        state = SweepState("f", str(loaded.path), parent, store.uri, phase="kfold")
+        output = SweepOutput(paths, store, parent, state, resumed=False)
+        console = Console(file=io.StringIO())
+        final = FinalModel(top[0], {}, loaded=loaded, data=data, output=output, console=console)
+        final.after_search()
+        final.after_kfold(top, folds, {1: kept["folder"]})
+        tags = store.client.get_run(parent).data.tags
+    finally:
+        store.close()
+    assert final.selection is not None and final.selection.retrained
+    assert "test/gloss/loss" in final.test_scores, final.test_scores
+    assert layout.BEST_MODEL_URI_TAG in tags and (paths.served_model / "MLmodel").is_file()
+    assert "warning" not in console.file.getvalue(), console.file.getvalue()
+
+
+@pytest.mark.timeout(300)
+def test_hpo_serve_answers_an_llms_rows_over_http_as_predict_does(base_copy, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from ludwig_hpo.execution.cluster import free_port
+    from ludwig_hpo.model.llm_pyfunc import LLM_ARTIFACT, ServedLLM, response_column
+
+    from ..servers import stop_process_group, wait_until_answering
+
+    path, _ = _saved(tmp_path, _raw(base_copy))
+    expected = ServedLLM.load(path / "artifacts" / LLM_ARTIFACT).predict(ROWS).frame
+    port = free_port()
+    log = tmp_path / "serve.log"  # a file, not a pipe nobody reads while it serves
+    with open(log, "w") as sink:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ludwig_hpo", "serve", str(path), "--port", str(port)],
+            cwd=tmp_path,
+            env=dict(os.environ),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until_answering(f"http://127.0.0.1:{port}/ping", server, output=log.read_text)
+        body = json.dumps({"dataframe_records": ROWS[["lemma", "pos"]].to_dict(orient="records")}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/invocations", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            served = pd.DataFrame(json.loads(reply.read())["predictions"])
+    finally:
+        stop_process_group(server)
+    column = response_column("gloss")
+    assert served[column].tolist() == expected[column].tolist()
