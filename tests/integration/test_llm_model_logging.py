@@ -369,3 +369,23 @@ def test_hpo_serve_answers_an_llms_rows_over_http_as_predict_does(base_copy, tmp
         stop_process_group(server)
     column = response_column("gloss")
     assert served[column].tolist() == expected[column].tolist()
+
+
+def test_an_adapter_over_a_hub_base_model_not_in_the_cache_is_one_line_without_a_network(
+    base_copy, tmp_path, monkeypatch
+):
+    import json
+
+    from ludwig_hpo.errors import DataError
+    from ludwig_hpo.model.llm_pyfunc import BASE_DIR, LLM_ARTIFACT, SPEC_FILE, ServedLLM
+
+    path, _ = _saved(tmp_path, _raw(base_copy))
+    folder = path / "artifacts" / LLM_ARTIFACT
+    spec = json.loads((folder / SPEC_FILE).read_text())
+    # as a sweep on a hub id leaves it: the base is a reference, not files
+    (folder / SPEC_FILE).write_text(json.dumps({**spec, "base_model": "nobody/no-such-model", "base_files": False}))
+    shutil.rmtree(folder / BASE_DIR)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DataError, match="no-such-model") as e:
+        ServedLLM.load(folder)
+    assert "\n" not in e.value.one_line()
