@@ -91,8 +91,9 @@ class PromptConfig(_Base):
     ``str.format``; a ``{column:.2f}`` spec formats the cell as a float. It must name the
     input column (``__sample__``) or at least one dataset column, and hold ``{__task__}``
     when ``task`` is set. Without a template, ``task`` is required and Ludwig's zero-shot
-    template (:data:`DEFAULT_TEMPLATE`) is used. Without a ``prompt`` section the input
-    feature's cell is the prompt as it is.
+    template is used: ``SAMPLE INPUT: {__sample__}\\n\\nUSER: Complete the following task:
+    {__task__}\\n\\nASSISTANT:\\n``. Without a ``prompt`` section the input feature's cell is
+    the prompt as it is.
     """
 
     template: str | None = None
@@ -543,8 +544,9 @@ class LLMTextLoss(_Base):
 
 class LLMTextOutputFeature(_Feature):
     """The one output of ``model_type: llm``: a text column the model learns to generate
-    after the prompt. The metrics it reports are :data:`ludwig_hpo.config.metrics.METRICS`
-    ``["text"]``."""
+    after the prompt. It reports ``loss``, ``perplexity``, ``token_accuracy`` and
+    ``sequence_accuracy`` (teacher-forced, every validation row) and ``exact_match`` and
+    ``rouge_l`` (on outputs generated for ``trainer.eval_generation_samples`` validation rows)."""
 
     type: Literal["text"]
     preprocessing: LLMTextOutputPreprocessing = LLMTextOutputPreprocessing()

@@ -124,6 +124,10 @@ class TrainerConfig(_Base):
     ``compile``, ``effective_batch_size`` and profiling are not supported yet (an error says so).
     ``loss_balancing``: Ludwig's default ``none`` (the weighted sum); its other strategies are
     not supported yet.
+    ``type``: ``trainer`` (model_type ecd) or ``finetune`` (model_type llm, its default):
+    Ludwig's fine-tuning trainer, these keys with ``eval_batch_size`` 2 by default;
+    ``eval_generation_samples`` (ours) validation rows are generated at each evaluation for the
+    generated-output metrics (0: none).
     ``enable_gradient_checkpointing``: recompute each transformer block's activations in the
     backward pass (pretrained encoders' layers and our transformer encoder and combiners' blocks),
     trading compute for activation memory; a model without such a block refuses it.
