@@ -232,6 +232,8 @@ class LLMModel(nn.Module):
             base = _quantized_base(cfg)
         else:
             base = fresh_base(cfg.base_model, share=adapter is not None)
+        #: whether the frozen base weights are the process cache's storage (see :meth:`shared_names`)
+        self.shares_base = adapter is not None and getattr(cfg, "quantization", None) is None
         self.model = with_adapter(base, adapter)
         from ludwig_hpo.data import hf_loader
 
@@ -270,6 +272,13 @@ class LLMModel(nn.Module):
     def trainable_names(self) -> list[str]:
         """The state-dict keys of the weights that train (the adapter's; every weight without one)."""
         return [n for n, p in self.named_parameters() if p.requires_grad]
+
+    def shared_names(self) -> list[str]:
+        """The parameters whose storage is the process's cached base weights (the frozen base
+        weights under an adapter; none without one): nothing may write them in place."""
+        if not self.shares_base:
+            return []
+        return [n for n, p in self.named_parameters() if not p.requires_grad]
 
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         """The trained weights only (the adapter's), detached on the CPU, by state-dict key."""

@@ -447,6 +447,14 @@ def train_loop(
     best.folder.close()
     if fsdp:
         whole = build_model(cfg, data.meta)
-        whole.load_state_dict(full_state_dict(model))
+        state = full_state_dict(model)
+        trained, load_trained = (
+            getattr(whole, "trainable_names", None),
+            getattr(whole, "load_trainable_state_dict", None),
+        )
+        if callable(trained) and callable(load_trained):  # an llm: its base weights are the cached ones, left unwritten
+            load_trained({k: state[k] for k in trained()})
+        else:
+            whole.load_state_dict(state)
         return whole.to(device)
     return inner

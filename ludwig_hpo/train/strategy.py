@@ -54,6 +54,11 @@ def wrap(model: torch.nn.Module, strategy: str, device: torch.device, world_size
             fully_shard(unit)
         fully_shard(model)
         return model
+    shared = getattr(model, "shared_names", None)
+    if callable(shared):
+        # an llm's frozen base weights are the process cache's storage, the same on every rank:
+        # DDP's start-up broadcast would write them in place (a private copy of each page)
+        DDP._set_params_and_buffers_to_ignore_for_model(model, list(shared()))
     return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
