@@ -203,8 +203,8 @@ class LLMModel(nn.Module):
 
     ``forward(inputs)`` takes ``{input name: (B, L) int64 ids}`` (prompt + target + EOS,
     right-padded: :mod:`ludwig_hpo.data.llm`) and returns ``{output name: (B, L', V) logits}``
-    (position t predicts token t + 1), L' <= L the batch's longest row plus one: trailing
-    padding columns are not computed (right padding under a causal mask changes nothing before
+    (position t predicts token t + 1), L' <= L the batch's longest row (plus one when the pad
+    id is the EOS): trailing padding columns are not computed (right padding under a causal mask changes nothing before
     it); the loss and metrics cut the labels to L'. ``generate(prompt_ids, attention_mask)``:
     (B, P) left-padded prompts -> (B, P + new) ids with ``generation``'s settings.
 
@@ -243,14 +243,14 @@ class LLMModel(nn.Module):
         self.output_metrics = {out.name: LLMMetrics(out, loss)}
 
     def width(self, ids: torch.Tensor) -> int:
-        """The columns of ``ids`` (B, L) a forward computes: the last one holding a non-padding
-        id in any row, plus one (when the pad id is the EOS, the final EOS reads as padding:
-        the extra column keeps the logit that predicts it), at most L."""
+        """The columns of ``ids`` (B, L) a forward computes: up to the last one holding a
+        non-padding id in any row, and one more when the pad id is the EOS (the final EOS reads
+        as padding: the extra column keeps the logit that predicts it), at most L."""
         real = (ids != self.pad_id).any(0)
         if not bool(real.any()):
             return int(ids.shape[1])
         last = int(real.nonzero().max())
-        return min(int(ids.shape[1]), last + 2)
+        return min(int(ids.shape[1]), last + (2 if self.pad_id == self.eos_id else 1))
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         ids = inputs[self.input_name]

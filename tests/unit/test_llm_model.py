@@ -273,3 +273,23 @@ def test_quantization_without_a_gpu_is_one_line(setup):
     with pytest.raises(ConfigError) as e:
         build_model(quantized, data.meta)
     assert e.value.key == "quantization" and "GPU" in str(e.value)
+
+
+def test_the_forward_keeps_the_column_that_predicts_the_final_eos(setup):
+    cfg, data = setup
+    torch.manual_seed(0)
+    model = build_model(cfg, data.meta)
+    pad, eos = model.pad_id, model.eos_id
+    ids = torch.tensor([[2, 40, 41, eos, pad, pad], [2, 40, eos, pad, pad, pad]])
+    assert model.width(ids) == 4  # up to the longest row's EOS
+    # a tokenizer without a pad token pads with its EOS (Ludwig's rule): the final EOS reads as
+    # padding, and the column whose logit predicts it is still computed
+    model.pad_id = eos
+    same = torch.tensor([[2, 40, 41, eos, eos, eos]])
+    assert model.width(same) == 4
+    labels = torch.tensor([[IGNORE_INDEX, IGNORE_INDEX, 41, eos, IGNORE_INDEX, IGNORE_INDEX]])
+    logits = model({"lemma": same})["gloss"]
+    from ludwig_hpo.model.llm_metrics import shifted
+
+    _, y = shifted(logits, labels)
+    assert (y == eos).any()  # the EOS label is scored
