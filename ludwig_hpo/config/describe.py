@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ludwig_hpo.config.hyperopt import HyperoptConfig
+from ludwig_hpo.config.llm import describe_llm
 from ludwig_hpo.config.schema import SweepConfig
 
 #: Scheduler options not shown as ``key value`` (the type is the line's subject; ``max_t`` is
@@ -34,7 +35,7 @@ def trial_count_text(hp: HyperoptConfig) -> str:
 
 def describe_sweep(cfg: SweepConfig) -> list[str]:
     """The sweep's name, dataset, features (``name (type)``, inputs -> outputs) and optimized
-    metric(s) with the epochs per trial."""
+    metric(s) with the epochs per trial; an llm's base model, adapter and prompt."""
     hp = cfg.hyperopt
     metrics = ", ".join(f"{k} ({g})" for k, g in cfg.objectives)
     return [
@@ -42,6 +43,7 @@ def describe_sweep(cfg: SweepConfig) -> list[str]:
         f"features: {', '.join(f'{f.name} ({f.type})' for f in cfg.input_features)} -> "
         f"{', '.join(f'{f.name} ({f.type})' for f in cfg.output_features)}",
         f"metric{'s (Pareto front)' if hp.multi_objective else ''}: {metrics}   epochs per trial: {cfg.trainer.epochs}",
+        *(describe_llm(cfg) if cfg.is_llm else []),
     ]
 
 

@@ -725,3 +725,28 @@ def check_quantization_backend(quantization: QuantizationConfig | None, use_gpu:
             path=("quantization",),
             fix="set backend.use_gpu: true (or auto on a GPU machine), or remove quantization",
         )
+
+
+def describe_llm(cfg: Any) -> list[str]:
+    """What ``hpo validate`` says of an llm config: the base model, the adapter and its main
+    keys, the prompt, quantization and the generation length. Pure."""
+    adapter = cfg.adapter
+    if adapter is None:
+        tuned = "no adapter: every weight trains"
+    else:
+        keys = [f"{k} {getattr(adapter, k)}" for k in ("r", "alpha", "dropout") if hasattr(adapter, k)]
+        targets = adapter.target_modules
+        keys.append(f"target_modules {targets if targets is not None else 'peft defaults'}")
+        tuned = f"adapter {adapter.type} ({', '.join(keys)})"
+    prompt = cfg.prompt
+    if prompt is None:
+        shown = f"the {cfg.input_features[0].name} cell as it is"
+    else:
+        text = prompt.effective_template
+        shown = repr(text if len(text) <= 60 else text[:57] + "...")
+    quant = f"; quantized to {cfg.quantization.bits} bits" if cfg.quantization is not None else ""
+    return [
+        f"llm: base_model {cfg.base_model}; {tuned}{quant}",
+        f"llm: prompt {shown}; generation max_new_tokens {cfg.generation.max_new_tokens}, "
+        f"do_sample {str(cfg.generation.do_sample).lower()}",
+    ]

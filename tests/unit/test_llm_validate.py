@@ -78,6 +78,11 @@ def test_a_local_base_model_validates_with_its_adapter(folder, tiny_llama_dir):
     assert lines[0].endswith(": valid")
     assert any(line.startswith("data: 30 rows") and "preprocessed without error" in line for line in lines)
     assert not any("not checked offline" in line for line in lines)
+    assert (
+        f"llm: base_model {tiny_llama_dir}; adapter lora (r 4, alpha 16, dropout 0.05, target_modules peft defaults)"
+        in lines
+    )
+    assert "llm: prompt 'Define {word}:'; generation max_new_tokens 32, do_sample true" in lines
 
 
 def test_target_modules_not_in_the_model_lists_the_ones_it_has(folder, tiny_llama_dir):
