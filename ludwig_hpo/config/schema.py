@@ -340,6 +340,12 @@ class SweepConfig(_Base):
         check_validation_target(self.trainer, outputs, self.backend)
         if self.is_llm:
             check_quantization_backend(self.quantization, self.backend.use_gpu)
+        elif self.trainer.type == "finetune":
+            raise KeyedValueError(
+                "trainer.type finetune is the trainer of model_type llm",
+                ("trainer", "type"),
+                fix="remove trainer.type (an ecd model's trainer is trainer), or set model_type: llm",
+            )
         elif self.trainer.eval_generation_samples != TrainerConfig.model_fields["eval_generation_samples"].default:
             raise KeyedValueError(
                 "trainer.eval_generation_samples is read by model_type llm only",

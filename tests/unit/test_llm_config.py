@@ -420,3 +420,16 @@ def test_a_bad_searched_llm_parameter_is_one_line(tmp_path, param, message):
     text = (LLM + "adapter: {type: lora}\n").replace("  parameters:\n", f"  parameters:\n    {param}\n")
     err = error(tmp_path, text)
     assert err.key.startswith("hyperopt.parameters") and message in err.message, err
+
+
+def test_the_finetune_trainer_belongs_to_an_llm(tmp_path):
+    from ludwig_hpo.config.overrides import with_overrides
+
+    text = LLM.replace("model_type: llm\nbase_model: ./tiny-llama\n", "").replace(
+        'prompt:\n  template: "Define {word}:"\n', ""
+    )
+    text = text.replace("{name: gloss, type: text}", "{name: gloss, type: category}")
+    loaded = load_sweep(write(tmp_path, text))
+    with pytest.raises(ConfigError) as info:
+        with_overrides(loaded, [("trainer.type", "finetune")])
+    assert "trainer.type finetune is the trainer of model_type llm" in info.value.message
