@@ -68,7 +68,7 @@ def check_base_model(cfg: Any, source: str, *, network: bool) -> list[str]:
     except hf_loader.HFModelError as e:
         raise ConfigError(str(e), source=source, key=BASE_KEY, fix=e.fix) from e
     check_lengths(cfg, config or {}, source)
-    model = meta_model(resolved.source, source)
+    model = meta_model(str(resolved.path) if resolved.path is not None else resolved.source, source)
     if cfg.adapter is not None:
         check_adapter(model, cfg.adapter, source)
     return []

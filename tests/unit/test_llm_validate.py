@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,18 @@ def test_quantization_without_a_gpu_at_validate(folder, tiny_llama_dir):
         pytest.skip("this machine has a GPU: the plan gives the trials one")
     err = refused(sweep(folder, tiny_llama_dir, extra="quantization: {bits: 4}\n"))
     assert err.key == "quantization" and "CUDA" in err.message
+
+
+def test_a_cached_hub_id_is_checked_as_a_local_model(folder, monkeypatch, tiny_llama_dir):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(folder / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    commit = "0" * 40  # laid out as huggingface_hub's cache holds a downloaded model
+    repo = folder / "hub" / "models--tiny--llama"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(tiny_llama_dir, repo / "snapshots" / commit)
+    lines = validate_lines(sweep(folder, "tiny/llama"))
+    assert lines[0].endswith(": valid") and not any("not checked offline" in line for line in lines)
+    path = sweep(folder, "tiny/llama", edit=("{type: lora, r: 4}", "{type: lora, r: 4, target_modules: [attn]}"))
+    err = refused(path)
+    assert err.key == "adapter.target_modules" and "q_proj" in err.fix
