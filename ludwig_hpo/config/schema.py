@@ -307,9 +307,11 @@ class SweepConfig(_Base):
         ftype = "combined" if hp.output_feature == "combined" else outputs[hp.output_feature]
         allowed = METRICS[ftype]
         if hp.metric not in allowed:
+            owner = [n for n, t in outputs.items() if hp.metric in METRICS.get(t, {})] if ftype == "combined" else []
             raise KeyedValueError(
                 f"{hp.metric!r} is not reported for a {ftype} output; use one of {sorted(allowed)}",
                 ("hyperopt", "metric"),
+                fix=f"set hyperopt.output_feature: {owner[0]} to rank by its {hp.metric}" if owner else None,
             )
         want = "maximize" if allowed[hp.metric] else "minimize"
         if hp.goal != want:

@@ -360,6 +360,8 @@ def test_a_sweep_can_rank_by_rouge_l(tmp_path):
     assert (hp.metric_key, hp.goal) == ("validation/gloss/rouge_l", "maximize")
     err = error(tmp_path, text.replace("metric: rouge_l", "metric: accuracy"))
     assert err.key == "hyperopt.metric" and "rouge_l" in err.message
+    err = error(tmp_path, text.replace("  output_feature: gloss\n", ""))  # the combined output has a loss only
+    assert err.key == "hyperopt.metric" and err.fix == "set hyperopt.output_feature: gloss to rank by its rouge_l"
 
 
 # ---------------------------------------------------------------------------- upgrades
