@@ -348,7 +348,8 @@ def prepare_llm(
     ``vocab_size`` and :func:`length_stats`, and ``fitted`` ``{"base_model", "template",
     "task", "limits"}`` (what a served model needs to prepare new rows the same way); the
     input's is ``type="text"`` with ``stats`` ``padding_id`` (what batch-size probes count by:
-    :mod:`ludwig_hpo.train.lengths`) and ``shape`` (L,).
+    :mod:`ludwig_hpo.train.lengths`), ``vocab_size`` and the same lengths (what ``hpo validate``
+    prints), and ``shape`` (L,).
 
     Args:
         load_tokenizer: hub id or folder -> tokenizer (None:
@@ -417,7 +418,8 @@ def prepare_llm(
             fix="raise it, or shorten the prompts (input_features[...].preprocessing.max_sequence_length)",
         )
     vocab_size = float(len(tok))
-    stats = {"pad_id": float(pad_id), "eos_id": float(eos_id), "vocab_size": vocab_size, **length_stats(enc, train)}
+    lengths = length_stats(enc, train)
+    stats = {"pad_id": float(pad_id), "eos_id": float(eos_id), "vocab_size": vocab_size, **lengths}
     fitted = {
         "base_model": base,
         "template": resolve_template(template, task),
@@ -431,7 +433,7 @@ def prepare_llm(
         ids=enc.ids,
         labels=enc.labels,
         input_meta=FeatureMeta(
-            feat.name, "text", shape=width, stats={"padding_id": float(pad_id), "vocab_size": vocab_size}
+            feat.name, "text", shape=width, stats={"padding_id": float(pad_id), "vocab_size": vocab_size, **lengths}
         ),
         output_meta=FeatureMeta(out.name, "text", shape=width, stats=stats, fitted=fitted),
     )

@@ -141,8 +141,13 @@ def test_metrics_are_token_sums_that_add_over_shards(setup):
     assert done["token_accuracy"] == 1.0 and done["sequence_accuracy"] == 1.0
 
 
-def test_trials_share_the_base_weights_and_a_new_base_frees_them(setup, tmp_path):
+def test_trials_share_the_base_weights_and_a_new_base_frees_them(setup, tmp_path, monkeypatch):
+    import tqdm
+
     from tests.hf_models import save_tiny_llama
+
+    # saving the second model shows a progress bar, whose monitor thread outlives the test
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
 
     cfg, data = setup
     llm_model.clear_cache()
@@ -293,3 +298,23 @@ def test_the_forward_keeps_the_column_that_predicts_the_final_eos(setup):
 
     _, y = shifted(logits, labels)
     assert (y == eos).any()  # the EOS label is scored
+
+
+def test_successive_trials_of_a_process_read_the_base_once_and_train_their_own_adapter(setup):
+    from ludwig_hpo.train.loop import Job, train_loop
+
+    cfg, data = setup
+    llm_model.clear_cache()
+    reads = len(llm_model.READS)
+    trial = cfg.model_copy(
+        update={"trainer": cfg.trainer.model_copy(update={"epochs": 1, "eval_generation_samples": 0})}
+    )
+    adapters, reports = [], []
+    for lr in (0.05, 0.01):  # a warm worker's two trials, one after the other
+        run = trial.model_copy(update={"trainer": trial.trainer.model_copy(update={"learning_rate": lr})})
+        model = train_loop(run, data, Job(), lambda m, c: reports.append(m))
+        adapters.append(model.trainable_state_dict())
+    assert len(llm_model.READS) == reads + 1
+    assert any(not torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
+    assert all(r["validation/gloss/perplexity"] > 1 for r in reports)
+    llm_model.clear_cache()
