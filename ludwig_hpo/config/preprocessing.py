@@ -241,7 +241,8 @@ class GlobalPreprocessing(_Base):
     (a seeded sample of the rows, taken before the split); ``oversample_minority`` /
     ``undersample_majority`` (the training split of a binary output rebalanced so that the
     minority class is that fraction of the majority class); ``global_max_sequence_length``
-    (read by Ludwig's LLM models only, so it changes nothing here, as in Ludwig);
+    (``model_type: llm``: each row, prompt + target + EOS, is cut to it; an ecd model does not
+    read it, as in Ludwig);
     ``eval_steps`` is not supported yet."""
 
     split: LudwigSplitConfig = LudwigSplitConfig()
