@@ -233,7 +233,10 @@ class LLMModel(nn.Module):
         else:
             base = fresh_base(cfg.base_model, share=adapter is not None)
         #: whether the frozen base weights are the process cache's storage (see :meth:`shared_names`)
-        self.shares_base = adapter is not None and getattr(cfg, "quantization", None) is None
+        self.quantized = getattr(cfg, "quantization", None) is not None
+        self.shares_base = adapter is not None and not self.quantized
+        #: whether the base weights are frozen (an adapter trains), the same file's on every rank
+        self.frozen_base = adapter is not None
         self.model = with_adapter(base, adapter)
         from ludwig_hpo.data import hf_loader
 
@@ -274,11 +277,19 @@ class LLMModel(nn.Module):
         return [n for n, p in self.named_parameters() if p.requires_grad]
 
     def shared_names(self) -> list[str]:
-        """The parameters whose storage is the process's cached base weights (the frozen base
-        weights under an adapter; none without one): nothing may write them in place."""
-        if not self.shares_base:
+        """The frozen base weights under an adapter (none without one): read from the same
+        files on every rank, never trained, and (unless quantized) the process cache's storage,
+        which nothing may write in place. DDP leaves them out of its broadcast."""
+        if not self.frozen_base:
             return []
         return [n for n, p in self.named_parameters() if not p.requires_grad]
+
+    def to(self, *args: Any, **kwargs: Any) -> LLMModel:
+        """``nn.Module.to``, except for a quantized base, which bitsandbytes placed on this
+        rank's device already (moving its packed weights again is not supported)."""
+        if self.quantized:
+            return self
+        return super().to(*args, **kwargs)
 
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         """The trained weights only (the adapter's), detached on the CPU, by state-dict key."""
