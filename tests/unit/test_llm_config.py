@@ -435,3 +435,17 @@ def test_the_finetune_trainer_belongs_to_an_llm(tmp_path):
     with pytest.raises(ConfigError) as info:
         with_overrides(loaded, [("trainer.type", "finetune")])
     assert "trainer.type finetune is the trainer of model_type llm" in info.value.message
+
+
+def test_a_null_max_sequence_length_of_an_ecd_text_input_is_the_longest_training_row(make_config):
+    import pandas as pd
+
+    from ludwig_hpo.data import prepare
+
+    words = [" ".join(["w"] * (1 + i % 7)) for i in range(60)]  # 1 to 7 tokens
+    frame = pd.DataFrame({"text": words, "y": [float(i) for i in range(60)]})
+    prep = {"max_sequence_length": None}
+    cfg = make_config([{"name": "text", "type": "text", "preprocessing": prep}], [{"name": "y", "type": "number"}])
+    data = prepare(frame, cfg)
+    longest = max(len(words[i].split()) for i in data.splits["train"]) + 2  # with <SOS>, <EOS>
+    assert data.meta["text"].shape == (longest,) and data.inputs["text"].shape == (60, longest)
