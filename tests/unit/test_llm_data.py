@@ -177,3 +177,10 @@ def test_global_max_sequence_length_that_leaves_no_target_is_refused(tiny_llama_
     with pytest.raises(DataError) as e:
         prepare(ROWS, cfg)
     assert e.value.key == "preprocessing.global_max_sequence_length"
+
+
+def test_rows_without_targets_are_their_prompts_alone(tok):
+    enc = encode_rows(["Define cat:", "Define a bird:"], None, tok, Limits(prompt=4))
+    assert (enc.labels == IGNORE_INDEX).all()
+    assert enc.ids[0, 0] == tok.bos_token_id and enc.target_lengths.tolist() == [0, 0]
+    assert enc.ids.shape[1] == 4 and enc.prompt_lengths.max() == 4
