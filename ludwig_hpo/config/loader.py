@@ -340,7 +340,9 @@ def resolve_trial_config(raw: RawMapping, params: Mapping[str, Any]) -> SweepCon
     except ValidationError as e:
         if not all(x["type"] == "extra_forbidden" for x in e.errors()):
             raise to_config_error(e, raw, {}, "trial config", key_prefix=f"params {params}") from None
-        for path in params:
+        unknown = {str(x["loc"][-1]) for x in e.errors() if x["loc"]}
+        # the field the chosen type lacks goes, never the type that chose it
+        for path in sorted(params, key=lambda p: p.rsplit(".", 1)[-1] not in unknown):
             if path == ROOT:
                 continue
             rest = {k: v for k, v in params.items() if k != path}

@@ -449,3 +449,16 @@ def test_a_null_max_sequence_length_of_an_ecd_text_input_is_the_longest_training
     data = prepare(frame, cfg)
     longest = max(len(words[i].split()) for i in data.splits["train"]) + 2  # with <SOS>, <EOS>
     assert data.meta["text"].shape == (longest,) and data.inputs["text"].shape == (60, longest)
+
+
+def test_the_adapter_type_is_searchable_with_keys_only_some_types_have(tmp_path):
+    text = (LLM + "adapter: {type: lora}\n").replace(
+        "  parameters:\n",
+        "  parameters:\n    adapter.type: {space: choice, categories: [lora, ia3]}\n"
+        "    adapter.r: {space: choice, categories: [4, 8]}\n",
+    )
+    loaded = load_sweep(write(tmp_path, text))
+    lora = resolve_trial_config(loaded.raw, {"adapter.type": "lora", "adapter.r": 4, "trainer.learning_rate": 0.001})
+    ia3 = resolve_trial_config(loaded.raw, {"adapter.type": "ia3", "adapter.r": 4, "trainer.learning_rate": 0.001})
+    assert (lora.adapter.type, lora.adapter.r) == ("lora", 4)
+    assert ia3.adapter.type == "ia3" and not hasattr(ia3.adapter, "r")  # ia3 has no rank: left out, as Ludwig does
