@@ -384,7 +384,8 @@ def prepare_llm(
             f"the tokenizer of base_model {base!r} cannot be used: {reason}",
             source=origin.source,
             key="base_model",
-            fix=getattr(e, "fix", None) or "give a folder saved with save_pretrained, or a hub id reachable from here",
+            fix=getattr(e, "fix", None)
+            or "save the tokenizer into the model's folder (tokenizer.save_pretrained), or give a hub id reachable from here",
         ) from e
     prompt_cfg = getattr(cfg, "prompt", None)
     template = getattr(prompt_cfg, "template", None)

@@ -8,6 +8,7 @@ The tiny random Llama of ``tests/hf_models.py``; one process, no Ray.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -318,3 +319,42 @@ def test_successive_trials_of_a_process_read_the_base_once_and_train_their_own_a
     assert any(not torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
     assert all(r["validation/gloss/perplexity"] > 1 for r in reports)
     llm_model.clear_cache()
+
+
+def test_full_fine_tuning_trains_every_weight_and_leaves_the_cached_base_as_read(setup):
+    from ludwig_hpo.train.loop import Job, train_loop
+
+    cfg, data = setup
+    llm_model.clear_cache()
+    full = _cfg(cfg.base_model, adapter=None)
+    full = full.model_copy(
+        update={
+            "trainer": full.trainer.model_copy(
+                update={"epochs": 1, "eval_generation_samples": 0, "learning_rate": 0.05}
+            )
+        }
+    )
+    model = train_loop(full, data, Job(), lambda m, c: None)
+    assert set(model.trainable_names()) == {n for n, _ in model.named_parameters()}
+    key = "model.layers.0.mlp.up_proj.weight"
+    cached = llm_model._CACHE[0].state[key]
+    trained = dict(model.named_parameters())[f"model.{key}"]
+    assert not torch.equal(trained.detach(), cached)  # it trained its own copy
+    from safetensors.torch import load_file
+
+    on_disk = load_file(str(Path(cfg.base_model) / "model.safetensors"))[key]
+    assert torch.equal(cached, on_disk)  # the cache still holds the weights as read
+    llm_model.clear_cache()
+
+
+def test_a_base_model_folder_without_a_tokenizer_is_one_line(tmp_path, tiny_llama_dir):
+    import shutil
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(Path(tiny_llama_dir) / "config.json", bare / "config.json")
+    from ludwig_hpo.errors import DataError
+
+    with pytest.raises(DataError) as e:
+        prepare(ROWS, _cfg(str(bare)))
+    assert e.value.key == "base_model" and "\n" not in str(e.value)
