@@ -195,6 +195,12 @@ class TrainerConfig(_Base):
                         fix="remove base_learning_rate and set trainer.learning_rate",
                     )
                 data = {k: v for k, v in data.items() if k != "base_learning_rate"}
+        if "layers_to_freeze_regex" in data:
+            raise KeyedValueError(
+                "layers_to_freeze_regex (freezing the layers a regex names) is not supported yet",
+                ("trainer", "layers_to_freeze_regex"),
+                fix="remove it: an adapter freezes the base weights, and without one every weight trains",
+            )
         if data.get("learning_rate") == "auto":
             raise KeyedValueError(
                 "learning_rate: auto (Ludwig's learning-rate search) is not supported yet",

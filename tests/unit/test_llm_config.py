@@ -306,6 +306,12 @@ def test_an_ecd_text_input_keeps_its_default_length(tmp_path):
             "not supported",
         ),
         (
+            "hyperopt:\n",
+            "trainer: {layers_to_freeze_regex: x}\nhyperopt:\n",
+            "trainer.layers_to_freeze_regex",
+            "not supported",
+        ),
+        (
             "{name: gloss, type: text}",
             "{name: gloss, type: text, loss: {type: x}}",
             "output_features[gloss].loss",
