@@ -64,11 +64,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool
         lines.extend([*hf_notes, *_llm_notes(cfg, str(sweep_file))])
     else:
         lines.extend(_prepared_lines(df, cfg, data_cfg, hf_notes, loaded, str(sweep_file), model))
-    plan = local_plan(cfg, loaded.path)
-    if cfg.quantization is not None:
-        from ludwig_hpo.model.llm_checks import check_quantization_devices
-
-        check_quantization_devices(cfg, plan.use_gpu, str(sweep_file))
+    plan = local_plan(cfg, loaded.path)  # quantization without a GPU is refused here too
     lines.append(f"resources: {plan.describe()}")
     if (note := plan.concurrency_note()) is not None:
         lines.append(note)

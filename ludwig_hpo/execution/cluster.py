@@ -131,6 +131,14 @@ def cluster_plan(
     b = cfg.backend
     gpus = sum(n.gpus for n in nodes)
     use_gpu = gpus > 0 if b.use_gpu == "auto" else bool(b.use_gpu)
+    if not use_gpu and getattr(cfg, "quantization", None) is not None:  # bitsandbytes loads on CUDA only
+        raise ResourceError(
+            f"quantization loads the base model with bitsandbytes, which needs a CUDA GPU, but "
+            f"{'the cluster has' if existing else 'this machine has'} none",
+            source=str(sweep_file) if sweep_file is not None else None,
+            key="quantization",
+            fix="remove quantization, or run on a machine or cluster with a GPU",
+        )
     if use_gpu and not gpus:
         key, source, fix = _gpu_key_source(cfg, sweep_file)
         asked = "asks for a GPU" if key != "backend.use_gpu" else "is true"

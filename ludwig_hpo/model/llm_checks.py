@@ -212,21 +212,3 @@ def check_lengths(cfg: Any, config: dict[str, Any], source: str) -> None:
             key=f"input_features[{feat.name}].preprocessing.max_sequence_length",
             fix=f"make the two lengths sum to at most {context - 1}, or set preprocessing.global_max_sequence_length",
         )
-
-
-def check_quantization_devices(cfg: Any, use_gpu: bool, source: str) -> None:
-    """``quantization`` with the trials' devices known (the plan's ``use_gpu``): bitsandbytes
-    needs CUDA, so a plan without a GPU refuses it. Pure; driver.
-
-    Raises:
-        ConfigError: at ``quantization``.
-    """
-    quantization = getattr(cfg, "quantization", None)
-    if quantization is not None and not use_gpu:
-        raise ConfigError(
-            f"quantization (bits {quantization.bits}) loads the base model with bitsandbytes, which needs a CUDA "
-            "GPU, and the trials run without one",
-            source=source,
-            key="quantization",
-            fix="remove quantization, or run on a machine with a GPU (backend.use_gpu: auto or true)",
-        )

@@ -190,3 +190,15 @@ def test_a_cached_hub_id_is_checked_as_a_local_model(folder, monkeypatch, tiny_l
     path = sweep(folder, "tiny/llama", edit=("{type: lora, r: 4}", "{type: lora, r: 4, target_modules: [attn]}"))
     err = refused(path)
     assert err.key == "adapter.target_modules" and "q_proj" in err.fix
+
+
+def test_quantization_on_a_cluster_without_gpus_is_refused_before_it_starts(folder, tiny_llama_dir):
+    from ludwig_hpo.errors import ResourceError
+    from ludwig_hpo.execution.cluster import NodeShape, cluster_plan
+
+    path = sweep(folder, tiny_llama_dir, extra="quantization: {bits: 8}\n")
+    cfg = load_sweep(path).config
+    with pytest.raises(ResourceError) as info:
+        cluster_plan(cfg, [NodeShape(8, 0)], existing=True, sweep_file=path)
+    assert info.value.key == "quantization" and "the cluster has none" in info.value.message
+    assert cluster_plan(cfg, [NodeShape(8, 1)], existing=True, sweep_file=path).use_gpu
