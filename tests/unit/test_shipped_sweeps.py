@@ -35,3 +35,32 @@ def test_the_quick_start_sweep_offers_no_optimizer_that_stays_at_chance() -> Non
     assert cfg.trainer.optimizer.type != "sgd"
     for path, space in cfg.hyperopt.parameters.items():
         assert "sgd" not in repr(space.model_dump()), f"digits.yaml searches sgd through {path}"
+
+
+def test_the_llm_sweep_is_a_lora_search_on_a_llama_ranked_by_generated_answers() -> None:
+    from ludwig_hpo.config import load_sweep
+
+    cfg = load_sweep(ROOT / "sweeps" / "llm_lora.yaml").config
+    assert cfg.is_llm and cfg.base_model == "HuggingFaceTB/SmolLM2-135M"
+    assert cfg.adapter is not None and cfg.adapter.type == "lora"
+    assert cfg.adapter.target_modules == ["q_proj", "v_proj"]  # a Llama's attention projections
+    assert cfg.prompt is not None and cfg.prompt.template == "Define the {pos} '{lemma}':"
+    assert set(cfg.hyperopt.parameters) == {"adapter.r", "adapter.alpha", "trainer.learning_rate"}
+    assert cfg.hyperopt.metric_key == "validation/gloss/rouge_l" and cfg.hyperopt.goal == "maximize"
+    assert cfg.trainer.eval_generation_samples > 0  # rouge_l needs generated answers
+    assert cfg.generation.do_sample is False  # the same answers at every evaluation
+
+
+def test_the_llm_sweep_validates_offline_noting_its_hub_model_unchecked(tmp_path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from ludwig_hpo.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: the model is not here
+    result = CliRunner().invoke(app, ["validate", str(ROOT / "sweeps" / "llm_lora.yaml")])
+    assert result.exit_code == 0, result.stderr
+    noted = [line for line in result.output.splitlines() if "HuggingFaceTB/SmolLM2-135M" in line]
+    assert noted and any("not checked" in line or "offline" in line for line in noted), result.output
+    assert not (tmp_path / "hf").exists()  # nothing was fetched or cached
