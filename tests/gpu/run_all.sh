@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every GPU check of ludwig_hpo in one run, for a lent GPU machine that has torch but not Ray,
 # Optuna or MLflow: the tests marked `gpu` (CUDA precision, batch-size probes, the worker loop on
-# CUDA, bf16 / gradient checkpointing / FSDP units for text and RGB image models, and NCCL DDP/FSDP
-# with 2 ranks where 2 GPUs exist). Run from anywhere: `bash tests/gpu/run_all.sh [pytest args]`.
-# It prints what the machine has, then pytest's summary (skips with their reasons); the exit
-# status is pytest's. OUT=<folder> also writes the JUnit XML report there.
+# CUDA, bf16 / gradient checkpointing / FSDP units for text and RGB image models and for LoRA on a
+# causal LM (4-bit where bitsandbytes is installed), and NCCL DDP/FSDP with 2 ranks where 2 GPUs
+# exist). Run from anywhere: `bash tests/gpu/run_all.sh [pytest args]`. It prints what the
+# machine has, then pytest's summary (skips with their reasons); the exit status is pytest's.
+# OUT=<folder> also writes the JUnit XML report there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -16,7 +17,7 @@ import torch
 print(f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}, GPUs: {torch.cuda.device_count()}")
 for i in range(torch.cuda.device_count()):
     print(f"  cuda:{i} {torch.cuda.get_device_name(i)}, bf16: {torch.cuda.is_bf16_supported()}")
-for name in ("pytest", "pytest_timeout", "pandas", "pydantic", "yaml", "sklearn", "psutil", "transformers", "tokenizers", "PIL"):
+for name in ("pytest", "pytest_timeout", "pandas", "pydantic", "yaml", "sklearn", "psutil", "transformers", "tokenizers", "peft", "bitsandbytes", "PIL"):
     try:
         mod = importlib.import_module(name)
         print(f"  {name} {getattr(mod, '__version__', '')}")
