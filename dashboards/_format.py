@@ -127,6 +127,12 @@ METRIC_DOMAINS: dict[str, tuple[float, float]] = {
     "specificity": (0.0, 1.0),
     "hits_at_k": (0.0, 1.0),
     "jaccard": (0.0, 1.0),
+    # model_type llm's text output
+    "perplexity": (1.0, math.inf),
+    "token_accuracy": (0.0, 1.0),
+    "sequence_accuracy": (0.0, 1.0),
+    "exact_match": (0.0, 1.0),
+    "rouge_l": (0.0, 1.0),
 }
 
 
