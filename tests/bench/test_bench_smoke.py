@@ -72,6 +72,11 @@ CASES = [
         "text_throughput", ("--repeats", "1", "--epochs", "1", "--rows", "120", "--length", "16"), ("ratio_vs_plain",)
     ),
     Case(
+        "llm_throughput",
+        ("--repeats", "1", "--rows", "60", "--layers", "2", "--hidden", "32"),
+        ("tokens_per_s", "plain_tokens_per_s", "ratio_vs_plain"),
+    ),
+    Case(
         "batch_size",
         ("--epochs", "1", "--steps", "2", "--repeats", "1", "--cache-trials", "2"),
         ("throughput_ratio", "tuning_fraction", "cache_hit_rate"),
