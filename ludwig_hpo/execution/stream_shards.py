@@ -26,7 +26,7 @@ wait upstream or spill; nothing is materialized whole).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,9 @@ PREFETCH_CHUNKS = 2
 #: Rows of each split a job keeps in memory for its batch-size probes (drawn with replacement:
 #: any batch size can be probed).
 PROBE_ROWS = 1024
+#: A rank keeps its shard of the scored rows in memory after the first scoring when it is
+#: estimated at most this size (each later scoring would start a pass over the files again).
+KEEP_SCORED_BYTES = 256 * 2**20
 #: Names of a job's datasets in a Ray Train job (``ray.train.get_dataset_shard``).
 TRAIN, SCORED = "train", "scored"
 
@@ -191,14 +194,38 @@ def rank_feeds(
     ]
 
 
+class _KeptShard:
+    """A scored shard read once and kept (its chunks in this rank's memory): scoring it again
+    starts no new pass over the files. Every rank keeps its shard of the same first pass, so
+    the shards still hold each scored row once."""
+
+    def __init__(self, iterator: Any) -> None:
+        self.iterator = iterator
+        self.chunks: list[Chunk] | None = None
+
+    def __call__(self, epoch: int) -> Iterable[Chunk]:
+        if self.chunks is None:
+            self.chunks = list(_chunks(self.iterator))
+        return self.chunks
+
+
+def _row_bytes(probe: PreparedData) -> float:
+    n = max(1, len(next(iter(probe.targets.values()))))
+    return sum(v.nbytes for v in [*probe.inputs.values(), *probe.targets.values()]) / n
+
+
 def job_stream(feed: RankFeed, meta: dict[str, Any]) -> JobStream:
     """The loop's :class:`~ludwig_hpo.train.stream_feed.JobStream` of this rank's shard; runs
-    on the rank. Each epoch (and each scoring) iterates the rank's ``DataIterator`` again."""
+    on the rank. Each epoch iterates the rank's training ``DataIterator`` again; the scored
+    shard is read once and kept when it is estimated (from the probe rows) at most
+    :data:`KEEP_SCORED_BYTES`, else read again at every scoring."""
     train_rows, padded, scored_rows = feed.counts
+    estimate = scored_rows / feed.world_size * _row_bytes(feed.probe)
+    scored: Any = _KeptShard(feed.scored) if estimate <= KEEP_SCORED_BYTES else (lambda epoch: _chunks(feed.scored))
     return JobStream(
         meta=meta,
         train=RankStream(train_rows, padded // feed.world_size, lambda epoch: _chunks(feed.train)),
-        scored=RankStream(scored_rows, None, lambda epoch: _chunks(feed.scored)),
+        scored=RankStream(scored_rows, None, scored),
         scored_split=feed.scored_split,
         probe=feed.probe,
     )

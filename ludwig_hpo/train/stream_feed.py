@@ -261,5 +261,7 @@ def to_device(
         columns.table, columns.names = table, names
         inputs: dict[str, torch.Tensor] = columns
     else:
-        inputs = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in x.items()}
-    return inputs, {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in y.items()}
+        inputs = {k: torch.from_numpy(np.array(v)).to(device) for k, v in x.items()}
+    # Ray Data's arrays are read-only views of its blocks; a copy (tiny: one batch) keeps torch
+    # from writing into them
+    return inputs, {k: torch.from_numpy(np.array(v)).to(device) for k, v in y.items()}
