@@ -416,6 +416,10 @@ class QuantizationConfig(_Base):
 
 
 # ---------------------------------------------------------------------------- generation
+#: Generation options only sampling reads.
+_SAMPLING_KEYS = ("temperature", "top_k", "top_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
+
+
 class GenerationConfig(_Base):
     """Ludwig's ``generation``: how outputs are generated (transformers' ``GenerationConfig``
     fields, Ludwig's defaults: ``max_new_tokens`` 32, sampling with ``temperature`` 0.1,
@@ -492,8 +496,14 @@ class GenerationConfig(_Base):
     def hf_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``model.generate`` (transformers' ``GenerationConfig``
         fields): every field that is not null, ``max_length`` / ``min_length`` left out when
-        ``max_new_tokens`` / ``min_new_tokens`` are set (which override them). Pure; any process."""
+        ``max_new_tokens`` / ``min_new_tokens`` are set (which override them), and the sampling
+        options (``temperature``, ``top_k``, ``top_p``, ...) left out without ``do_sample``
+        (greedy and beam search ignore them; transformers warns on every call that gets them).
+        Pure; any process."""
         out = {k: v for k, v in self.model_dump().items() if v is not None}
+        if not self.do_sample:
+            for key in _SAMPLING_KEYS:
+                out.pop(key, None)
         # Ludwig: max_new_tokens overrides max_length, min_new_tokens min_length
         for new, old in (("max_new_tokens", "max_length"), ("min_new_tokens", "min_length")):
             if new in out:

@@ -92,6 +92,14 @@ def test_generation_defaults_are_ludwigs_and_transformers_accepts_them(tmp_path)
     GenerationConfig(**kwargs).validate(strict=True)
 
 
+def test_greedy_generation_leaves_the_sampling_options_out(tmp_path):
+    from transformers import GenerationConfig
+
+    kwargs = load(tmp_path, LLM + "generation: {do_sample: false, num_beams: 2}\n").generation.hf_kwargs()
+    assert kwargs["do_sample"] is False and not {"temperature", "top_k", "top_p", "typical_p"} & set(kwargs)
+    GenerationConfig(**kwargs).validate(strict=True)  # Ludwig's temperature 0.1 would be flagged with greedy search
+
+
 def test_generation_keys_are_read(tmp_path):
     text = LLM + "generation: {max_new_tokens: 8, do_sample: false, num_beams: 2, repetition_penalty: 1.3}\n"
     kwargs = load(tmp_path, text).generation.hf_kwargs()
