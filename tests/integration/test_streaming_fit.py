@@ -29,7 +29,7 @@ def cluster():
         yield
 
 
-def _folder(tmp_path: Path, df: pd.DataFrame, parts: int = 3) -> Path:
+def _folder(tmp_path: Path, df: pd.DataFrame, parts: int = 6) -> Path:
     folder = tmp_path / "rows"
     folder.mkdir()
     for i, part in enumerate(np.array_split(np.arange(len(df)), parts)):
@@ -55,7 +55,7 @@ def test_a_folder_of_parquet_files_fits_the_in_memory_statistics_and_streams_the
     streamed = prepare_streamed(cfg, None)
     _assert_same_meta(streamed.meta, memory.meta)
     assert streamed.rows == {name: len(memory.splits[name]) for name in ("train", "validation", "test")}
-    assert len(streamed.sources) == 3 and streamed.bytes > 0
+    assert len(streamed.sources) == 6 and streamed.bytes > 0
     for name in ("train", "validation"):
         batches = list(streamed.datasets[name].iter_batches(batch_size=None, batch_format="numpy"))
         inputs, targets = split_batch({k: np.concatenate([b[k] for b in batches]) for k in batches[0]})
@@ -74,9 +74,9 @@ def test_a_split_value_in_one_file_is_refused_naming_that_file(cluster, tmp_path
     from ludwig_hpo.execution.streaming.prepare import prepare_streamed
 
     df = _frame(90)
-    df.loc[75, "split"] = 7  # in the last of three files
+    df.loc[80, "split"] = 7  # in the last of six files
     folder = _folder(tmp_path, df)
     with pytest.raises(DataError) as e:
         prepare_streamed(_cfg(folder), None)
     text = str(e.value)
-    assert "part-2.parquet" in text and "'split'" in text and "\n" not in text
+    assert "part-5.parquet" in text and "'split'" in text and "\n" not in text

@@ -16,7 +16,8 @@ from ludwig_hpo.data.numbers import statistics
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.data.streaming.apply import apply_batch
 from ludwig_hpo.data.streaming.checks import check_streamable
-from ludwig_hpo.data.streaming.fit import FileOrigin, Tally, batch_partial, filled_notes, fitted_meta, merge
+from ludwig_hpo.data.streaming.fit import FileOrigin, batch_partial, filled_notes, fitted_meta, merge
+from ludwig_hpo.data.streaming.number_counts import NumberCounts
 from ludwig_hpo.data.streaming.record import FOLD_KEY, input_key, split_batch, target_key
 from ludwig_hpo.data.streaming.splits import split_codes, split_rule
 from ludwig_hpo.errors import DataError
@@ -160,10 +161,10 @@ def test_the_quartiles_of_counted_values_are_numpys_for_any_count():
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 4, 5, 7, 10, 101, 1000):
         x = np.round(rng.normal(size=n), 1)  # repeated values
-        t = Tally.of(x, np.arange(n))
-        from ludwig_hpo.data.streaming.fit import tally_statistics
-
-        got, want = tally_statistics(t), statistics(x)
+        # counted in two halves, as two batches
+        t = NumberCounts.of(x[: n // 2], np.arange(n // 2))
+        t.merge(NumberCounts.of(x[n // 2 :], np.arange(n - n // 2)), n // 2)
+        got, want = t.statistics(), statistics(x)
         for k in ("min", "max", "q1", "q2", "q3"):
             assert got[k] == want[k], (n, k)
 

@@ -19,7 +19,7 @@ the rest). Pure; :func:`batch_partial` runs wherever Ray Data maps a batch, :fun
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from ludwig_hpo.data.numbers import FittedNumber, parse_numbers
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.data.rows import features_of, preprocessing_of
+from ludwig_hpo.data.streaming.number_counts import NumberCounts
 from ludwig_hpo.data.streaming.splits import SplitRule, fold_codes, split_codes
 from ludwig_hpo.errors import DataError
 
@@ -78,8 +79,8 @@ class Tally:
                 mine[0] += c
 
     @property
-    def total(self) -> int:
-        return sum(c for c, _ in self.counts.values())
+    def empty(self) -> bool:
+        return not self.counts
 
     def with_value(self, value: Any, count: int, first: int | None) -> Tally:
         """A copy with ``count`` more of ``value`` first seen at ``first`` (missing cells filled)."""
@@ -118,7 +119,7 @@ class ColumnPartial:
         numeric: every batch read the column as numbers (a binary's labels depend on it).
     """
 
-    train: Tally = field(default_factory=Tally)
+    train: Tally | NumberCounts = field(default_factory=Tally)
     every: Tally = field(default_factory=Tally)
     missing: int = 0
     train_missing: int = 0
@@ -129,7 +130,9 @@ class ColumnPartial:
 
     def merge(self, other: ColumnPartial, offset: int) -> None:
         """Add ``other``, the partial of the next batch, whose rows start at ``offset``."""
-        self.train.merge(other.train, offset)
+        if isinstance(other.train, NumberCounts) and not isinstance(self.train, NumberCounts):
+            self.train = NumberCounts()
+        self.train.merge(other.train, offset)  # type: ignore[arg-type]
         self.every.merge(other.every, offset)
         if self.first_missing is None and other.first_missing is not None:
             self.first_missing = other.first_missing + offset
@@ -221,7 +224,7 @@ def column_partial(
     pos = np.arange(len(s))
     present_train = train & ~missing
     out = ColumnPartial(
-        train=Tally.of(values[present_train], pos[present_train]),
+        train=(NumberCounts if feat.type == "number" else Tally).of(values[present_train], pos[present_train]),
         missing=int(missing.sum()),
         train_missing=int((train & missing).sum()),
         first_missing=_first(missing),
@@ -261,53 +264,31 @@ def batch_partial(df: pd.DataFrame, cfg: SweepConfig, rule: SplitRule, origin: D
     return out
 
 
-def merge(partials: list[BatchPartial] | Any) -> BatchPartial:
-    """The partials of every batch, in dataset order, as one (the driver's reduce)."""
+def merge_into(total: BatchPartial, p: BatchPartial) -> None:
+    """Add ``p``, the partial of the batch after those ``total`` holds (the driver's reduce)."""
+    if not total.columns:
+        total.columns = {name: ColumnPartial() for name in p.columns}
+    for name, col in p.columns.items():
+        total.columns[name].merge(col, total.rows)
+    for name, n in p.dropped.items():
+        total.dropped[name] = total.dropped.get(name, 0) + n
+    total.split_rows = [a + b for a, b in zip(total.split_rows, p.split_rows, strict=True)]
+    if p.fold_rows:
+        total.fold_rows = [a + b for a, b in zip(total.fold_rows or [0] * len(p.fold_rows), p.fold_rows, strict=True)]
+    total.rows += p.rows
+
+
+def merge(partials: Iterable[BatchPartial]) -> BatchPartial:
+    """The partials of every batch, in dataset order, as one."""
     total = BatchPartial()
     for p in partials:
-        if not total.columns:
-            total.columns = {name: ColumnPartial() for name in p.columns}
-        for name, col in p.columns.items():
-            total.columns[name].merge(col, total.rows)
-        for name, n in p.dropped.items():
-            total.dropped[name] = total.dropped.get(name, 0) + n
-        total.split_rows = [a + b for a, b in zip(total.split_rows, p.split_rows, strict=True)]
-        if p.fold_rows:
-            total.fold_rows = [
-                a + b for a, b in zip(total.fold_rows or [0] * len(p.fold_rows), p.fold_rows, strict=True)
-            ]
-        total.rows += p.rows
+        merge_into(total, p)
     return total
 
 
 # ---------------------------------------------------------------------------- numbers
-def _percentile(keys: np.ndarray, cum: np.ndarray, n: int, q: float) -> float:
-    """numpy's ``linear`` percentile ``q`` of ``n`` values given as sorted distinct ``keys`` and
-    their cumulative counts ``cum``, computed as numpy computes it (same index, same lerp)."""
-    quantile = q / 100
-    virtual = n * quantile + (1 + quantile * (1 - 1 - 1)) - 1
-    lo = int(np.floor(virtual))
-    lo_i, hi_i = min(max(lo, 0), n - 1), min(max(lo + 1, 0), n - 1)
-    gamma = virtual - lo
-    a, b = keys[np.searchsorted(cum, lo_i, side="right")], keys[np.searchsorted(cum, hi_i, side="right")]
-    diff = b - a
-    return float(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
-
-
-def tally_statistics(tally: Tally) -> dict[str, float]:
-    """:func:`~ludwig_hpo.data.numbers.statistics` of the counted values. Pure."""
-    keys = np.array(sorted(tally.counts), dtype=np.float64)
-    counts = np.array([tally.counts[k][0] for k in sorted(tally.counts)], dtype=np.int64)
-    n = int(counts.sum())
-    mean = math.fsum(keys * counts) / n
-    std = math.sqrt(math.fsum(counts * (keys - mean) ** 2) / (n - 1)) if n > 1 else 0.0
-    cum = np.cumsum(counts)
-    q1, q2, q3 = (_percentile(keys, cum, n, q) for q in (25, 50, 75))
-    return {"mean": mean, "std": std, "min": float(keys[0]), "max": float(keys[-1]), "q1": q1, "q2": q2, "q3": q3}
-
-
 def _refuse_empty(col: ColumnPartial, column: str, key: str, source: str | None) -> None:
-    if not col.train.counts:
+    if col.train.empty:
         raise DataError(
             f"column {column!r}: every training value is missing", source=source, key=key, fix="drop this feature"
         )
@@ -317,17 +298,17 @@ def _number_meta(feat: Any, section: str, col: ColumnPartial, key: str, source: 
     prep = preprocessing_of(feat, section)
     _refuse_empty(col, feat.source_column, key, source)
     strategy = prep.missing_value_strategy
+    train = col.train
+    assert isinstance(train, NumberCounts)
     fill: float | None = None
     if strategy == "fill_with_const":
         fill = float(prep.fill_value)
     elif strategy == "fill_with_mean":
-        keys = np.array(list(col.train.counts), dtype=np.float64)
-        counts = np.array([c for c, _ in col.train.counts.values()], dtype=np.float64)
-        fill = math.fsum(keys * counts) / float(counts.sum())
+        fill = train.mean()
     elif strategy == "fill_with_mode":
-        fill = float(col.train.by_frequency()[0])
-    filled = col.train.with_value(fill, col.train_missing, col.train_first_missing) if fill is not None else col.train
-    fitted = FittedNumber(tally_statistics(filled), fill, None, float(col.last))
+        fill = train.mode()
+    filled = train.with_value(fill, col.train_missing, col.train_first_missing) if fill is not None else train
+    fitted = FittedNumber(filled.statistics(), fill, None, float(col.last))
     return FeatureMeta(feat.name, "number", stats=fitted.stats, fitted=fitted.record())
 
 
@@ -335,17 +316,17 @@ def _number_meta(feat: Any, section: str, col: ColumnPartial, key: str, source: 
 def _category_meta(feat: Any, section: str, col: ColumnPartial, key: str, source: str | None) -> FeatureMeta:
     prep = preprocessing_of(feat, section)
     strategy = prep.missing_value_strategy
+    train = col.train
+    assert isinstance(train, Tally)
     fill = (
         prep.fill_value
         if strategy == "fill_with_const"
-        else (col.train.by_frequency()[0] if strategy == "fill_with_mode" and col.train.counts else None)
+        else (train.by_frequency()[0] if strategy == "fill_with_mode" and not train.empty else None)
     )
     fitted = {"fill": fill, "last": col.last}
     if section == "input_features":
         _refuse_empty(col, feat.source_column, key, source)
-        counted = (
-            col.train.with_value(fill, col.train_missing, col.train_first_missing) if fill is not None else col.train
-        )
+        counted = train.with_value(fill, col.train_missing, col.train_first_missing) if fill is not None else train
         kept = [v for v in counted.by_frequency() if v != UNKNOWN_SYMBOL][: prep.most_common]
         return FeatureMeta(feat.name, "category", vocab=(UNKNOWN_SYMBOL, *kept), fitted=fitted)
     classes = set(col.every.counts)
@@ -394,7 +375,7 @@ def _binary_meta(feat: Any, section: str, col: ColumnPartial, key: str, source: 
         fill = _label_of(distinct, strategy == "fill_with_true", prep.fallback_true_label)
     elif strategy == "fill_with_const":
         fill = prep.fill_value
-    elif strategy == "fill_with_mode" and col.train.counts:
+    elif strategy == "fill_with_mode" and isinstance(col.train, Tally) and not col.train.empty:
         fill = col.train.by_frequency()[0]
     stays_numeric = col.numeric and not (col.missing and isinstance(fill, str | bool))
     labels: tuple[str, ...] = ()

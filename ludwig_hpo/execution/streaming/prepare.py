@@ -18,6 +18,7 @@ Runs in the driver, on a started Ray (``ray.init`` done by the caller).
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,15 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.rows import features_of
 from ludwig_hpo.data.streaming.apply import apply_batch
 from ludwig_hpo.data.streaming.checks import check_streamable
-from ludwig_hpo.data.streaming.fit import FileOrigin, batch_partial, check_counts, filled_notes, fitted_meta, merge
+from ludwig_hpo.data.streaming.fit import (
+    BatchPartial,
+    FileOrigin,
+    batch_partial,
+    check_counts,
+    filled_notes,
+    fitted_meta,
+    merge_into,
+)
 from ludwig_hpo.data.streaming.record import FOLD_KEY, SPLITS, StreamedData
 from ludwig_hpo.data.streaming.sources import StreamFiles, stream_files
 from ludwig_hpo.data.streaming.splits import SplitRule, split_rule
@@ -38,27 +47,36 @@ from ludwig_hpo.errors import DataError
 _PATH = "path"
 
 
-def _origin(df: pd.DataFrame, files: StreamFiles) -> tuple[pd.DataFrame, FileOrigin]:
-    if _PATH in df.columns and _PATH not in files.columns:
-        paths = df[_PATH]
-        return df.drop(columns=[_PATH]), FileOrigin(str(paths.iloc[0]) if len(paths) else None)
-    return df, FileOrigin(files.paths[0] if len(files.paths) == 1 else str(Path(files.paths[0]).parent))
+def _by_file(df: pd.DataFrame, files: StreamFiles) -> Iterator[tuple[pd.DataFrame, FileOrigin]]:
+    """A block's rows per file, in order, each with its file as the origin errors name (a read
+    task may put several small files into one block)."""
+    if _PATH not in df.columns or _PATH in files.columns:
+        yield df, FileOrigin(files.paths[0] if len(files.paths) == 1 else str(Path(files.paths[0]).parent))
+        return
+    paths = df[_PATH].to_numpy()
+    cuts = [0, *(np.flatnonzero(paths[1:] != paths[:-1]) + 1).tolist(), len(df)]
+    rows = df.drop(columns=[_PATH])
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        if b > a:
+            yield rows.iloc[a:b].reset_index(drop=True), FileOrigin(str(paths[a]))
 
 
 class _Partial:
-    """``map_batches`` function of the fit pass: a block -> one row holding its pickled partial
-    (or the DataError it raised, so the driver raises it as one line)."""
+    """``map_batches`` function of the fit pass: a block -> one row per file in it holding its
+    pickled partial (or the DataError it raised, so the driver raises it as one line)."""
 
     def __init__(self, cfg: SweepConfig, rule: SplitRule, files: StreamFiles) -> None:
         self.cfg, self.rule, self.files = cfg, rule, files
 
     def __call__(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
-        df, origin = _origin(df, self.files)
-        try:
-            out: Any = batch_partial(df, self.cfg, self.rule, origin)
-        except DataError as e:
-            out = e
-        return {"partial": np.array([pickle.dumps(out)], dtype=object)}
+        out: list[bytes] = []
+        for rows, origin in _by_file(df, self.files):
+            try:
+                out.append(pickle.dumps(batch_partial(rows, self.cfg, self.rule, origin)))
+            except DataError as e:
+                out.append(pickle.dumps(e))
+                break
+        return {"partial": np.array(out, dtype=object)}
 
 
 class _Apply:
@@ -68,8 +86,12 @@ class _Apply:
         self.cfg, self.rule, self.meta, self.splits, self.files = cfg, rule, meta, splits, files
 
     def __call__(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
-        df, origin = _origin(df, self.files)
-        return apply_batch(df, self.cfg, self.rule, self.meta, self.splits, origin)
+        parts = [
+            apply_batch(rows, self.cfg, self.rule, self.meta, self.splits, o) for rows, o in _by_file(df, self.files)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def needed_columns(cfg: SweepConfig, rule: SplitRule) -> list[str]:
@@ -101,16 +123,30 @@ def read_files(files: StreamFiles, columns: list[str]) -> Any:
     )
 
 
-def _fit_pass(ds: Any, cfg: SweepConfig, rule: SplitRule, files: StreamFiles) -> list[Any]:
-    """Every block's partial, in dataset order (the fit's ``last`` values and first-seen ties
-    need the order, so the pass keeps it)."""
+def _fit_pass(files: StreamFiles, columns: list[str], cfg: SweepConfig, rule: SplitRule) -> BatchPartial:
+    """Every block's partial merged in dataset order (the fit's ``last`` values and first-seen
+    ties need the order, so the pass keeps it); the partials stream into the driver one by one.
+
+    Raises:
+        DataError: the first block's error, in dataset order; a file that fails past its footer.
+    """
     import ray.data
 
     ctx = ray.data.DataContext.get_current()
     before = ctx.execution_options.preserve_order
-    ctx.execution_options.preserve_order = True
+    ctx.execution_options.preserve_order = True  # a dataset keeps the context it was made in
+    total = BatchPartial()
     try:
-        rows = ds.map_batches(_Partial(cfg, rule, files), batch_format="pandas", batch_size=None).take_all()
+        mapped = read_files(files, columns).map_batches(
+            _Partial(cfg, rule, files), batch_format="pandas", batch_size=None
+        )
+        for row in mapped.iter_rows():
+            partial = pickle.loads(row["partial"])
+            if isinstance(partial, DataError):
+                raise partial
+            merge_into(total, partial)
+    except DataError:
+        raise
     except Exception as e:  # a file that fails past its footer; Ray wraps the reader's error
         text = str(e).strip().splitlines()
         raise DataError(
@@ -121,11 +157,7 @@ def _fit_pass(ds: Any, cfg: SweepConfig, rule: SplitRule, files: StreamFiles) ->
         ) from None
     finally:
         ctx.execution_options.preserve_order = before
-    partials = [pickle.loads(r["partial"]) for r in rows]
-    error = next((p for p in partials if isinstance(p, DataError)), None)
-    if error is not None:
-        raise error
-    return partials
+    return total
 
 
 def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
@@ -146,8 +178,8 @@ def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
     rule = split_rule(cfg)
     columns = needed_columns(cfg, rule)
     files = stream_files(cfg.dataset.source, base_dir, columns)
+    total = _fit_pass(files, columns, cfg, rule)
     ds = read_files(files, columns)
-    total = merge(_fit_pass(ds, cfg, rule, files))
     meta = fitted_meta(cfg, total, cfg.dataset.source)
     check_counts(cfg, total, meta, cfg.dataset.source)
     datasets = {
