@@ -210,6 +210,11 @@ def test_quantization_defaults_are_ludwigs(tmp_path):
         "float16",
     )
     assert q.bnb_kwargs()["load_in_8bit"] is True and q.bnb_kwargs()["load_in_4bit"] is False
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    made = BitsAndBytesConfig(**q.bnb_kwargs())  # built without bitsandbytes; loading needs it and CUDA
+    assert made.load_in_8bit and made.llm_int8_threshold == 6.0 and made.bnb_4bit_compute_dtype == torch.float16
 
 
 def test_quantization_without_a_gpu_is_refused_at_the_config(tmp_path):
