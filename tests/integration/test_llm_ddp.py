@@ -1,6 +1,7 @@
 """An llm config's LoRA fine-tuning through the real worker loop on 2 gloo ranks
-(torch.multiprocessing, no Ray): DDP and FSDP (one unit per decoder block) end with the same
-adapter weights on both ranks, metrics agree, and the training loss goes down.
+(torch.multiprocessing, no Ray): DDP, and FSDP (one unit per decoder block) with gradient
+checkpointing and gradient accumulation, end with the same adapter weights on both ranks,
+metrics agree, and the training loss goes down.
 
 The tiny random Llama of ``tests/hf_models.py`` on 40 rows of lemma -> gloss.
 """
@@ -52,6 +53,8 @@ def _raw(base: str, strategy: str) -> dict:
             "batch_size": 4,
             "learning_rate": 0.02,
             "eval_generation_samples": 0,
+            # FSDP also recomputes each decoder block and accumulates 2 batches per step
+            **({"enable_gradient_checkpointing": True, "gradient_accumulation_steps": 2} if strategy == "fsdp" else {}),
         },
         "backend": {"num_workers": 2, "strategy": strategy},
         "hyperopt": {
