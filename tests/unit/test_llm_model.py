@@ -358,3 +358,23 @@ def test_a_base_model_folder_without_a_tokenizer_is_one_line(tmp_path, tiny_llam
     with pytest.raises(DataError) as e:
         prepare(ROWS, _cfg(str(bare)))
     assert e.value.key == "base_model" and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_base_built_from_the_cache_is_the_pretrained_model(tmp_path, monkeypatch, tied):
+    import tqdm
+    from transformers import AutoModelForCausalLM
+
+    from tests.hf_models import save_tiny_llama
+
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)  # saving shows a progress bar
+    folder = save_tiny_llama(tmp_path / "m", tie_word_embeddings=tied)
+    llm_model.clear_cache()
+    ids = torch.tensor([[2, 40, 41, 42, 43]])
+    reference = AutoModelForCausalLM.from_pretrained(str(folder))(ids).logits
+    for share in (True, False):
+        base = llm_model.fresh_base(str(folder), share=share)
+        torch.testing.assert_close(base(ids).logits, reference, rtol=1e-5, atol=1e-5)
+        # tied input and output embeddings stay one parameter (SmolLM2 and many small models tie them)
+        assert (base.lm_head.weight is base.model.embed_tokens.weight) == tied
+    llm_model.clear_cache()
