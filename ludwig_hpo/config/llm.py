@@ -516,12 +516,13 @@ class GenerationConfig(_Base):
 # ---------------------------------------------------------------------------- text output
 class LLMTextOutputPreprocessing(_Base):
     """The ``preprocessing`` of an llm's text output (Ludwig's ``text_llm_output``): the
-    target is tokenized by the base model's tokenizer, cut to ``max_sequence_length`` tokens
-    (null: the longest training target), an EOS appended; ``missing_value_strategy``: a row
-    whose target is missing is dropped (``drop_row``, Ludwig's default) or filled with
-    ``fill_value``."""
+    target is lower-cased (``lowercase``, Ludwig's default true, as its input's), tokenized by
+    the base model's tokenizer, cut to ``max_sequence_length`` tokens (null: the longest
+    training target), an EOS appended; ``missing_value_strategy``: a row whose target is
+    missing is dropped (``drop_row``, Ludwig's default) or filled with ``fill_value``."""
 
     max_sequence_length: int | None = Field(default=None, ge=1)
+    lowercase: bool = True
     missing_value_strategy: Literal["drop_row", "fill_with_const"] = "drop_row"
     fill_value: str = ""
 

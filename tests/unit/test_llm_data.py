@@ -184,3 +184,25 @@ def test_rows_without_targets_are_their_prompts_alone(tok):
     assert (enc.labels == IGNORE_INDEX).all()
     assert enc.ids[0, 0] == tok.bos_token_id and enc.target_lengths.tolist() == [0, 0]
     assert enc.ids.shape[1] == 4 and enc.prompt_lengths.max() == 4
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_prompt_and_target_are_lower_cased_as_ludwig_does_unless_told_not_to(tiny_llama_dir, lowercase):
+    rows = ROWS.assign(gloss=[g.capitalize() for g in ROWS["gloss"]], lemma=[w.upper() for w in ROWS["lemma"]])
+    prep = {"lowercase": lowercase}
+    cfg = _cfg(
+        str(tiny_llama_dir),
+        prompt={"template": "Define {lemma}:"},
+        input_features=[{"name": "lemma", "type": "text", "preprocessing": prep}],
+        output_features=[{"name": "gloss", "type": "text", "preprocessing": prep}],
+    )
+    data = prepare(rows, cfg)
+    tok = load_tokenizer(str(tiny_llama_dir))
+    ids, labels = data.inputs["lemma"], data.targets["gloss"]
+    pad = int(data.meta["gloss"].stats["pad_id"])
+    prompt = tok.decode(prompt_ids(ids, labels, pad)[0], skip_special_tokens=True)
+    target = tok.decode(reference_ids(labels)[0], skip_special_tokens=True)
+    expected_prompt, expected_target = f"Define {rows['lemma'][0]}:", rows["gloss"][0]
+    if lowercase:
+        expected_prompt, expected_target = expected_prompt.lower(), expected_target.lower()
+    assert (prompt, target) == (expected_prompt, expected_target)
