@@ -421,3 +421,21 @@ def test_a_folder_read_as_one_file_says_that_it_streams(tmp_path):
     with pytest.raises(DataError) as e:
         load_dataframe("rows", tmp_path)
     assert "stream" in _one_line(e)
+
+
+def test_an_integer_column_missing_a_value_in_one_file_reads_as_float_in_every_batch(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ludwig_hpo.data.streaming.sources import stream_files
+
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    # written without pandas' metadata, as other writers write them
+    pq.write_table(pa.table({"code": pa.array([1, None, 2], pa.int64()), "n": [1, 2, 3]}), folder / "a.parquet")
+    pq.write_table(pa.table({"code": pa.array([3, 1, 2], pa.int64()), "n": [4, 5, 6]}), folder / "b.parquet")
+    files = stream_files(str(folder), None, ["code", "n"])
+    assert files.float_columns == ("code",)
+    whole = pd.concat([pd.read_parquet(p) for p in files.paths], ignore_index=True)
+    block = files.as_read_whole(pq.read_table(folder / "b.parquet").to_pandas())
+    assert block["code"].dtype == whole["code"].dtype == np.float64 and block["n"].dtype == np.int64

@@ -13,6 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from ludwig_hpo.data.sources import dataset_path
 from ludwig_hpo.data.streaming.mode import is_uri
 from ludwig_hpo.errors import DataError
@@ -32,6 +35,10 @@ class StreamFiles:
         columns: the columns of the files, as the first file has them.
         bytes: the files' total size.
         filesystem: the pyarrow file system of a URI, None for local files.
+        float_columns: Parquet integer columns with a missing value in some file: pandas reads
+            them as float64 when it reads the files whole, so every batch reads them so too
+            (a block without a missing value would read int64, and a category ``1`` would
+            count apart from ``1.0``).
     """
 
     paths: tuple[str, ...]
@@ -40,6 +47,13 @@ class StreamFiles:
     columns: tuple[str, ...]
     bytes: int
     filesystem: object | None = None
+    float_columns: tuple[str, ...] = ()
+
+    def as_read_whole(self, df: pd.DataFrame) -> pd.DataFrame:
+        """A batch's columns with the dtypes pandas gives the files read whole
+        (:attr:`float_columns`). Pure."""
+        cast = [c for c in self.float_columns if c in df.columns and df[c].dtype != np.float64]
+        return df.astype({c: np.float64 for c in cast}) if cast else df
 
 
 def _format(path: str, source: str) -> str:
@@ -94,6 +108,24 @@ def _schema(path: str, fmt: str, delimiter: str, filesystem: object | None) -> l
     with opener(path) as stream:
         reader = pcsv.open_csv(stream, parse_options=pcsv.ParseOptions(delimiter=delimiter))
         return [(f.name, "") for f in reader.schema]
+
+
+def _nullable_ints(path: str, filesystem: object | None) -> set[str]:
+    """A Parquet file's integer columns whose footer counts a missing value."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path, filesystem=filesystem).metadata
+    schema = meta.schema.to_arrow_schema()
+    ints = {i for i, f in enumerate(schema) if pa.types.is_integer(f.type)}
+    found = set()
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for i in ints:
+            stats = group.column(i).statistics
+            if stats is not None and stats.has_null_count and stats.null_count > 0:
+                found.add(schema.field(i).name)
+    return found
 
 
 def _one_line(e: Exception) -> str:
@@ -165,7 +197,12 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> S
                 key=_KEY,
                 fix="write every file of the dataset with the same columns and types",
             )
+    floats: set[str] = set()
+    if fmt == "parquet":
+        for path, _ in listing:
+            floats |= _nullable_ints(path, filesystem)
     return StreamFiles(
+        float_columns=tuple(sorted(floats & set(needed))),
         paths=tuple(p for p, _ in listing),
         format=fmt,
         delimiter=delimiter,

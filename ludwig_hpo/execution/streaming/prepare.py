@@ -50,6 +50,7 @@ _PATH = "path"
 def _by_file(df: pd.DataFrame, files: StreamFiles) -> Iterator[tuple[pd.DataFrame, FileOrigin]]:
     """A block's rows per file, in order, each with its file as the origin errors name (a read
     task may put several small files into one block)."""
+    df = files.as_read_whole(df)
     if _PATH not in df.columns or _PATH in files.columns:
         yield df, FileOrigin(files.paths[0] if len(files.paths) == 1 else str(Path(files.paths[0]).parent))
         return
