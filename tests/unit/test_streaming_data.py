@@ -439,3 +439,13 @@ def test_an_integer_column_missing_a_value_in_one_file_reads_as_float_in_every_b
     whole = pd.concat([pd.read_parquet(p) for p in files.paths], ignore_index=True)
     block = files.as_read_whole(pq.read_table(folder / "b.parquet").to_pandas())
     assert block["code"].dtype == whole["code"].dtype == np.float64 and block["n"].dtype == np.int64
+
+
+def test_a_numeric_split_column_reads_as_its_cells_do_one_by_one():
+    from ludwig_hpo.data.split import _split_code
+    from ludwig_hpo.data.streaming.splits import _fixed_codes
+
+    col = pd.Series([0, 1.0, 2, np.nan, 3, -1, 0.5, 2.0])
+    np.testing.assert_array_equal(_fixed_codes(col), [_split_code(v) if v == v else -1 for v in col])
+    names = pd.Series(["train", " Validation", "test", "2", "x", None])
+    np.testing.assert_array_equal(_fixed_codes(names), [0, 1, 2, 2, -1, -1])
