@@ -402,6 +402,9 @@ def prepare_llm(
         context = context_length(read_config_dict(resolve(base)))
     except ValueError:
         context = None
+    if context is None:  # a hub model whose config.json is not here: its tokenizer's limit, when it has one
+        limit = getattr(tok, "model_max_length", None)
+        context = limit if isinstance(limit, int) and 0 < limit < 1_000_000 else None
     glob = getattr(cfg, "preprocessing", None)
     limits = Limits(
         prompt=getattr(feat.preprocessing, "max_sequence_length", None),

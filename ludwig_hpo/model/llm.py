@@ -19,7 +19,6 @@ loop with the trial seed), so every rank builds the same weights.
 from __future__ import annotations
 
 import copy
-import json
 import warnings
 from dataclasses import dataclass
 from typing import Any, cast
@@ -318,8 +317,3 @@ class LLMModel(nn.Module):
 def build_llm(cfg: Any, meta: dict[str, FeatureMeta]) -> LLMModel:
     """The :class:`LLMModel` of one trial's llm config. Every rank (see the module docstring)."""
     return LLMModel(cfg, meta)
-
-
-def describe_cache() -> str:
-    """The base model this process holds, as JSON (for logs and tests)."""
-    return json.dumps([{"source": b.key[0], "tensors": len(b.state)} for b in _CACHE])
