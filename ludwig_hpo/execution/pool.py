@@ -93,7 +93,7 @@ class WorkerPools:
         self.groups = [PoolGroup(i) for i in range(groups)]
         self.num_workers, self.cpus_per_worker, self.use_gpu = num_workers, cpus_per_worker, use_gpu
         self.data = data
-        self.feeds = GroupFeeds(data, num_workers)  # a streamed dataset's splits, kept per group
+        self.feeds = GroupFeeds(data, num_workers, groups * num_workers * cpus_per_worker)  # streamed splits
         self.runs: dict[str, PoolRun] = {}
         self.history: list[RunRecord] = []
         self._free: asyncio.Condition | None = None

@@ -26,21 +26,39 @@ class GroupFeeds:
         data: the executor's data list (an in-memory dataset's ``ObjectRef``: nothing to feed,
             the ranks hold the rows; or a :class:`~ludwig_hpo.data.streaming.record.StreamedData`).
         num_workers: ranks per group.
+        reserved_cpus: the CPUs all groups' ranks reserve together.
     """
 
-    def __init__(self, data: list[Any], num_workers: int) -> None:
+    def __init__(self, data: list[Any], num_workers: int, reserved_cpus: float = 0.0) -> None:
         import ray
 
         self.streamed = None if isinstance(data[0], ray.ObjectRef) else data[0]
-        self.num_workers = num_workers
+        self.num_workers, self.reserved_cpus = num_workers, reserved_cpus
         self._feeds: dict[tuple[int, int, str, int | None], list[RankFeed]] = {}
 
     async def for_run(self, slot: int, build: int, job: Job) -> list[RankFeed | None]:
         """The feed of each rank (rank order) of group ``slot`` in its ``build``-th start for
         ``job``; Nones for an in-memory dataset. The first call per group and job builds the
-        splits and reads the probe rows, off the actor's event loop."""
+        splits and reads the probe rows, off the actor's event loop.
+
+        Raises:
+            ResourceError: the ranks reserve every CPU of the cluster: Ray Data's read and
+                map tasks could never run, and the ranks would wait for rows forever.
+        """
         if self.streamed is None:
             return [None] * self.num_workers
+        import ray
+
+        from ludwig_hpo.errors import ResourceError
+
+        cpus = ray.cluster_resources().get("CPU", 0.0)
+        if cpus - self.reserved_cpus < 1:
+            raise ResourceError(
+                f"a streamed dataset needs a CPU beside its ranks' for Ray Data's tasks, but the ranks "
+                f"reserve {self.reserved_cpus:g} of the cluster's {cpus:g}",
+                key="backend.num_workers",
+                fix="run fewer workers or trials at once (hyperopt.executor.max_concurrent_trials), or add CPUs",
+            )
         from ludwig_hpo.execution.stream_shards import rank_feeds
 
         key = (slot, build, job.kind, job.fold)

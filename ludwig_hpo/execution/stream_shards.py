@@ -25,7 +25,6 @@ wait upstream or spill; nothing is materialized whole).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from ludwig_hpo.data.preprocess import PreparedData
-from ludwig_hpo.data.streaming.record import FOLD_KEY, StreamedData, split_batch
+from ludwig_hpo.data.streaming.record import StreamedData, split_batch
+from ludwig_hpo.execution.streaming.prepare import fold_datasets
 from ludwig_hpo.train.job import Job
 from ludwig_hpo.train.stream_feed import Chunk, JobStream, RankStream
 
@@ -70,15 +70,10 @@ class JobDatasets:
     scored_split: str
 
 
-def _fold_rows(batch: dict[str, np.ndarray], fold: int, held_out: bool) -> dict[str, np.ndarray]:
-    keep = (batch[FOLD_KEY] == fold) if held_out else (batch[FOLD_KEY] != fold)
-    return {k: v[keep] for k, v in batch.items()}
-
-
 def job_datasets(streamed: StreamedData, job: Job, world_size: int) -> JobDatasets:
     """The datasets ``job`` trains and scores on, as :meth:`Job.rows` picks in-memory rows: a
     search trial train / validation, fold ``i`` train+validation without / with fold ``i``
-    (by the rows' :data:`~ludwig_hpo.data.streaming.record.FOLD_KEY`), a test run
+    (:func:`~ludwig_hpo.execution.streaming.prepare.fold_datasets`), a test run
     train+validation / test. Lazy: nothing is read here.
 
     Raises:
@@ -96,10 +91,8 @@ def job_datasets(streamed: StreamedData, job: Job, world_size: int) -> JobDatase
     elif job.kind == "fold":
         if job.fold is None or not streamed.folds:
             raise ValueError("a fold job needs its fold index and data split into k-fold folds")
-        both = ds["train"].union(ds["validation"])
+        train, scored = fold_datasets(streamed, job.fold)
         held = streamed.fold_rows[job.fold]
-        train = both.map_batches(functools.partial(_fold_rows, fold=job.fold, held_out=False), batch_format="numpy")
-        scored = both.map_batches(functools.partial(_fold_rows, fold=job.fold, held_out=True), batch_format="numpy")
         n_train, n_scored, name = rows["train"] + rows["validation"] - held, held, "validation"
     else:
         train, n_train = ds["train"].union(ds["validation"]), rows["train"] + rows["validation"]

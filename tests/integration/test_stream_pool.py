@@ -12,6 +12,7 @@ from ludwig_hpo.data import load_dataframe, prepare
 from ludwig_hpo.data.streaming.record import FOLD_KEY, StreamedData, input_key, target_key
 from ludwig_hpo.execution.pool import WorkerPools
 from ludwig_hpo.execution.resources import plan_resources
+from ludwig_hpo.train.plan import batches_per_epoch
 
 from ..conftest import SWEEPS
 
@@ -67,19 +68,21 @@ class CountingPools(WorkerPools):
         return len(self.feeds._feeds)
 
 
-def _sweep(tmp_path, executor: str, learning_rates: list[float]):
-    """One streamed 2-rank trial per learning rate, one at a time; (per trial id its reports,
-    the pools actor's pipeline count or None)."""
+def _sweep(tmp_path, executor: str, learning_rates: list[float], streamed=None, raw=None):
+    """One streamed 2-rank trial per learning rate, one at a time, on ``streamed`` and ``raw``
+    (default: the tiny rows served by Ray Data); (per trial id its reports, the pools actor's
+    pipeline count or None, the in-memory prepared rows)."""
     import ray
     from ray import tune
 
     from ludwig_hpo.execution.trainable import TrialContext, search_trial, trial_resources
 
-    raw, prepared = _loaded()
+    loaded_raw, prepared = _loaded()
+    raw = raw or loaded_raw
     plan = plan_resources(
         num_workers=2, use_gpu=False, cpus_per_worker=1.0, cluster_cpus=2, cluster_gpus=0, max_concurrent=1
     )
-    data = [_streamed(prepared)]
+    data = [streamed or _streamed(prepared)]
     pools = None
     if executor == "pooled":
         pools = ray.remote(CountingPools).options(num_cpus=0, max_concurrency=1000).remote(1, 2, 1.0, False, data)
@@ -125,7 +128,7 @@ def _sweep(tmp_path, executor: str, learning_rates: list[float]):
 
 def _check_trial(rs: list[dict], prepared) -> None:
     per_rank = -(-len(prepared.splits["train"]) // 2)  # padded to a multiple of the 2 ranks
-    steps = -(-per_rank // 32)
+    steps = batches_per_epoch(per_rank, 32)
     assert [r["epoch"] for r in rs] == [1, 2]
     assert [r["optimizer_steps"] for r in rs] == [steps, 2 * steps]  # every rank took as many
     assert all(r["world_size"] == 2 and r["batch_size"] == 32 for r in rs)
@@ -144,3 +147,16 @@ def test_a_fresh_trial_streams_its_shards_through_ray_train(cluster, tmp_path):
     reports, _, prepared = _sweep(tmp_path, "fresh", [1e-2])
     (rs,) = reports.values()
     _check_trial(rs, prepared)
+
+
+def test_warm_groups_that_reserve_every_cpu_refuse_to_stream_instead_of_waiting_forever(cluster):
+    import asyncio
+
+    from ludwig_hpo.errors import ResourceError
+    from ludwig_hpo.execution.pool_stream import GroupFeeds
+    from ludwig_hpo.train.job import Job
+
+    _, prepared = _loaded()
+    feeds = GroupFeeds([_streamed(prepared)], 2, reserved_cpus=4.0)  # the cluster's 4 CPUs
+    with pytest.raises(ResourceError, match="needs a CPU beside its ranks'.*reserve 4 of the cluster's 4"):
+        asyncio.run(feeds.for_run(0, 1, Job("search")))

@@ -96,3 +96,12 @@ def test_a_fold_job_trains_on_the_other_folds_and_scores_its_own(cluster):
     both = np.concatenate([np.arange(203), np.arange(1000, 1041)])
     assert set(r0[0] + r1[0]) == set(both[both % 3 != 1].tolist())
     assert sorted(r0[3] + r1[3]) == sorted(both[both % 3 == 1].tolist())
+
+
+def test_a_pipelines_object_store_cap_is_its_data_context_resource_limit(cluster):
+    from ludwig_hpo.execution.stream_shards import limit_memory
+
+    ds = _streamed().datasets["train"]
+    capped = limit_memory(ds, 64 * 2**20)
+    assert capped.context.execution_options.resource_limits.object_store_memory == 64 * 2**20
+    assert capped.count() == ROWS["train"]
