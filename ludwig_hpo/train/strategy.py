@@ -53,6 +53,12 @@ def wrap(model: torch.nn.Module, strategy: str, device: torch.device, world_size
         for unit in fsdp_units(model):
             fully_shard(unit)
         fully_shard(model)
+        if callable(getattr(model, "generate", None)):
+            # an LLM's generate is no forward: registered, it gathers the root's own weights
+            # (embeddings, head) as a forward does, whatever ran before it
+            from torch.distributed.fsdp import register_fsdp_forward_method
+
+            register_fsdp_forward_method(model, "generate")
         return model
     shared = getattr(model, "shared_names", None)
     if callable(shared):
