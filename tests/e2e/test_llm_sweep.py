@@ -100,7 +100,8 @@ def test_the_report_shows_generated_outputs_next_to_their_references(llm_sweep):
     page = (out / "report.html").read_text(encoding="utf-8")
     assert page.count('<table class="generated">') == 2  # one table per trial (the best 3 of 2)
     references = pd.read_csv(cwd / "definitions.csv")["gloss"]
-    shown = [ref for ref in references if f'<td class="text">{html_lib.escape(ref)}</td>' in page]
+    # the reference as the target was prepared (lower-cased: the output's lowercase defaults to true)
+    shown = [ref for ref in references if f'<td class="text">{html_lib.escape(ref.lower())}</td>' in page]
     assert shown, "no reference gloss in the report's generated-output tables"
 
 
