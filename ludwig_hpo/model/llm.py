@@ -28,6 +28,7 @@ from torch import nn
 
 from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.errors import ConfigError
+from ludwig_hpo.model.combiners import AUX_LOSS
 from ludwig_hpo.model.llm_metrics import LLMLoss, LLMMetrics
 
 
@@ -236,6 +237,15 @@ class LLMModel(nn.Module):
         self.shares_base = adapter is not None and not self.quantized
         #: whether the base weights are frozen (an adapter trains), the same file's on every rank
         self.frozen_base = adapter is not None
+        #: AdaLoRA reallocates its ranks after each optimizer step from the gradients, which
+        #: FSDP shards (the ranks would mask different ranks)
+        self.adalora = adapter is not None and adapter.peft_class_name == "AdaLoraConfig"
+        if self.adalora and cfg.backend.strategy == "fsdp" and cfg.backend.num_workers > 1:
+            raise ConfigError(
+                "adapter type adalora allocates its ranks from each step's whole gradients, which FSDP shards",
+                key="adapter.type",
+                fix="use backend.strategy: ddp with adalora, or adapter type lora",
+            )
         self.model = with_adapter(base, adapter)
         from ludwig_hpo.data import hf_loader
 
@@ -258,7 +268,37 @@ class LLMModel(nn.Module):
         ids = inputs[self.input_name]
         ids = ids[:, : self.width(ids)]
         logits = self.model(input_ids=ids, use_cache=False).logits
-        return {self.output_name: logits}
+        out = {self.output_name: logits}
+        if self.adalora and self.training:  # the combined loss adds it, as peft adds it to its own
+            out[AUX_LOSS] = self.orthogonal_penalty()
+        return out
+
+    def orthogonal_penalty(self) -> torch.Tensor:
+        """AdaLoRA's regularization (peft's ``AdaLoraModel.forward``): ``orth_reg_weight`` x the
+        mean over its ``lora_A`` / ``lora_B`` matrices of ``||P P^T - I||_F`` (``P^T P`` for B),
+        0-dim, differentiable."""
+        weight = float(cast(Any, self.model).peft_config["default"].orth_reg_weight)
+        terms = []
+        for name, p in self.model.named_parameters():
+            if ("lora_A" in name or "lora_B" in name) and "default" in name and p.numel():
+                cov = p @ p.T if "lora_A" in name else p.T @ p
+                eye = torch.eye(cov.shape[0], device=cov.device, dtype=cov.dtype)
+                terms.append(torch.linalg.matrix_norm(cov - eye))
+        if not terms:
+            return torch.zeros((), device=self.device_of())
+        return weight * torch.stack(terms).mean()
+
+    def device_of(self) -> torch.device:
+        """The device of the model's first parameter."""
+        return next(self.parameters()).device
+
+    def after_optimizer_step(self, step: int) -> None:
+        """What the adapter does after optimizer step ``step`` (1-based) while the step's
+        gradients are still there: AdaLoRA's importance scores and rank budget
+        (``update_and_allocate``); nothing for other adapters. Every rank, the same gradients
+        (DDP has all-reduced them), so the same ranks are masked everywhere."""
+        if self.adalora:
+            cast(Any, self.model).base_model.update_and_allocate(step)
 
     @torch.no_grad()
     def generate(self, prompt_ids: torch.Tensor, attention_mask: torch.Tensor, **overrides: Any) -> torch.Tensor:

@@ -293,6 +293,8 @@ def train_loop(
     clips = clip.clipglobalnorm is not None or clip.clipnorm is not None or clip.clipvalue is not None
     rngs = {e: epoch_rng(seed, e) for e in range(first_epoch, last_epoch + 1)} if shuffle else {}  # row orders
     limit = plan.step_limit or math.inf
+    #: the model's own work after each optimizer step (an llm's AdaLoRA adapter), or None
+    after_step = getattr(inner, "after_optimizer_step", None)
     for epoch in range(first_epoch, last_epoch + 1):
         t_epoch = time.perf_counter()
         epoch_batches: IndexedBatches | EpochBatches
@@ -352,6 +354,8 @@ def train_loop(
                     else:  # what a disabled scaler's step does, without its bookkeeping
                         optimizer.step()
                     optimizer_steps += 1
+                    if after_step is not None:  # AdaLoRA's rank allocation reads the step's gradients
+                        after_step(optimizer_steps)
                     step_lr, next_lr = next_lr, schedule.apply(optimizer, optimizer_steps)
                 optimizer.zero_grad(set_to_none=True)
             if finite:

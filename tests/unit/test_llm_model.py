@@ -378,3 +378,33 @@ def test_a_base_built_from_the_cache_is_the_pretrained_model(tmp_path, monkeypat
         # tied input and output embeddings stay one parameter (SmolLM2 and many small models tie them)
         assert (base.lm_head.weight is base.model.embed_tokens.weight) == tied
     llm_model.clear_cache()
+
+
+def test_adalora_reallocates_its_ranks_each_step_and_adds_its_orthogonal_penalty(setup):
+    from ludwig_hpo.model.combiners import AUX_LOSS
+    from ludwig_hpo.train.loop import Job, train_loop
+
+    cfg, data = setup
+    adapter = {"type": "adalora", "init_r": 4, "target_r": 1, "tinit": 1, "tfinal": 1, "delta_t": 1, "total_step": 6}
+    ada = _cfg(cfg.base_model, adapter=adapter)
+    ada = ada.model_copy(
+        update={"trainer": ada.trainer.model_copy(update={"epochs": 2, "batch_size": 2, "eval_generation_samples": 0})}
+    )
+    torch.manual_seed(0)
+    model = build_model(ada, data.meta).train()
+    out = model(_batch(data, [0, 1])[0])
+    assert out[AUX_LOSS].requires_grad and float(out[AUX_LOSS]) > 0
+    assert AUX_LOSS not in model.eval()(_batch(data, [0, 1])[0])  # a training term only
+    trained = train_loop(ada, data, Job(), lambda m, c: None)
+    # the budget fell from 4 ranks per matrix towards 1: update_and_allocate masked singular values
+    masked = [(p == 0).sum().item() for n, p in trained.named_parameters() if "lora_E" in n]
+    assert masked and sum(masked) > 0
+
+
+def test_adalora_under_fsdp_is_refused_in_one_line(setup):
+    cfg, data = setup
+    raw_backend = {"num_workers": 2, "strategy": "fsdp"}
+    ada = _cfg(cfg.base_model, adapter={"type": "adalora", "total_step": 10}, backend=raw_backend)
+    with pytest.raises(ConfigError) as e:
+        build_model(ada, data.meta)
+    assert e.value.key == "adapter.type" and "fsdp" in str(e.value).lower()
