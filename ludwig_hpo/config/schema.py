@@ -34,7 +34,7 @@ from ludwig_hpo.config.llm import (
     check_quantization_backend,
     llm_defaults,
 )
-from ludwig_hpo.config.metrics import METRICS
+from ludwig_hpo.config.metrics import GENERATED_METRICS, METRICS
 from ludwig_hpo.config.outputs import OutputFeature, OutputFeatures
 from ludwig_hpo.config.paths import RawMapping
 from ludwig_hpo.config.preprocessing import GlobalPreprocessing, check_balancing
@@ -342,6 +342,15 @@ class SweepConfig(_Base):
         check_validation_target(self.trainer, outputs, self.backend)
         if self.is_llm:
             check_quantization_backend(self.quantization, self.backend.use_gpu)
+            tr = self.trainer
+            watched = [hp.metric, *(o.metric for o in hp.objectives), tr.validation_metric]
+            generated = next((m for m in watched if m in GENERATED_METRICS), None)
+            if generated is not None and tr.eval_generation_samples == 0:
+                raise KeyedValueError(
+                    f"{generated} is scored on generated outputs, but trainer.eval_generation_samples is 0",
+                    ("trainer", "eval_generation_samples"),
+                    fix="set it to the validation rows to generate at each evaluation (e.g. 32), or rank by loss",
+                )
         elif self.trainer.type == "finetune":
             raise KeyedValueError(
                 "trainer.type finetune is the trainer of model_type llm",

@@ -240,7 +240,7 @@ def test_the_kept_rows_read_back_as_the_report_reads_them():
 
 
 # ------------------------------------------------------------------------------ the worker loop
-def _llm_cfg(base: str, **trainer):
+def _llm_cfg(base: str, metric: str = "rouge_l", **trainer):
     import pandas as pd
 
     from ludwig_hpo.config.schema import SweepConfig
@@ -258,8 +258,8 @@ def _llm_cfg(base: str, **trainer):
         "generation": {"max_new_tokens": 4},
         "trainer": {"type": "finetune", "epochs": 2, "batch_size": 4, "learning_rate": 0.01, **trainer},
         "hyperopt": {
-            "metric": "rouge_l",
-            "goal": "maximize",
+            "metric": metric,
+            "goal": "maximize" if metric == "rouge_l" else "minimize",
             "output_feature": "gloss",
             "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
         },
@@ -296,8 +296,7 @@ def test_no_generated_metrics_without_a_sample(tiny_llama_dir):
     from ludwig_hpo.train.data import DeviceData
     from ludwig_hpo.train.evaluate import evaluate
 
-    cfg, rows = _llm_cfg(str(tiny_llama_dir), eval_generation_samples=0)
-    cfg = cfg.model_copy(update={"hyperopt": cfg.hyperopt.model_copy(update={"metric": "loss", "goal": "minimize"})})
+    cfg, rows = _llm_cfg(str(tiny_llama_dir), "loss", eval_generation_samples=0)
     data = prepare(rows, cfg)
     kept: list = []
     out = evaluate(
@@ -311,3 +310,12 @@ def test_no_generated_metrics_without_a_sample(tiny_llama_dir):
     )
     assert "validation/gloss/loss" in out and not any(k.endswith(("/exact_match", "/rouge_l")) for k in out)
     assert kept == []
+
+
+@pytest.mark.parametrize("where", ["hyperopt", "validation_metric"])
+def test_ranking_by_a_generated_metric_needs_a_sample(tiny_llama_dir, where):
+    trainer: dict = {"eval_generation_samples": 0}
+    if where == "validation_metric":  # what early stopping watches
+        trainer.update(validation_field="gloss", validation_metric="exact_match")
+    with pytest.raises(ValueError, match="is scored on generated outputs, but trainer.eval_generation_samples is 0"):
+        _llm_cfg(str(tiny_llama_dir), "rouge_l" if where == "hyperopt" else "loss", **trainer)
