@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from ludwig_hpo.train.data import DeviceData
 from ludwig_hpo.train.report_keys import GENERATED_FIELDS
+from ludwig_hpo.train.strategy import autocast
 from ludwig_hpo.train.strategy import world as _world
 
 #: Label of positions that carry no target (the prompt, the padding): PyTorch's ignore index.
@@ -269,16 +270,17 @@ def generation_metrics(
     if n <= 0:
         return {}
     out_name, in_name = cfg.output_features[0].name, cfg.input_features[0].name
-    scores, rows_kept = generated_scores(
-        model,
-        dd.inputs[in_name],
-        dd.targets[out_name],
-        sample_rows(rows, n),
-        batch_size=max(batch_size, 1),
-        generate_kwargs={},  # the model generates with the config's generation settings
-        seed=cfg.trainer.seed,
-        lockstep=lockstep,
-    )
+    with autocast(dd.device, cfg.trainer.precision):  # as the evaluation's forward passes run
+        scores, rows_kept = generated_scores(
+            model,
+            dd.inputs[in_name],
+            dd.targets[out_name],
+            sample_rows(rows, n),
+            batch_size=max(batch_size, 1),
+            generate_kwargs={},  # the model generates with the config's generation settings
+            seed=cfg.trainer.seed,
+            lockstep=lockstep,
+        )
     if kept is not None:
         kept[:] = rows_kept
     return {f"{split}/{out_name}/{m}": v for m, v in scores.items()}
