@@ -8,7 +8,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -22,6 +22,9 @@ from ludwig_hpo.errors import ConfigError, DataError, one_line_error
 from ludwig_hpo.results.records import TrialStatus, ended_status
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.resolve import resolve_tracking
+
+if TYPE_CHECKING:
+    from ludwig_hpo.tracking.process import PendingStore
 
 #: Tags of a resumed sweep's child runs that were still RUNNING when the sweep finished.
 LOST_RUN_TAGS = {
@@ -41,12 +44,14 @@ def create_output(
     *,
     nest_under: str | None = None,
     kind: SweepKind = "sweep",
+    pending: PendingStore | None = None,
 ) -> SweepOutput:
     """A new output folder (:func:`~ludwig_hpo.driver.paths.choose_output_dir`) holding
     ``sweep.yaml`` and ``state.json``, the tracking store (in a process of its own, see
     :mod:`ludwig_hpo.tracking.resolve` for which) and the parent run. On any error nothing of
     it is left: the folders this call created are removed and the store is closed. ``kind``
     is in ``state.json`` from the start (an ``hpo train`` run stopped early is no sweep).
+    ``pending``: the store's process, started ahead (it imported MLflow meanwhile).
 
     Raises:
         DataError: the output folder cannot be created.
@@ -70,7 +75,7 @@ def create_output(
     target = resolve_tracking(cfg.tracking, cfg.name, os.environ, paths.root)
     store = None
     try:
-        store = StoreProcess(target.uri, target.experiment, artifact_location=target.artifact_location)
+        store = StoreProcess(target.uri, target.experiment, artifact_location=target.artifact_location, pending=pending)
         paths.sweep_file.write_text(loaded.text)
         parent = start_parent_run(store, loaded, paths, nest_under=nest_under)
         state = SweepState(
@@ -96,9 +101,11 @@ def create_output(
     return output
 
 
-def reopen_output(loaded: LoadedSweep, state: SweepState, root: Path, console: Console) -> SweepOutput:
+def reopen_output(
+    loaded: LoadedSweep, state: SweepState, root: Path, console: Console, pending: PendingStore | None = None
+) -> SweepOutput:
     """The interrupted sweep's output folder ``root``, its store (the one ``state`` names)
-    and its parent run, marked RUNNING again.
+    and its parent run, marked RUNNING again. ``pending``: the store's process, started ahead.
 
     Raises:
         TrackingError: the store cannot be reached.
@@ -106,7 +113,7 @@ def reopen_output(loaded: LoadedSweep, state: SweepState, root: Path, console: C
     from ludwig_hpo.tracking.process import StoreProcess
 
     cfg = loaded.config
-    store = StoreProcess(state.tracking_uri, cfg.tracking.experiment or cfg.name)
+    store = StoreProcess(state.tracking_uri, cfg.tracking.experiment or cfg.name, pending=pending)
     try:
         store.reopen_run(state.parent_run_id)
     except BaseException:

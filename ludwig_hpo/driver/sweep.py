@@ -3,8 +3,8 @@ tracking, the search, the k-fold re-evaluation of the best configurations, and t
 (results, report). Driver process only.
 
 Order matters for users: everything that can be wrong with their input (config, data,
-resources, tracking store) is checked before the output folder exists. A local Ray cluster
-starts meanwhile, in the background, and stops before such an error is shown.
+resources, tracking store) is checked before the output folder exists. The local Ray cluster
+and the store's process start meanwhile (:mod:`.startup`) and stop before such an error shows.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ludwig_hpo.driver.finish import finish_sweep
 from ludwig_hpo.driver.journal import JournalSink, read_journal
 from ludwig_hpo.driver.output import closing_parent_run, create_output, reopen_output
 from ludwig_hpo.driver.paths import KFOLD, SEARCH, Experiment
+from ludwig_hpo.driver.startup import Startup
 from ludwig_hpo.driver.state import SweepKind, SweepState
 from ludwig_hpo.driver.summary import batch_cache_stats
 from ludwig_hpo.driver.sweep_run import Prepared, SearchOutcome, SweepOutput, SweepRun
@@ -41,7 +42,7 @@ from ludwig_hpo.driver.tune_run import (
     time_budget_stop,
 )
 from ludwig_hpo.execution.cluster import cluster_plan, existing_cluster, local_plan
-from ludwig_hpo.execution.cluster_start import ClusterStart, start_local_cluster
+from ludwig_hpo.execution.cluster_start import ClusterStart
 from ludwig_hpo.execution.executor import ExecutorChoice, choose_executor
 from ludwig_hpo.execution.resources import NodeShape, ResourcePlan
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
@@ -157,10 +158,7 @@ class Sweep:
                 if self.address:
                     self._say(f"ray: connected to {self.address} ({len(nodes or [])} node(s))")
                 plan, executor = self._plan(nodes)
-                # a local cluster starts in the background; stopped first on any error below
-                train_jobs = executor.executor == "fresh" and plan.num_workers > 1
-                starting = None if plan.existing_cluster else start_local_cluster(plan, train_jobs=train_jobs)
-                with starting or contextlib.nullcontext():
+                with Startup(plan, executor) as early:  # Ray and the store's process start meanwhile
                     prepared = self._prepare(plan, executor)
                     if self.resume is None:
                         output = create_output(
@@ -170,13 +168,13 @@ class Sweep:
                             self.console,
                             nest_under=self.nest_under,
                             kind=self.kind,
+                            pending=early.store,
                         )
                     else:
-                        output = reopen_output(self.loaded, *self.resume, self.console)
-                    if starting is not None:
-                        starting.log_file = output.paths.ray_log
+                        output = reopen_output(self.loaded, *self.resume, self.console, early.store)
+                    early.logs_to(output.paths.ray_log)
                     with closing_parent_run(output, self.console):
-                        return self._run_ray(prepared, output, t0, starting)
+                        return self._run_ray(prepared, output, t0, early.cluster)
         finally:
             if inherited:
                 os.environ["MLFLOW_RUN_ID"] = inherited

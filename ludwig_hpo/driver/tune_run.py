@@ -19,7 +19,7 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.driver.journal import JournalEntry, ended_outside_state, restore_missing_checkpoints
 from ludwig_hpo.driver.paths import SEARCH, Experiment
 from ludwig_hpo.driver.sweep_run import SweepRun
-from ludwig_hpo.execution.cluster import scoped_env
+from ludwig_hpo.execution.cluster import no_callback_usage_tag, scoped_env
 from ludwig_hpo.tracking import layout
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def fit_experiment(exp: TuneExperiment, run: SweepRun, cfg: SweepConfig, mode: s
         tuner = _new_tuner(exp, run, cfg, mode, trainable, callback)
     period = os.environ.get(SAVE_PERIOD_ENV, save_period(cfg.hyperopt.num_trials))
     try:
-        with scoped_env({SAVE_PERIOD_ENV: period}):
+        with scoped_env({SAVE_PERIOD_ENV: period}), no_callback_usage_tag():
             grid = tuner.fit()
     except BaseException as e:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM through Ray's handler

@@ -239,6 +239,25 @@ def rays_messages_to(log_file: LogFile) -> Iterator[None]:
         setattr(worker, "print_to_stdstream", original)  # noqa: B010
 
 
+@contextlib.contextmanager
+def no_callback_usage_tag() -> Iterator[None]:
+    """While in this context, Ray Tune records no usage tag of a run's callbacks. Counting
+    them imports Ray's logger integrations, and MLflow's imports MLflow (~100 MB, ~1 s) into
+    the driver, which otherwise holds none while trials run (the store has a process of its
+    own). Driver only; with another Ray layout (the name missing) nothing changes."""
+    from ray.air._internal import usage
+
+    original = getattr(usage, "tag_callbacks", None)
+    if original is None:
+        yield
+        return
+    setattr(usage, "tag_callbacks", lambda callbacks: False)  # noqa: B010 (Ray's own name, replaced for a while)
+    try:
+        yield
+    finally:
+        setattr(usage, "tag_callbacks", original)  # noqa: B010
+
+
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     """Fail fast when nothing listens at a ``host:port`` address (``ray.init`` would retry
     for a minute); other forms (``auto``, ``ray://``) are left to Ray."""

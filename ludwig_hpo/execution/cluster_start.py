@@ -5,8 +5,8 @@ work instead of following it.
 
 An error of the main thread (bad data, a model that cannot be built, Ctrl-C) stops the
 cluster before it is reported: :meth:`ClusterStart.stop` lets the start end (a ``ray.init``
-cannot be cut short), then the cluster's thread shuts it down and removes its temp folder,
-so nothing of it is left. Driver process only.
+cannot be cut short), then shuts the cluster down and removes its temp folder, so nothing
+of it is left. Driver process only.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ludwig_hpo.execution.cluster import RAY_LOGGER, local_cluster
+from ludwig_hpo.execution.cluster import local_cluster
 from ludwig_hpo.execution.resources import ResourcePlan
 
 #: The logger of ``ray.init``'s note that a start outside the main thread sets no SIGTERM
@@ -36,9 +36,10 @@ class ClusterStart:
     ``with``); :meth:`wait` blocks until it has started, raising its error. Every method runs
     in the driver's main thread.
 
-    The thread that starts the cluster also stops it and lives as long as it: Ray sets its
-    daemons' parent-death signal, which Linux sends when the *thread* that started them
-    ends, so a thread that ended after the start would take the cluster with it.
+    The thread that starts the cluster lives as long as it: Ray sets its daemons'
+    parent-death signal, which Linux sends when the *thread* that started them ends, so a
+    thread that ended after the start would take the cluster with it. The cluster stops in
+    the main thread, as a cluster started there would.
 
     Args:
         cluster: the cluster's context manager, not yet entered.
@@ -54,6 +55,7 @@ class ClusterStart:
         self._started = threading.Event()  # the start ended, started or failed
         self._release = threading.Event()  # stop the cluster
         self._error: BaseException | None = None
+        self._entered = False
         self.log_file: Path | None = None
 
     def begin(self) -> None:
@@ -66,18 +68,14 @@ class ClusterStart:
         note = _NoSigtermNote()
         logging.getLogger(_RAY_WORKER_LOGGER).addFilter(note)
         try:
-            with self._cluster:
-                logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(note)
-                self._started.set()
-                self._release.wait()
-        except BaseException as e:  # a start's error goes to wait(); a stop's to the log
-            if not self._started.is_set():
-                self._error = e
-            else:
-                logging.getLogger(RAY_LOGGER).warning("stopping the local Ray cluster failed: %s", e)
+            self._cluster.__enter__()
+            self._entered = True
+        except BaseException as e:  # handed to the main thread by wait()
+            self._error = e
         finally:
             logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(note)
             self._started.set()
+        self._release.wait()  # alive while the cluster runs: its daemons die with this thread
 
     def wait(self) -> None:
         """Block until the cluster has started.
@@ -93,12 +91,19 @@ class ClusterStart:
             raise error
 
     def stop(self) -> None:
-        """Stop the cluster (once its start has ended) and remove what it left; idempotent.
-        A start that failed has nothing to stop."""
+        """Stop the cluster (once its start has ended) and remove what it left, here in the
+        main thread as Ray's driver state expects, then let the start's thread end;
+        idempotent. A start that failed has nothing to stop."""
         if self._thread is None:
             return
-        self._release.set()
-        self._thread.join()
+        self._started.wait()
+        try:
+            if self._entered:
+                self._entered = False
+                self._cluster.__exit__(None, None, None)
+        finally:
+            self._release.set()
+            self._thread.join()
 
     def __enter__(self) -> ClusterStart:
         self.begin()

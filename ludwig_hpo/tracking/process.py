@@ -39,18 +39,26 @@ from ludwig_hpo.train.report_keys import OBJECTIVE
 CLOSE_TIMEOUT_S = 30.0
 
 
-def _serve(conn, uri: str, experiment: str, artifact_location: Path | None) -> None:
+def _serve(conn, uri: str | None, experiment: str | None, artifact_location: Path | None) -> None:
     """The child's loop: build the store, then answer ``(number, method, args, kwargs)`` calls
     with ``(number, "ok", result)`` or ``(number, "error", exception, traceback text)`` until a
-    call without a method (answered, then the loop ends) or the pipe's end."""
+    call without a method (answered, then the loop ends) or the pipe's end. ``uri`` None (a
+    :class:`PendingStore`): MLflow is imported first, then the store's ``(uri, experiment,
+    artifact_location)`` is read from the pipe."""
     import signal
-
-    from ludwig_hpo.tracking.mlflow_store import MlflowStore
 
     # Ctrl-C and SIGTERM reach the whole process group: the driver decides what is written
     # after them (the runs marked KILLED), so the store must outlive them
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from ludwig_hpo.tracking.mlflow_store import MlflowStore
+
+    if uri is None:
+        try:
+            uri, experiment, artifact_location = conn.recv()
+        except (EOFError, OSError):  # the driver stopped before it needed a store
+            return
+    assert uri is not None and experiment is not None
     try:
         store = MlflowStore(uri, experiment, artifact_location)
     except BaseException as e:  # noqa: BLE001 - sent to the driver, which raises it
@@ -103,6 +111,31 @@ def _reply(conn, number: int, *, result: Any = None, error: BaseException | None
     return True
 
 
+class PendingStore:
+    """A store process started before the driver knows its store: the child imports MLflow
+    (~2 s, ~230 MB) while the driver prepares the data, and :class:`StoreProcess` adopts it
+    (``pending=``) once the output folder, hence the store's place, exists. Driver only.
+    :meth:`close` ends a child nobody adopted (the sweep stopped on an error before)."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")  # the driver has threads (Ray, torch): no fork
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, None, None, None), name="hpo-mlflow-store", daemon=True)
+        self.proc.start()
+        child.close()
+        self.adopted = False
+
+    def close(self) -> None:
+        """End the child unless a :class:`StoreProcess` adopted it; safe to call twice."""
+        if self.adopted or self.conn.closed:
+            return
+        self.conn.close()  # the child ends at its pipe's end
+        self.proc.join(CLOSE_TIMEOUT_S)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
 class StoreProcess(Tracker):
     """An :class:`~ludwig_hpo.tracking.mlflow_store.MlflowStore` (same methods, same arguments) whose calls
     run in a child process: the :class:`~ludwig_hpo.tracking.protocol.Tracker` out of the
@@ -110,20 +143,32 @@ class StoreProcess(Tracker):
 
     Args:
         uri, experiment, artifact_location: as for :class:`~ludwig_hpo.tracking.mlflow_store.MlflowStore`.
+        pending: a child started ahead (:class:`PendingStore`) to use instead of a new one
+            (a new one when it has ended).
 
     Raises:
         TrackingError: the store cannot be reached or written (at construction, as the
             in-process store), or the child process died (at a call).
     """
 
-    def __init__(self, uri: str, experiment: str, artifact_location: Path | None = None) -> None:
-        ctx = multiprocessing.get_context("spawn")  # the driver has threads (Ray, torch): no fork
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_serve, args=(child, uri, experiment, artifact_location), name="hpo-mlflow-store", daemon=True
-        )
-        self._proc.start()
-        child.close()
+    def __init__(
+        self, uri: str, experiment: str, artifact_location: Path | None = None, *, pending: PendingStore | None = None
+    ) -> None:
+        if pending is not None and not pending.adopted and not pending.conn.closed and pending.proc.is_alive():
+            self._conn, self._proc = pending.conn, pending.proc
+            pending.adopted = True
+            try:
+                self._conn.send((uri, experiment, artifact_location))
+            except OSError:  # the child ended meanwhile: its answer below says so
+                pass
+        else:
+            ctx = multiprocessing.get_context("spawn")  # the driver has threads (Ray, torch): no fork
+            self._conn, child = ctx.Pipe()
+            self._proc = ctx.Process(
+                target=_serve, args=(child, uri, experiment, artifact_location), name="hpo-mlflow-store", daemon=True
+            )
+            self._proc.start()
+            child.close()
         self._lock = threading.Lock()
         self._number = 0  # of the last call; the store's construction is 0
         self._broken = False  # a wait interrupted inside an answer: the pipe is out of step

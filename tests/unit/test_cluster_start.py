@@ -44,7 +44,7 @@ class FakeCluster:
             self.events.append(("stopped", threading.current_thread().name))
 
 
-def test_the_start_overlaps_the_callers_work_and_one_thread_starts_and_stops_it():
+def test_the_start_overlaps_the_callers_work_and_its_thread_lives_until_the_stop():
     fake = FakeCluster()
     start = ClusterStart(fake.cm())
     start.begin()
@@ -54,11 +54,14 @@ def test_the_start_overlaps_the_callers_work_and_one_thread_starts_and_stops_it(
     fake.go.set()
     start.wait()
     assert [e for e, _ in fake.events] == ["started"]
+    # Ray's daemons die with the thread that started them: it must outlive the start
+    assert start._thread is not None and start._thread.is_alive()
     start.stop()
     start.stop()  # idempotent
-    (started, by), (stopped, by_too) = fake.events
+    assert not start._thread.is_alive()
+    (started, by), (stopped, by_main) = fake.events
     assert (started, stopped) == ("started", "stopped")
-    assert by == by_too != threading.main_thread().name
+    assert by != threading.main_thread().name and by_main == threading.main_thread().name
 
 
 def test_a_start_error_reaches_wait_and_stop_has_nothing_to_stop():
@@ -80,10 +83,11 @@ def test_an_error_of_the_caller_stops_a_cluster_that_was_still_starting():
     assert [e for e, _ in fake.events] == ["started", "stopped"]
 
 
-def test_a_sweep_with_bad_data_stops_its_cluster_before_the_error_and_creates_no_output(
+def test_a_sweep_with_bad_data_stops_its_cluster_and_store_process_and_creates_no_output(
     tmp_path, monkeypatch, repo_root: Path
 ):
     from ludwig_hpo.config import load_sweep
+    from ludwig_hpo.driver import startup
     from ludwig_hpo.driver import sweep as sweep_module
     from ludwig_hpo.errors import DataError
 
@@ -99,9 +103,17 @@ def test_a_sweep_with_bad_data_stops_its_cluster_before_the_error_and_creates_no
         begun[-1].begin()
         return begun[-1]
 
-    monkeypatch.setattr(sweep_module, "start_local_cluster", start_local_cluster)
+    class FakeStore:
+        closed = False
+
+        def close(self) -> None:
+            FakeStore.closed = True
+
+    monkeypatch.setattr(startup, "start_local_cluster", start_local_cluster)
+    monkeypatch.setattr(startup, "PendingStore", FakeStore)
     sweep = sweep_module.Sweep(load_sweep(bad), Console(file=io.StringIO()), tmp_path / "out")
     with pytest.raises(DataError, match="missing.csv"):
         sweep.run()
     assert len(begun) == 1 and [e for e, _ in fake.events] == ["started", "stopped"]
+    assert FakeStore.closed  # the store's process started ahead, never adopted, is ended
     assert not (tmp_path / "out").exists()

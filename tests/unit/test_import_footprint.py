@@ -112,3 +112,19 @@ def test_a_tuned_batch_size_entry_unpickles_without_torch(tmp_path, monkeypatch)
     assert cache.entries
     blob = pickle.dumps(cache.entries)
     assert "torch" not in _imported_after(f"import pickle\npickle.loads({blob!r})\n")
+
+
+def test_tunes_callback_usage_tag_imports_no_mlflow_into_the_driver():
+    # Tune's run() counts the callbacks it is given through this function, whose imports
+    # include Ray's MLflow integration (which imports MLflow); the sweep's driver turns it off
+    import inspect
+
+    from ray.tune import tune
+
+    assert "air_usage.tag_callbacks(callbacks)" in inspect.getsource(tune.run)
+    count = "from ray.air._internal import usage\nfrom ray.tune import Callback\n"
+    quiet = "from ludwig_hpo.execution.cluster import no_callback_usage_tag\n"
+    assert "mlflow" not in _imported_after(
+        count + quiet + "with no_callback_usage_tag():\n    usage.tag_callbacks([Callback()])\n"
+    )
+    assert "mlflow" in _imported_after(count + "usage.tag_callbacks([Callback()])\n")  # what it prevents
