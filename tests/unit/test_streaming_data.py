@@ -18,6 +18,7 @@ from ludwig_hpo.data.streaming.apply import apply_batch
 from ludwig_hpo.data.streaming.checks import check_streamable
 from ludwig_hpo.data.streaming.fit import FileOrigin, batch_partial, filled_notes, fitted_meta, merge
 from ludwig_hpo.data.streaming.number_counts import NumberCounts
+from ludwig_hpo.data.streaming.outliers import last_kept_of_batch, with_last_kept
 from ludwig_hpo.data.streaming.record import FOLD_KEY, input_key, split_batch, target_key
 from ludwig_hpo.data.streaming.splits import split_codes, split_rule
 from ludwig_hpo.errors import DataError
@@ -48,6 +49,12 @@ INPUTS = [
         "preprocessing": {"missing_value_strategy": "fill_with_mode", "most_common": 3, "lowercase": True},
     },
     {"name": "gone", "type": "number", "preprocessing": {"missing_value_strategy": "drop_row"}},
+    {"name": "out", "type": "number", "preprocessing": {"outlier_strategy": "fill_with_mean", "outlier_threshold": 2}},
+    {
+        "name": "out_const",
+        "type": "number",
+        "preprocessing": {"outlier_strategy": "fill_with_const", "fill_value": 1.5, "outlier_threshold": 1},
+    },
 ]
 OUTPUTS = [
     {"name": "kind", "type": "category"},
@@ -77,6 +84,8 @@ def _frame(n: int = N, seed: int = 5) -> pd.DataFrame:
             # ties in counts and a case that lowercase merges
             "town": holes(rng.choice(["a", "A", "b", "c", "d", "e"], size=n)),
             "gone": holes(rng.normal(size=n), 0.02).astype(float),
+            "out": holes(np.where(rng.random(n) < 0.05, 40.0, rng.normal(size=n))).astype(float),
+            "out_const": holes(rng.normal(size=n)).astype(float),
             "kind": rng.choice(["flat", "house", "loft"], size=n),
             "sold": rng.choice(["Sold", "Kept"], size=n),
             "price": rng.normal(100, 10, size=n),
@@ -99,7 +108,10 @@ def _streamed_meta(df: pd.DataFrame, cfg: SweepConfig, sizes: list[int]):
     rule = split_rule(cfg)
     total = merge([batch_partial(b, cfg, rule, FileOrigin("f.parquet")) for b in _batches(df, sizes)])
     meta = fitted_meta(cfg, total, "data/")
-    return total, meta, filled_notes(cfg, total, meta)
+    # the outliers' second pass, batch by batch
+    lasts = [last_kept_of_batch(b, cfg, rule, meta, DataOrigin()) for b in _batches(df, sizes)]
+    meta, outliers = with_last_kept(meta, lasts)
+    return total, meta, filled_notes(cfg, total, meta, outliers)
 
 
 def _assert_same_meta(streamed, memory):
@@ -275,7 +287,7 @@ def test_what_needs_the_whole_dataset_is_refused_in_one_line(change, key):
             "input_features[b].preprocessing.missing_value_strategy",
         ),
         (
-            {"name": "o", "type": "number", "preprocessing": {"outlier_strategy": "fill_with_mean"}},
+            {"name": "o", "type": "number", "preprocessing": {"outlier_strategy": "drop_row"}},
             "input_features[o].preprocessing.outlier_strategy",
         ),
     ],

@@ -19,7 +19,8 @@ def check_streamable(cfg: SweepConfig) -> None:
 
     Raises:
         DataError: an LLM sweep, a feature type other than number, binary and category,
-            ``bfill`` / ``ffill`` missing values, an ``outlier_strategy``, sampling or class
+            ``bfill`` / ``ffill`` missing values, an ``outlier_strategy`` of ``bfill`` / ``ffill``
+            / ``drop_row``, sampling or class
             rebalancing of the training split.
     """
     if getattr(cfg, "model_type", "ecd") != "ecd":
@@ -41,11 +42,13 @@ def check_streamable(cfg: SweepConfig) -> None:
                 key=f"{key}.preprocessing.missing_value_strategy",
                 fix=f"use fill_with_const, fill_with_mode or drop_row, {_FIX}",
             )
-        if getattr(prep, "outlier_strategy", None) is not None:
+        outliers = getattr(prep, "outlier_strategy", None)
+        if outliers in ("bfill", "ffill", "drop_row"):
+            why = "fills from neighbouring rows" if outliers != "drop_row" else "drops rows the fit then leaves out"
             raise DataError(
-                "outlier_strategy is not supported on a streamed dataset yet",
+                f"outlier_strategy {outliers} {why}, which a streamed dataset does not support yet",
                 key=f"{key}.preprocessing.outlier_strategy",
-                fix=f"remove outlier_strategy, {_FIX}",
+                fix=f"use fill_with_const, fill_with_mean or fill_with_mode, {_FIX}",
             )
     glob = global_preprocessing(cfg)
     if glob.sample_ratio < 1 or glob.sample_size is not None:

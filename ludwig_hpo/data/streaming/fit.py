@@ -308,7 +308,14 @@ def _number_meta(feat: Any, section: str, col: ColumnPartial, key: str, source: 
     elif strategy == "fill_with_mode":
         fill = train.mode()
     filled = train.with_value(fill, col.train_missing, col.train_first_missing) if fill is not None else train
-    fitted = FittedNumber(filled.statistics(), fill, None, float(col.last))
+    # the value outliers take is the present training values' (their last kept value needs the
+    # statistics first: a second pass, :mod:`ludwig_hpo.data.streaming.outliers`)
+    outlier_fill = {
+        "fill_with_const": lambda: float(prep.fill_value),
+        "fill_with_mean": train.mean,
+        "fill_with_mode": train.mode,
+    }.get(prep.outlier_strategy or "", lambda: None)()
+    fitted = FittedNumber(filled.statistics(), fill, outlier_fill, float(col.last))
     return FeatureMeta(feat.name, "number", stats=fitted.stats, fitted=fitted.record())
 
 
@@ -404,9 +411,12 @@ def fitted_meta(cfg: SweepConfig, total: BatchPartial, source: str | None) -> di
     }
 
 
-def filled_notes(cfg: SweepConfig, total: BatchPartial, meta: dict[str, FeatureMeta]) -> tuple[FilledValues, ...]:
-    """What preparation does to missing values, per feature (``PreparedData.filled``'s order:
-    dropped rows, then inputs, then outputs). Pure."""
+def filled_notes(
+    cfg: SweepConfig, total: BatchPartial, meta: dict[str, FeatureMeta], outliers: dict[str, int] | None = None
+) -> tuple[FilledValues, ...]:
+    """What preparation does to missing values and to the ``outliers`` counted per feature
+    (``PreparedData.filled``'s order: dropped rows, then inputs, then outputs). Pure."""
+    outliers = outliers or {}
     notes = [
         FilledValues(feat.name, feat.source_column, total.dropped[feat.name], "dropped")
         for _, feat in features_of(cfg)
@@ -415,13 +425,16 @@ def filled_notes(cfg: SweepConfig, total: BatchPartial, meta: dict[str, FeatureM
     for section, feat in features_of(cfg):
         col, prep = total.columns[feat.name], preprocessing_of(feat, section)
         strategy = prep.missing_value_strategy
-        if not col.missing or strategy == "drop_row":
-            continue
-        fill = meta[feat.name].fitted.get("fill")
-        how = how_of(strategy)
-        if feat.type != "number" and strategy == "fill_with_const" and fill == UNKNOWN_SYMBOL:
-            how = "unknown category"
-        notes.append(FilledValues(feat.name, feat.source_column, col.missing, how, fill))
+        if col.missing and strategy != "drop_row":
+            fill = meta[feat.name].fitted.get("fill")
+            how = how_of(strategy)
+            if feat.type != "number" and strategy == "fill_with_const" and fill == UNKNOWN_SYMBOL:
+                how = "unknown category"
+            notes.append(FilledValues(feat.name, feat.source_column, col.missing, how, fill))
+        if outliers.get(feat.name):
+            value = meta[feat.name].fitted.get("outlier_fill")
+            how = how_of(prep.outlier_strategy)
+            notes.append(FilledValues(feat.name, feat.source_column, outliers[feat.name], how, value, "outlier"))
     return tuple(notes)
 
 

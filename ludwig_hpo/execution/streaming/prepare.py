@@ -8,6 +8,8 @@
    :class:`~ludwig_hpo.data.streaming.fit.BatchPartial` (split codes, bad cells, counts); the
    driver merges them in dataset order and fits every feature
    (:func:`~ludwig_hpo.data.streaming.fit.fitted_meta`). Only the partials reach the driver.
+   Number features with an ``outlier_strategy`` take a second pass for their last kept value
+   (:mod:`~ludwig_hpo.data.streaming.outliers`).
 3. Per split, a lazy pipeline: read -> ``map_batches`` of
    :func:`~ludwig_hpo.data.streaming.apply.apply_batch` (drop rows, keep the split, apply the
    fitted preprocessing). Nothing runs until a rank iterates it.
@@ -38,6 +40,7 @@ from ludwig_hpo.data.streaming.fit import (
     fitted_meta,
     merge_into,
 )
+from ludwig_hpo.data.streaming.outliers import last_kept_of_batch, outlier_features, with_last_kept
 from ludwig_hpo.data.streaming.record import FOLD_KEY, SPLITS, StreamedData
 from ludwig_hpo.data.streaming.sources import StreamFiles, stream_files
 from ludwig_hpo.data.streaming.splits import SplitRule, split_rule
@@ -63,17 +66,22 @@ def _by_file(df: pd.DataFrame, files: StreamFiles) -> Iterator[tuple[pd.DataFram
 
 
 class _Partial:
-    """``map_batches`` function of the fit pass: a block -> one row per file in it holding its
-    pickled partial (or the DataError it raised, so the driver raises it as one line)."""
+    """``map_batches`` function of an ordered pass: a block -> one row per file in it holding
+    its pickled result (``batch_partial``, or with ``meta`` the outliers pass's
+    ``last_kept_of_batch``), or the DataError it raised, so the driver raises it as one line."""
 
-    def __init__(self, cfg: SweepConfig, rule: SplitRule, files: StreamFiles) -> None:
-        self.cfg, self.rule, self.files = cfg, rule, files
+    def __init__(self, cfg: SweepConfig, rule: SplitRule, files: StreamFiles, meta: dict | None = None) -> None:
+        self.cfg, self.rule, self.files, self.meta = cfg, rule, files, meta
 
     def __call__(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
         out: list[bytes] = []
         for rows, origin in _by_file(df, self.files):
             try:
-                out.append(pickle.dumps(batch_partial(rows, self.cfg, self.rule, origin)))
+                if self.meta is None:
+                    result: Any = batch_partial(rows, self.cfg, self.rule, origin)
+                else:
+                    result = last_kept_of_batch(rows, self.cfg, self.rule, self.meta, origin)
+                out.append(pickle.dumps(result))
             except DataError as e:
                 out.append(pickle.dumps(e))
                 break
@@ -124,9 +132,10 @@ def read_files(files: StreamFiles, columns: list[str]) -> Any:
     )
 
 
-def _fit_pass(files: StreamFiles, columns: list[str], cfg: SweepConfig, rule: SplitRule) -> BatchPartial:
-    """Every block's partial merged in dataset order (the fit's ``last`` values and first-seen
-    ties need the order, so the pass keeps it); the partials stream into the driver one by one.
+def _ordered_pass(files: StreamFiles, columns: list[str], fn: _Partial, source: str) -> Iterator[Any]:
+    """``fn``'s result of every file's rows of every block, in dataset order (the fit's ``last``
+    values and first-seen ties need the order, so the pass keeps it), streamed into the driver
+    one by one.
 
     Raises:
         DataError: the first block's error, in dataset order; a file that fails past its footer.
@@ -136,29 +145,25 @@ def _fit_pass(files: StreamFiles, columns: list[str], cfg: SweepConfig, rule: Sp
     ctx = ray.data.DataContext.get_current()
     before = ctx.execution_options.preserve_order
     ctx.execution_options.preserve_order = True  # a dataset keeps the context it was made in
-    total = BatchPartial()
     try:
-        mapped = read_files(files, columns).map_batches(
-            _Partial(cfg, rule, files), batch_format="pandas", batch_size=None
-        )
+        mapped = read_files(files, columns).map_batches(fn, batch_format="pandas", batch_size=None)
         for row in mapped.iter_rows():
-            partial = pickle.loads(row["partial"])
-            if isinstance(partial, DataError):
-                raise partial
-            merge_into(total, partial)
+            result = pickle.loads(row["partial"])
+            if isinstance(result, DataError):
+                raise result
+            yield result
     except DataError:
         raise
     except Exception as e:  # a file that fails past its footer; Ray wraps the reader's error
         text = str(e).strip().splitlines()
         raise DataError(
             f"cannot read the dataset: {text[-1] if text else type(e).__name__}",
-            source=cfg.dataset.source,
+            source=source,
             key="dataset.source",
             fix="fix or remove the file named above",
         ) from None
     finally:
         ctx.execution_options.preserve_order = before
-    return total
 
 
 def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
@@ -179,10 +184,16 @@ def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
     rule = split_rule(cfg)
     columns = needed_columns(cfg, rule)
     files = stream_files(cfg.dataset.source, base_dir, columns)
-    total = _fit_pass(files, columns, cfg, rule)
+    total = BatchPartial()
+    for partial in _ordered_pass(files, columns, _Partial(cfg, rule, files), cfg.dataset.source):
+        merge_into(total, partial)
     ds = read_files(files, columns)
     meta = fitted_meta(cfg, total, cfg.dataset.source)
     check_counts(cfg, total, meta, cfg.dataset.source)
+    outliers: dict[str, int] = {}
+    if outlier_features(cfg):
+        second = _ordered_pass(files, columns, _Partial(cfg, rule, files, meta), cfg.dataset.source)
+        meta, outliers = with_last_kept(meta, second)
     datasets = {
         name: ds.map_batches(_Apply(cfg, rule, meta, (code,), files), batch_format="pandas", batch_size=None)
         for code, name in enumerate(SPLITS)
@@ -193,7 +204,7 @@ def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
         rows=dict(zip(SPLITS, total.split_rows, strict=True)),
         folds=rule.k,
         fold_rows=tuple(total.fold_rows),
-        filled=filled_notes(cfg, total, meta),
+        filled=filled_notes(cfg, total, meta, outliers),
         sources=files.paths,
         bytes=files.bytes,
     )
