@@ -130,3 +130,29 @@ def test_the_batch_size_cap_counts_the_whole_streamed_split_not_the_probe():
     cfg = config({"epochs": 1, "batch_size": 64})
     (report,) = _reports(cfg, _job_stream(data()))
     assert report["batch_size"] == 64  # the probe holds 32 training rows; the split 96
+
+
+def test_a_streamed_run_continued_from_its_checkpoint_equals_the_uninterrupted_run(tmp_path):
+    import math
+    import shutil
+
+    cfg = config({"epochs": 3})
+    whole, saved = [], {}
+
+    def keep(metrics, ckpt):
+        whole.append(dict(metrics))
+        if ckpt is not None:
+            saved[metrics["epoch"]] = shutil.copytree(ckpt, tmp_path / f"epoch_{metrics['epoch']}")
+
+    train_loop(cfg, _job_stream(data()), Job(checkpoint_budget=math.inf), keep)
+    rest = _reports_of(cfg, _job_stream(data()), Job(resume_from=str(saved[1])))
+    assert [r["epoch"] for r in rest] == [2, 3]
+    for a, b in zip(whole[1:], rest, strict=True):
+        for key in SCORES:
+            assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), key
+
+
+def _reports_of(cfg, source, job: Job) -> list[dict]:
+    reports: list[dict] = []
+    train_loop(cfg, source, job, lambda metrics, ckpt: reports.append(dict(metrics)))
+    return reports
