@@ -1,6 +1,6 @@
 """A search trial's best epoch and its checkpoint writes, as the worker loop keeps them: the best
 weights in memory (rank 0), and when a checkpoint is due and what it holds. Every rank keeps
-one and decides the same (the objective is all-reduced; under FSDP rank 0's budget decides)."""
+one and decides the same (the objective is all-reduced; with several ranks rank 0's budget decides)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,9 @@ class BestEpoch:
             or (epoch in job.stop_epochs and self.epoch != self.written)
             or (not job.checkpoint_every and self.budget.allows(train_s - self.resumed_train_s))
         )
-        if self.fsdp and self.world > 1:  # the write gathers the shards: rank 0's budget decides for all
+        # the write is a collective (FSDP gathers the shards, every rank's random state is
+        # gathered), and each rank's clock differs: rank 0's budget decides for all
+        if self.world > 1:
             flag = torch.tensor([float(write)], device=self.device)
             dist.broadcast(flag, src=0)
             write = bool(flag.item())

@@ -13,7 +13,7 @@ from ludwig_hpo.model.saved_weights import adapter_only, check_saved_keys, saved
 from ludwig_hpo.train.checkpoint import WeightsCopy, pack, unpack
 from ludwig_hpo.train.optim import set_hyperparameters
 from ludwig_hpo.train.report_keys import MODEL_FILE, TRAINER_STATE_FILE
-from ludwig_hpo.train.strategy import full_state_dict, load_training_state, optimizer_state, unwrapped
+from ludwig_hpo.train.strategy import full_state_dict, load_training_state, optimizer_state, unwrapped, world
 
 
 def copy_best_weights(
@@ -51,6 +51,7 @@ def trainer_state(
     save than its many small tensors one by one). A collective for FSDP: every rank calls it
     with the same ``with_weights``.
     """
+    ranks_rng = _ranks_random_states(device)
     weights = None
     if with_weights:
         weights = select_saved(inner, full_state_dict(model)) if fsdp else saved_state_dict(inner)
@@ -66,9 +67,29 @@ def trainer_state(
                 "scaler": scaler.state_dict(),
                 "rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "ranks_rng": ranks_rng,
             }
         )
     }
+
+
+def _ranks_random_states(device: torch.device) -> list[dict] | None:
+    """Every rank's random states (``{"rng", "cuda_rng"}``, in rank order), gathered on every rank
+    (a collective); None in one process. The ranks' states part after the first batches whose
+    shapes differ between ranks (an llm's batch is as long as its longest row, and its dropout
+    draws that many numbers), so each rank resumes from its own."""
+    _, size = world()
+    if size == 1:
+        return None
+    import torch.distributed as dist
+
+    mine = {
+        "rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+    }
+    gathered: list[dict | None] = [None] * size
+    dist.all_gather_object(gathered, mine)
+    return [g for g in gathered if g is not None]
 
 
 def resume(
@@ -112,8 +133,11 @@ def resume(
     set_hyperparameters(optimizer, cfg, lr)  # the loop's schedule then sets the step's rate
     if state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
-    torch.set_rng_state(state["rng"])
-    if device.type == "cuda" and state.get("cuda_rng") is not None:
-        torch.cuda.set_rng_state(state["cuda_rng"], device)
+    rank, size = world()
+    ranks_rng = state.get("ranks_rng")
+    own = ranks_rng[rank] if ranks_rng and len(ranks_rng) == size else state  # another world size: rank 0's
+    torch.set_rng_state(own["rng"])
+    if device.type == "cuda" and own.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(own["cuda_rng"], device)
     state.setdefault("best_epoch", best.get("epoch", state["epoch"]))
     return state, best
