@@ -182,11 +182,28 @@ def _check_parameters(cfg: SweepConfig, raw: RawMapping, marks: Marks, src: str)
         mark = mark_for(marks, ("hyperopt", "parameters", path))
         p = _Param(path, space, f"{src}:{mark[0]}:{mark[1]}" if mark else src, _param_key(path), feature_names(raw))
         _check_searchable(p)
+        _refuse_searching_no_adapter(p, cfg, spaces)
         for value in space.probe_values():
             inner = _value_error(p, value, raw, spaces, src)
             if inner is not None:
                 raise _explain(p, value, inner)
             _refuse_retokenizing(p, value, cfg, raw)
+
+
+def _refuse_searching_no_adapter(p: _Param, cfg: SweepConfig, spaces: Mapping[str, ParamSpace]) -> None:
+    """An adapter field searched in an llm config without an adapter is refused at the
+    parameter: setting it would create a LoRA adapter in every trial (a mapping without
+    ``type`` is LoRA), so no trial would run the full fine-tuning the config describes.
+    Searching ``adapter.type`` (or a ``"."`` block) says the trials' adapter explicitly."""
+    if not cfg.is_llm or cfg.adapter is not None or not p.path.startswith("adapter."):
+        return
+    if p.path == "adapter.type" or "adapter.type" in spaces or ROOT in spaces:
+        return
+    raise p.error(
+        f"{p.path!r} searches a field of the adapter, but the config has none (adapter null or left out: "
+        "every weight trains), so every trial would train a LoRA adapter instead",
+        fix="write the adapter in the config, e.g. adapter: {type: lora}, or remove the parameter",
+    )
 
 
 def _refuse_retokenizing(p: _Param, value: Any, cfg: SweepConfig, raw: RawMapping) -> None:

@@ -5,7 +5,8 @@ trial: ``hpo validate`` (offline) and the sweep's model checks (:mod:`ludwig_hpo
 of the wrong form, or a folder without ``config.json``, is one line. A hub id not in the local
 Hugging Face cache is, for ``hpo sweep`` / ``hpo train``, asked of the hub (unreachable: one
 line saying the hub needs a network); for ``hpo validate`` it is a note saying what was not
-checked offline. A local model (a folder, or cached) is built on the meta device (no weights
+checked offline, unless ``HF_HUB_OFFLINE`` forbids the download ``hpo sweep`` would need (one
+line then, as the sweep would print). A local model (a folder, or cached) is built on the meta device (no weights
 read, nothing allocated) and the config's adapter is injected into it with peft, so every
 adapter key is checked by peft itself: ``target_modules`` not in the model is one line listing
 the modules it has. The lengths written in the file are checked against the model's context
@@ -33,7 +34,8 @@ def check_base_model(cfg: Any, source: str, *, network: bool) -> list[str]:
         cfg: a validated ``model_type: llm`` config (anything else: nothing to check).
         source: the sweep file, for the errors.
         network: True (``hpo sweep`` / ``hpo train``): a hub id not cached here must be
-            reachable on the hub; False (``hpo validate``): it is a note instead.
+            reachable on the hub; False (``hpo validate``): it is a note instead, unless
+            ``HF_HUB_OFFLINE`` is set (the sweep could never download it: an error).
 
     Returns:
         the notes ``hpo validate`` prints (what was not checked offline).
@@ -52,7 +54,7 @@ def check_base_model(cfg: Any, source: str, *, network: bool) -> list[str]:
     except hf_loader.HFModelError as e:
         raise ConfigError(str(e), source=source, key=BASE_KEY, fix=e.fix) from e
     if not resolved.local:
-        if not network:
+        if not network and not hf_loader.offline():
             return [
                 f"note: base_model: {name!r} is a hub id (its form is valid) not in the local Hugging Face cache; "
                 "its tokenizer, adapter target_modules and context length were not checked offline "

@@ -481,3 +481,21 @@ def test_the_adapter_type_is_searchable_with_keys_only_some_types_have(tmp_path)
     ia3 = resolve_trial_config(loaded.raw, {"adapter.type": "ia3", "adapter.r": 4, "trainer.learning_rate": 0.001})
     assert (lora.adapter.type, lora.adapter.r) == ("lora", 4)
     assert ia3.adapter.type == "ia3" and not hasattr(ia3.adapter, "r")  # ia3 has no rank: left out, as Ludwig does
+
+
+@pytest.mark.parametrize("written", ["", "adapter: null\n"])
+def test_an_adapter_field_searched_without_an_adapter_is_one_line(tmp_path, written):
+    # every trial would train a LoRA adapter while the config says every weight trains
+    text = (LLM + written).replace(
+        "  parameters:\n", "  parameters:\n    adapter.r: {space: choice, categories: [4, 8]}\n"
+    )
+    err = error(tmp_path, text)
+    assert (
+        err.key == 'hyperopt.parameters."adapter.r"'
+        and "has none" in err.message
+        and "adapter: {type: lora}" in err.fix
+    )
+    both = text.replace(
+        "  parameters:\n", "  parameters:\n    adapter.type: {space: choice, categories: [lora, loha]}\n"
+    )
+    assert load(tmp_path, both).adapter is None  # the trials' adapter is searched explicitly

@@ -106,7 +106,10 @@ def test_every_adapter_type_fits_the_tiny_llama(folder, tiny_llama_dir):
 
 
 def test_a_hub_id_not_cached_is_a_note_and_the_template_is_still_checked(folder, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # hpo validate asks no hub: without HF_HUB_OFFLINE it still reads only the local cache
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(folder / "hf"))
     lines = validate_lines(sweep(folder, "some-org/some-tiny-model"))
     assert lines[0].endswith(": valid")
     assert any("columns and prompt template checked; not tokenized" in line for line in lines)
@@ -115,6 +118,13 @@ def test_a_hub_id_not_cached_is_a_note_and_the_template_is_still_checked(folder,
     path = sweep(folder, "some-org/some-tiny-model", edit=("Define {word}:", "Define {lemma}:"))
     err = refused(path)
     assert err.key == "prompt.template" and "lemma" in err.message
+
+
+def test_a_hub_id_not_cached_under_hf_hub_offline_is_refused_at_validate(folder, monkeypatch):
+    # the sweep could never download it here: validate says so rather than "valid"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    err = refused(sweep(folder, "some-org/some-tiny-model"))
+    assert err.key == "base_model" and "HF_HUB_OFFLINE" in err.message and "save_pretrained" in err.fix
 
 
 def test_a_hub_id_not_cached_needs_the_hub_for_a_sweep(folder, monkeypatch):

@@ -57,7 +57,9 @@ def test_the_llm_sweep_validates_offline_noting_its_hub_model_unchecked(tmp_path
     from ludwig_hpo.cli import app
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # hpo validate asks no hub (HF_HUB_OFFLINE would make the model one that cannot be fetched)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: the model is not here
     result = CliRunner().invoke(app, ["validate", str(ROOT / "sweeps" / "llm_lora.yaml")])
     assert result.exit_code == 0, result.stderr
