@@ -281,7 +281,9 @@ def run_sweep(sweep: Path, work: Path) -> dict[str, Any]:
         RuntimeError: the sweep failed or ran past :data:`SWEEP_TIMEOUT_S`.
     """
     output = work / "out"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # a batch-size cache of its own: every run tunes its sizes as a first sweep on a machine does
+    # (a hit on sizes an earlier run persisted would leave out the probes and their cache writes)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LUDWIG_HPO_CACHE_DIR": str(work / "cache")}
     started_wall, t0 = time.time(), time.monotonic()
     proc = subprocess.Popen(
         [*_hpo(), "sweep", str(sweep), "--output", str(output), "--restart"],
