@@ -349,6 +349,10 @@ class VeraAdapter(_Adapter):
         return {"r": self.r, "projection_prng_key": self.projection_prng_key}
 
 
+#: Ludwig's prompt-learning adapters, refused (Ludwig disables them too).
+_PROMPT_LEARNING = ("adaption_prompt", "prompt_tuning", "prefix_tuning", "p_tuning")
+
+
 class UnsupportedAdapter(_Base):
     """Ludwig's prompt-learning adapters (Ludwig itself disables them): refused in one line."""
 
@@ -366,13 +370,30 @@ class UnsupportedAdapter(_Base):
 ADAPTER_TYPES = ("lora", "adalora", "ia3", "loha", "lokr", "vera")
 
 
+#: Adapter types of Ludwig's newest releases (peft has them) not trained here yet.
+_LATER_ADAPTERS = ("oft", "boft", "vblora", "ln_tuning", "tinylora", "fourierft", "hra", "bone", "c3a", "road")
+
+
 def adapter_default_type(value: Any) -> Any:
     """A before-validator of ``adapter``: Ludwig's short form ``adapter: lora`` is ``{type:
-    lora}``, and a mapping without ``type`` is LoRA. Pure."""
+    lora}``, and a mapping without ``type`` is LoRA. Pure.
+
+    Raises:
+        RuleError: at ``adapter.type``, a type that is not one of :data:`ADAPTER_TYPES` nor of
+            the prompt-learning ones (refused by :class:`UnsupportedAdapter`).
+    """
     if isinstance(value, str):
-        return {"type": value}
+        value = {"type": value}
     if isinstance(value, dict) and "type" not in value:
         return {"type": "lora", **value}
+    kind = value.get("type") if isinstance(value, dict) else None
+    if isinstance(kind, str) and kind not in ADAPTER_TYPES and kind not in _PROMPT_LEARNING:
+        known = kind in _LATER_ADAPTERS
+        raise RuleError(
+            f"adapter type {kind!r} is " + ("not supported yet" if known else "not an adapter Ludwig or peft names"),
+            path=("adapter", "type"),
+            fix=f"use one of {', '.join(ADAPTER_TYPES)}",
+        )
     return value
 
 
@@ -534,6 +555,18 @@ class LLMTextDecoder(_Base):
     type: Literal["text_extractor"] = "text_extractor"
     max_new_tokens: int | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _only_extractor(cls, data: Any) -> Any:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind is not None and kind != "text_extractor":
+            raise RuleError(
+                f"decoder type {kind!r} of an llm's text output is not supported yet (the base model's "
+                "language-model head generates the text as it is)",
+                fix="remove the decoder, or write decoder: {type: text_extractor}",
+            )
+        return data
+
     @field_validator("max_new_tokens")
     @classmethod
     def _generation_decides(cls, v: int | None) -> int | None:
@@ -629,6 +662,13 @@ def check_llm_sections(data: dict[str, Any]) -> None:
         )
     trainer = data.get("trainer")
     kind = trainer.get("type") if isinstance(trainer, dict) else None
+    if kind == "zeroshot":
+        raise RuleError(
+            "trainer.type zeroshot (Ludwig's old name of type none: in-context learning, no training) is not "
+            "supported yet",
+            path=("trainer", "type"),
+            fix="use trainer.type: finetune",
+        )
     if kind == "none":
         raise RuleError(
             "trainer.type none (Ludwig's in-context learning, no training) is not supported yet",

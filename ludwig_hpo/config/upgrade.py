@@ -283,6 +283,15 @@ _LLM_RENAMES = {"model_name": "base_model", "generation_config": "generation"}
 def _llm(raw: RawMapping, st: UpgradeState) -> None:
     if raw.get("model_type") != "llm":
         return
+    trainer = raw.get("trainer")
+    if not (isinstance(trainer, dict) and "type" in trainer):
+        # Ludwig's llm trainer defaults to type none (no training), which is not supported here:
+        # a file that leaves it out would be only evaluated by Ludwig, and is fine-tuned here
+        st.note(
+            ("trainer",) if isinstance(trainer, dict) else ("model_type",),
+            "trainer.type is not written: Ludwig's llm default is none (no training, not supported); "
+            "read as finetune, which trains (write trainer.type: finetune to keep this line quiet)",
+        )
     for old, new in _LLM_RENAMES.items():
         if old not in raw:
             continue

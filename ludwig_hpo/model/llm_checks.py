@@ -9,8 +9,8 @@ checked offline, unless ``HF_HUB_OFFLINE`` forbids the download ``hpo sweep`` wo
 line then, as the sweep would print). A local model (a folder, or cached) is built on the meta device (no weights
 read, nothing allocated) and the config's adapter is injected into it with peft, so every
 adapter key is checked by peft itself: ``target_modules`` not in the model is one line listing
-the modules it has. The lengths written in the file are checked against the model's context
-length. torch, transformers and peft are imported inside the functions only.
+the modules it has. A length written in the file longer than the model's context is a note
+(rows are cut to the context, as Ludwig cuts them). torch, transformers and peft are imported inside the functions only.
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ def check_base_model(cfg: Any, source: str, *, network: bool) -> list[str]:
     Raises:
         ConfigError: naming ``source``, the key and the fix: a base model that is neither a
             folder nor a hub id, not found, not a causal LM transformers knows; an adapter peft
-            refuses for it (``target_modules`` not in the model lists those it has); a written
-            length longer than the model's context.
+            refuses for it (``target_modules`` not in the model lists those it has).
     """
     if not getattr(cfg, "is_llm", False):
         return []
@@ -69,11 +68,11 @@ def check_base_model(cfg: Any, source: str, *, network: bool) -> list[str]:
         config = hf_loader.read_config_dict(resolved)
     except hf_loader.HFModelError as e:
         raise ConfigError(str(e), source=source, key=BASE_KEY, fix=e.fix) from e
-    check_lengths(cfg, config or {}, source)
+    notes = length_notes(cfg, config or {})
     model = meta_model(str(resolved.path) if resolved.path is not None else resolved.source, source)
     if cfg.adapter is not None:
         check_adapter(model, cfg.adapter, source)
-    return []
+    return notes
 
 
 def meta_model(folder: str, source: str) -> Any:
@@ -155,7 +154,12 @@ def check_adapter(model: Any, adapter: Any, source: str) -> None:
     try:
         with warnings.catch_warnings():  # transformers' deprecation notes on peft's calls are not the user's
             warnings.simplefilter("ignore", FutureWarning)
-            peft.get_peft_model(model, cls(**adapter.peft_kwargs()))
+            kwargs = adapter.peft_kwargs()
+            if kwargs.get("init_lora_weights") not in (None, True, False, "gaussian"):
+                # pissa / olora / orthogonal decompose the base weights, which a meta model lacks;
+                # the modules targeted do not depend on the initialization
+                kwargs["init_lora_weights"] = True
+            peft.get_peft_model(model, cls(**kwargs))
     except (ValueError, TypeError, KeyError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         key = (
@@ -185,32 +189,55 @@ def context_length(config: dict[str, Any]) -> int | None:
     return None
 
 
-def check_lengths(cfg: Any, config: dict[str, Any], source: str) -> None:
-    """The lengths written in the file fit the model's context: ``preprocessing.
-    global_max_sequence_length``, and the input's plus the output's ``max_sequence_length``
-    (a row is prompt + target + EOS). Pure.
+def length_notes(cfg: Any, config: dict[str, Any]) -> list[str]:
+    """What the lengths written in the file become against the model's context length:
+    ``preprocessing.global_max_sequence_length``, or the input's plus the output's
+    ``max_sequence_length`` (a row is prompt + target + EOS), longer than the context is one
+    note each, since every row is cut to the context (Ludwig's rule: its
+    ``global_max_sequence_length`` is at most the model's context length, whatever is written).
+    Pure; driver.
 
-    Raises:
-        ConfigError: at the longest written key, naming the context length.
+    Returns:
+        the note lines (none when the lengths fit or the context length is unknown).
     """
     context = context_length(config)
     if context is None:
-        return
+        return []
     glob = getattr(getattr(cfg, "preprocessing", None), "global_max_sequence_length", None)
     if glob is not None and glob > context:
-        raise ConfigError(
-            f"global_max_sequence_length {glob} is longer than base_model's context of {context} tokens",
-            source=source,
-            key="preprocessing.global_max_sequence_length",
-            fix=f"set it to at most {context}",
-        )
+        return [
+            f"note: preprocessing.global_max_sequence_length {glob} is longer than base_model's context of "
+            f"{context} tokens: rows are cut to {context} (as Ludwig does)"
+        ]
     feat, out = cfg.input_features[0], cfg.output_features[0]
     prompt, target = feat.preprocessing.max_sequence_length, out.preprocessing.max_sequence_length
     if glob is None and prompt is not None and target is not None and prompt + target + 1 > context:
-        raise ConfigError(
-            f"a row of max_sequence_length {prompt} (prompt) + {target} (target) + EOS is longer than "
-            f"base_model's context of {context} tokens",
-            source=source,
-            key=f"input_features[{feat.name}].preprocessing.max_sequence_length",
-            fix=f"make the two lengths sum to at most {context - 1}, or set preprocessing.global_max_sequence_length",
-        )
+        return [
+            f"note: a row of max_sequence_length {prompt} (prompt) + {target} (target) + EOS is longer than "
+            f"base_model's context of {context} tokens: rows are cut to {context}, the end of each "
+            "row first (as Ludwig does)"
+        ]
+    return []
+
+
+def check_base_model_reachable(cfg: Any, source: str) -> None:
+    """``hpo sweep`` / ``hpo train`` before the rows are read: ``cfg.base_model`` is a folder
+    holding ``config.json``, in the local Hugging Face cache, or a hub id the hub serves now, so
+    a model that cannot be had is the sweep file's line at ``base_model`` rather than the
+    dataset's (its tokenizer prepares the rows). Nothing for an ecd config. Driver; may ask the
+    hub (at most :data:`~ludwig_hpo.data.hf_loader.HUB_TIMEOUT_S` seconds).
+
+    Raises:
+        ConfigError: at ``base_model`` of ``source``: a name of neither form, a folder without
+            ``config.json``, a hub id not cached that the hub cannot serve (``HF_HUB_OFFLINE``,
+            no network, no such model).
+    """
+    if not getattr(cfg, "is_llm", False):
+        return
+    try:
+        resolved = hf_loader.resolve(cfg.base_model)
+    except hf_loader.HFModelError as e:
+        raise ConfigError(str(e), source=source, key=BASE_KEY, fix=e.fix) from e
+    if not resolved.local and (reason := hf_loader.hub_reachable(cfg.base_model)) is not None:
+        missing = hf_loader.not_found_message(cfg.base_model, reason)
+        raise ConfigError(str(missing), source=source, key=BASE_KEY, fix=missing.fix)

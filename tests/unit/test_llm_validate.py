@@ -155,12 +155,17 @@ def test_a_template_column_the_data_lacks(folder, tiny_llama_dir):
     assert err.key == "prompt.template" and "pos" in err.message and "word" in err.message
 
 
-def test_written_lengths_longer_than_the_context(folder, tiny_llama_dir):
+def test_written_lengths_longer_than_the_context_are_a_note_rows_are_cut_to_it(folder, tiny_llama_dir):
+    # Ludwig caps global_max_sequence_length at the model's context length rather than refusing it
     context = json.loads((tiny_llama_dir / "config.json").read_text())["max_position_embeddings"]
-    err = refused(
-        sweep(folder, tiny_llama_dir, extra=f"preprocessing: {{global_max_sequence_length: {context + 1}}}\n")
-    )
-    assert err.key == "preprocessing.global_max_sequence_length" and f"context of {context} tokens" in err.message
+    path = sweep(folder, tiny_llama_dir, extra=f"preprocessing: {{global_max_sequence_length: {context + 1}}}\n")
+    lines = validate_lines(path)
+    assert lines[0].startswith(f"{path}: valid"), lines[0]
+    notes = [line for line in lines if line.startswith("note: preprocessing.global_max_sequence_length")]
+    assert notes == [
+        f"note: preprocessing.global_max_sequence_length {context + 1} is longer than base_model's context of "
+        f"{context} tokens: rows are cut to {context} (as Ludwig does)"
+    ]
     lengths = (
         "{name: word, type: text}",
         f"{{name: word, type: text, preprocessing: {{max_sequence_length: {context - 30}}}}}",
@@ -171,11 +176,9 @@ def test_written_lengths_longer_than_the_context(folder, tiny_llama_dir):
             "{name: gloss, type: text}", "{name: gloss, type: text, preprocessing: {max_sequence_length: 30}}"
         )
     )
-    err = refused(path)
-    assert (
-        err.key == "input_features[word].preprocessing.max_sequence_length"
-        and f"{context - 30} (prompt) + 30" in err.message
-    )
+    lines = validate_lines(path)
+    assert lines[0].startswith(f"{path}: valid"), lines[0]
+    assert any(f"note: a row of max_sequence_length {context - 30} (prompt) + 30 (target)" in line for line in lines)
 
 
 def test_quantization_without_a_gpu_at_validate(folder, tiny_llama_dir):
