@@ -349,6 +349,31 @@ class VeraAdapter(_Adapter):
         return {"r": self.r, "projection_prng_key": self.projection_prng_key}
 
 
+class OFTAdapter(_Adapter):
+    """OFT (peft's ``OFTConfig``, Ludwig's ``oft``): a trained block-diagonal orthogonal
+    transform of each target module's weight, in blocks of ``oft_block_size`` (or ``r``
+    blocks: peft takes exactly one of the two non-zero), ``module_dropout`` the chance a
+    block is left out in a training step; ``coft``: constrained OFT, ``||I - R^T R|| <= eps``.
+    Ludwig's defaults."""
+
+    peft_class_name: ClassVar[str] = "OFTConfig"
+    type: Literal["oft"] = "oft"
+    r: int = Field(default=0, ge=0)
+    oft_block_size: int = Field(default=32, ge=0)
+    module_dropout: float = Field(default=0.0, ge=0, le=1)
+    coft: bool = False
+    eps: float = Field(default=6e-5, ge=0)
+
+    def _own_kwargs(self) -> dict[str, Any]:
+        return {
+            "r": self.r,
+            "oft_block_size": self.oft_block_size,
+            "module_dropout": self.module_dropout,
+            "coft": self.coft,
+            "eps": self.eps,
+        }
+
+
 #: Ludwig's prompt-learning adapters, refused (Ludwig disables them too).
 _PROMPT_LEARNING = ("adaption_prompt", "prompt_tuning", "prefix_tuning", "p_tuning")
 
@@ -367,11 +392,11 @@ class UnsupportedAdapter(_Base):
 
 
 #: The adapter types trained here, Ludwig's names.
-ADAPTER_TYPES = ("lora", "adalora", "ia3", "loha", "lokr", "vera")
+ADAPTER_TYPES = ("lora", "adalora", "ia3", "loha", "lokr", "vera", "oft")
 
 
 #: Adapter types of Ludwig's newest releases (peft has them) not trained here yet.
-_LATER_ADAPTERS = ("oft", "boft", "vblora", "ln_tuning", "tinylora", "fourierft", "hra", "bone", "c3a", "road")
+_LATER_ADAPTERS = ("boft", "vblora", "ln_tuning", "tinylora", "fourierft", "hra", "waveft", "bone", "c3a", "road")
 
 
 def adapter_default_type(value: Any) -> Any:
@@ -398,13 +423,15 @@ def adapter_default_type(value: Any) -> Any:
 
 
 AdapterConfig = Annotated[
-    Union[LoraAdapter, AdaloraAdapter, IA3Adapter, LoHaAdapter, LoKrAdapter, VeraAdapter, UnsupportedAdapter],
+    Union[
+        LoraAdapter, AdaloraAdapter, IA3Adapter, LoHaAdapter, LoKrAdapter, VeraAdapter, OFTAdapter, UnsupportedAdapter
+    ],
     Field(discriminator="type"),
 ]
 """``adapter``: one of :data:`ADAPTER_TYPES`, tagged by ``type``."""
 
 #: Any adapter's model (for annotations).
-AnyAdapter = Union[LoraAdapter, AdaloraAdapter, IA3Adapter, LoHaAdapter, LoKrAdapter, VeraAdapter]
+AnyAdapter = Union[LoraAdapter, AdaloraAdapter, IA3Adapter, LoHaAdapter, LoKrAdapter, VeraAdapter, OFTAdapter]
 
 
 # ---------------------------------------------------------------------------- quantization

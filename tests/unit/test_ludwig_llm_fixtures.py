@@ -36,7 +36,6 @@ EXPECTED_REFUSED: dict[str, str] = {
     "llama2_7b_4bit.yaml": "quantization loads the base model with bitsandbytes, which needs a CUDA GPU",
     "qlora_data_parallel.yaml": "backend.trainer.strategy 'deepspeed' is not supported yet",
     "regex_freezing.yaml": "layers_to_freeze_regex (freezing the layers a regex names) is not supported yet",
-    "oft.yaml": "adapter type 'oft' is not supported yet",
     "structured_json_schema.yaml": "decoder type 'text_parser' of an llm's text output is not supported yet",
     "test_llm_finetuning_lora.yaml": "optimizer type 'paged_adamw' needs bitsandbytes and a GPU",
     "zero_shot_category.yaml": "trainer.type zeroshot (Ludwig's old name of type none",
@@ -200,8 +199,8 @@ def test_ludwigs_templates_render_as_ludwig_renders_them(name, input_column):
         assert rendered[0].endswith("\n\nASSISTANT:\n")
 
 
-@pytest.mark.parametrize("name", ["readme_llama31_lora.yaml", "pissa_lora.yaml"])
-def test_fixture_trains_one_step_in_process(name, local):
+@pytest.mark.parametrize("name", ["readme_llama31_lora.yaml", "pissa_lora.yaml", "oft.yaml"])
+def test_fixture_trains_one_step_in_process_and_its_adapter_alone_restores_it(name, local):
     from ludwig_hpo.data.preprocess import prepare
     from ludwig_hpo.model import build_model
     from ludwig_hpo.model.losses import OutputLosses
@@ -215,7 +214,7 @@ def test_fixture_trains_one_step_in_process(name, local):
     x = {inp: torch.as_tensor(prepared.inputs[inp][rows])}
     y = {out: torch.as_tensor(prepared.targets[out][rows])}
     trainable = [p for p in model.parameters() if p.requires_grad]
-    assert trainable and all(k.count("lora_") for k in model.trainable_state_dict())
+    assert trainable and all(("lora_" in k) or ("oft_" in k) for k in model.trainable_state_dict())
     before = {k: v.clone() for k, v in model.trainable_state_dict().items()}
     opt = torch.optim.Adam(trainable, lr=cfg.trainer.learning_rate)
     loss = OutputLosses(cfg.output_features, prepared.meta)(model.train()(x), y)
@@ -224,3 +223,21 @@ def test_fixture_trains_one_step_in_process(name, local):
     opt.step()
     after = model.trainable_state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
+    # an adapter-only checkpoint on a fresh build of the base computes what the trained model does
+    again = build_model(cfg, prepared.meta)
+    again.load_trainable_state_dict(after)
+    with torch.no_grad():
+        torch.testing.assert_close(again.eval()(x)[out], model.eval()(x)[out])
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"), [("hra", "is not supported yet"), ("lorax", "is not an adapter Ludwig or peft names")]
+)
+def test_an_adapter_type_not_trained_here_is_one_line_listing_those_that_are(kind, says, local):
+    path, data = local("readme_llama31_lora.yaml")
+    path.write_text(path.read_text().replace("type: lora", f"type: {kind}"))
+    with pytest.raises(UserError) as info:
+        validate_lines(path, data)
+    line = info.value.one_line()
+    assert f"adapter.type: adapter type '{kind}' {says}" in line, line
+    assert "use one of lora, adalora, ia3, loha, lokr, vera, oft" in line and "prompt_tuning" not in line, line
