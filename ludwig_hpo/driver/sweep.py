@@ -45,6 +45,7 @@ from ludwig_hpo.execution.cluster import cluster_plan, existing_cluster, local_p
 from ludwig_hpo.execution.cluster_start import ClusterStart
 from ludwig_hpo.execution.executor import ExecutorChoice, choose_executor
 from ludwig_hpo.execution.resources import NodeShape, ResourcePlan
+from ludwig_hpo.model.llm_checks import check_base_model_reachable
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.results.ranking import asha_rungs, distinct_top, rank_trials
 from ludwig_hpo.search.space import param_infos
@@ -118,6 +119,7 @@ class Sweep:
 
     def _prepare(self, plan: ResourcePlan, executor: ExecutorChoice) -> Prepared:
         cfg = self.cfg
+        check_base_model_reachable(cfg, str(self.loaded.path))  # an llm's tokenizer reads the rows
         t = time.time()
         df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
         data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))

@@ -109,10 +109,17 @@ class ServedLLM:
         return list(dict.fromkeys(columns))
 
     def _check_columns(self, df: pd.DataFrame) -> None:
+        from ludwig_hpo.data.origin import DataOrigin
+
         missing = [c for c in self.input_columns() if c not in df.columns]
         if missing:
+            feat = self.cfg.input_features[0]
+            # the dataset file the rows came from (none for served rows), and the key reading the column
+            key = f"input_features[{feat.name}]" if feat.source_column in missing else "prompt.template"
             raise DataError(
                 f"the rows lack the column{'s' if len(missing) > 1 else ''} {', '.join(missing)} the prompt reads",
+                source=DataOrigin.of(df).source,
+                key=key,
                 fix=f"give the columns {', '.join(self.input_columns())}",
             )
 

@@ -215,3 +215,18 @@ def test_quantization_on_a_cluster_without_gpus_is_refused_before_it_starts(fold
         cluster_plan(cfg, [NodeShape(8, 0)], existing=True, sweep_file=path)
     assert info.value.key == "quantization" and "the cluster has none" in info.value.message
     assert cluster_plan(cfg, [NodeShape(8, 1)], existing=True, sweep_file=path).use_gpu
+
+
+def test_a_base_model_that_cannot_be_had_is_the_sweep_files_line_before_the_rows(folder, monkeypatch, tiny_llama_dir):
+    # hpo sweep asks this before its tokenizer reads the rows, so the line names the sweep file
+    from ludwig_hpo.model.llm_checks import check_base_model_reachable
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = sweep(folder, "some-org/some-tiny-model")
+    with pytest.raises(ConfigError) as info:
+        check_base_model_reachable(load_sweep(path).config, str(path))
+    assert info.value.one_line().startswith(f"{path}: base_model: ") and "HF_HUB_OFFLINE" in info.value.message
+    with pytest.raises(ConfigError) as info:
+        check_base_model_reachable(load_sweep(sweep(folder, "./no-such-folder")).config, str(path))
+    assert info.value.key == "base_model" and "no-such-folder" in info.value.message
+    assert check_base_model_reachable(load_sweep(sweep(folder, tiny_llama_dir)).config, str(path)) is None

@@ -1,0 +1,57 @@
+"""Bad input to a fine-tuned llm's prediction: rows without a column its prompt reads are one
+line naming the dataset file and the key that reads the column (no model is run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ludwig_hpo.config import load_sweep
+from ludwig_hpo.data import load_dataframe
+from ludwig_hpo.errors import DataError
+from ludwig_hpo.model.llm_pyfunc import ServedLLM
+
+SWEEP = """\
+name: gloss
+model_type: llm
+base_model: ./tiny-llama
+dataset: {source: rows.csv}
+input_features:
+  - {name: lemma, type: text}
+output_features:
+  - {name: gloss, type: text}
+prompt:
+  template: "Define the {pos} {lemma}:"
+adapter: {type: lora}
+"""
+
+
+class _Model(SimpleNamespace):
+    """Stands in for the LLMModel: the column check reads no weight."""
+
+    def cpu(self) -> _Model:
+        return self
+
+    def eval(self) -> _Model:
+        return self
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> ServedLLM:
+    (tmp_path / "sweep.yaml").write_text(SWEEP)
+    cfg = load_sweep(tmp_path / "sweep.yaml", search=False).config  # a model config, as hpo train reads
+    meta = {"gloss": SimpleNamespace(fitted={"template": "Define the {pos} {lemma}:"})}
+    return ServedLLM(_Model(tokenizer=None), cfg, meta)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("header", "key"), [("lemma", "prompt.template"), ("pos", "input_features[lemma]")])
+def test_rows_without_a_column_the_prompt_reads_name_the_file_and_key(served, tmp_path, header, key):
+    rows = tmp_path / "rows.csv"
+    rows.write_text(f"{header}\nx\n")
+    with pytest.raises(DataError) as info:
+        served.prompts(load_dataframe(str(rows), tmp_path))
+    line = info.value.one_line()
+    assert line.startswith(f"{rows}: {key}: the rows lack the column") and "\n" not in line, line
+    assert info.value.fix == "give the columns lemma, pos"
