@@ -241,3 +241,21 @@ def test_an_adapter_type_not_trained_here_is_one_line_listing_those_that_are(kin
     line = info.value.one_line()
     assert f"adapter.type: adapter type '{kind}' {says}" in line, line
     assert "use one of lora, adalora, ia3, loha, lokr, vera, oft" in line and "prompt_tuning" not in line, line
+
+
+def test_hpo_validate_accepts_one_exits_0_and_refuses_another_in_one_line_exit_2(local):
+    from typer.testing import CliRunner
+
+    from ludwig_hpo.cli import app
+
+    path, data = local("text_to_text_model_name.yaml")
+    result = CliRunner().invoke(app, ["validate", str(path), "--dataset", str(data)])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.output.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 2 and len(set(warned)) == 2, warned  # trainer.type not written, model_name
+    path, data = local("zero_shot_category.yaml")
+    result = CliRunner().invoke(app, ["validate", str(path), "--dataset", str(data)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert str(path) in lines[0] and "trainer.type zeroshot" in lines[0]
