@@ -80,3 +80,18 @@ def test_a_split_value_in_one_file_is_refused_naming_that_file(cluster, tmp_path
         prepare_streamed(_cfg(folder), None)
     text = str(e.value)
     assert "part-5.parquet" in text and "'split'" in text and "\n" not in text
+
+
+def test_kfold_folds_of_a_streamed_dataset_partition_its_train_and_validation_rows(cluster, tmp_path):
+    from ludwig_hpo.execution.streaming.prepare import fold_datasets, prepare_streamed
+
+    folder = _folder(tmp_path, _frame(300))
+    streamed = prepare_streamed(_cfg(folder, kfold={"k": 3}), None)
+    assert streamed.folds == 3 and sum(streamed.fold_rows) == streamed.rows["train"] + streamed.rows["validation"]
+    for fold in range(3):
+        train, held = fold_datasets(streamed, fold)
+        folds_seen = np.concatenate([b[FOLD_KEY] for b in held.iter_batches(batch_format="numpy")])
+        assert len(folds_seen) == streamed.fold_rows[fold] and (folds_seen == fold).all()
+        assert train.count() == sum(streamed.fold_rows) - streamed.fold_rows[fold]
+    with pytest.raises(ValueError):
+        fold_datasets(streamed, 3)
