@@ -206,6 +206,18 @@ def _rank(x: _Located) -> tuple[int, int]:
     return (-1 if unsupported else _PRIORITY.get(x.error["type"], 1), 0 if x.path[:1] == ("defaults",) else 1)
 
 
+#: How the fix of a number out of its field's range starts.
+BOUND_FIX = "set it "
+
+#: pydantic's error type of a number bound -> (its ctx key, the fix's words before the limit).
+_BOUNDS = {
+    "greater_than_equal": ("ge", "to at least"),
+    "greater_than": ("gt", "above"),
+    "less_than_equal": ("le", "to at most"),
+    "less_than": ("lt", "below"),
+}
+
+
 def _message_and_fix(chosen: _Located, located: list[_Located]) -> tuple[str, str | None]:
     e, model, path, cause = chosen
     typ, msg, got = e["type"], e["msg"], e.get("input")
@@ -236,6 +248,9 @@ def _message_and_fix(chosen: _Located, located: list[_Located]) -> tuple[str, st
     if typ not in ("value_error", "assertion_error") and got is not None and not isinstance(got, (dict, list)):
         message += f", got {got!r}"
     fix = "use one of the values listed" if typ.startswith("union_tag") or typ.startswith("literal") else None
+    bound = _BOUNDS.get(typ)
+    if bound is not None and bound[0] in (e.get("ctx") or {}):  # a number out of its range: say the range
+        fix = f"{BOUND_FIX}{bound[1]} {e['ctx'][bound[0]]}"
     if cause is not None and cause.fix:
         fix = cause.fix
     return message, fix

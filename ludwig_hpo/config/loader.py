@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ludwig_hpo.config.explain import to_config_error
+from ludwig_hpo.config.explain import BOUND_FIX, to_config_error
 from ludwig_hpo.config.paths import ROOT, PathError, RawMapping, apply_params, feature_names, split_path
 from ludwig_hpo.config.reader import Marks, mark_for, read_sweep_file
 from ludwig_hpo.config.schema import SweepConfig
@@ -165,7 +165,9 @@ def _explain(p: _Param, value: Any, inner: ConfigError) -> ConfigError:
     fix = (
         "use an integer space (randint, qrandint, lograndint) for an integer field"
         if not isinstance(p.space, (*INT_SPACES, *LISTED_SPACES)) and "integer" in inner.message
-        else inner.fix or "change the range or categories"
+        else inner.fix
+        if inner.fix and not inner.fix.startswith(BOUND_FIX)  # a field's own range: the space's ends move
+        else "change the range or categories"
     )
     return p.error(f"value {shown} is invalid for {inner.key}: {inner.message}", fix=fix)
 

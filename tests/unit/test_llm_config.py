@@ -198,6 +198,7 @@ def test_adalora_keys_in_peft_spelling(tmp_path):
 def test_bad_adapter_keys_are_one_line(tmp_path, section, key, message):
     err = error(tmp_path, LLM + f"adapter: {section}\n")
     assert err.key.startswith(key) and message in err.message, err
+    assert err.fix, err  # every line says how to fix it (a number out of range: its range)
 
 
 def test_quantization_defaults_are_ludwigs(tmp_path):

@@ -183,7 +183,7 @@ CASES = [
         "path-unknown-section",
         param("trainr.learning_rate: {space: loguniform, lower: 1.0e-4, upper: 1.0e-2}"),
         P + "\"trainr.learning_rate\": path 'trainr.learning_rate' starts with 'trainr', which is neither a section "
-        "(trainer, combiner, defaults) nor a feature name; did you mean 'trainer'?; fix: use a path such as "
+        "(trainer, combiner, defaults, adapter, generation) nor a feature name; did you mean 'trainer'?; fix: use a path such as "
         "'trainer.learning_rate', '<feature>.encoder.<field>' or 'defaults.<feature type>.encoder.<field>'",
     ),
     (
@@ -246,7 +246,7 @@ CASES = [
     (
         "root-block-touches-dataset",
         param("'.': {space: choice, categories: [{dataset: {source: x.csv}}]}"),
-        "sweep.yaml:16:5: hyperopt.parameters.\".\": a '.' block may set only trainer, combiner, defaults, not 'dataset'; "
+        "sweep.yaml:16:5: hyperopt.parameters.\".\": a '.' block may set only trainer, combiner, defaults, adapter, generation, not 'dataset'; "
         "fix: move that setting out of the search or into its section",
     ),
     (
@@ -486,7 +486,7 @@ CASES = [
     (
         "pbt-bad-quantile",
         pbt("{type: pbt, quantile_fraction: 0.7}"),
-        "sweep.yaml:12:26: hyperopt.scheduler.quantile_fraction: Input should be less than or equal to 0.5, got 0.7",
+        "sweep.yaml:12:26: hyperopt.scheduler.quantile_fraction: Input should be less than or equal to 0.5, got 0.7; fix: set it to at most 0.5",
     ),
     (
         "pbt-custom-explore-fn",
@@ -497,12 +497,12 @@ CASES = [
     (
         "num-samples-zero",
         edit(("{num_samples: 4}", "{num_samples: 0}")),
-        "sweep.yaml:14:14: hyperopt.executor.num_samples: Input should be greater than or equal to 1, got 0",
+        "sweep.yaml:14:14: hyperopt.executor.num_samples: Input should be greater than or equal to 1, got 0; fix: set it to at least 1",
     ),
     (
         "negative-time-budget",
         edit(("{num_samples: 4}", "{num_samples: 4, time_budget_s: -5}")),
-        "sweep.yaml:14:30: hyperopt.executor.time_budget_s: Input should be greater than 0, got -5",
+        "sweep.yaml:14:30: hyperopt.executor.time_budget_s: Input should be greater than 0, got -5; fix: set it above 0.0",
     ),
     (
         "fixed-split-without-its-column",
