@@ -198,6 +198,11 @@ def with_adapter(model: nn.Module, adapter: Any) -> nn.Module:
         ) from None
 
 
+#: ``adapter.init_lora_weights`` values whose initialization rewrites the base weights: such a
+#: model gets its own copy of the cached weights (the same on every rank: computed from them).
+_REWRITING_INITS = ("pissa", "olora", "orthogonal")
+
+
 class LLMModel(nn.Module):
     """A causal LM with its adapter, built from an llm config and its prepared metadata.
 
@@ -228,13 +233,16 @@ class LLMModel(nn.Module):
         self.base_model = cfg.base_model
         self.generation_kwargs: dict[str, Any] = dict(cfg.generation.hf_kwargs())
         adapter = getattr(cfg, "adapter", None)
+        # these LoRA initializations rewrite the base weights to W - B A (olora in place): on the
+        # cached storage they would change the base of every later trial in this process
+        rewrites = getattr(adapter, "init_lora_weights", "default") in _REWRITING_INITS
         if getattr(cfg, "quantization", None) is not None:
             base = _quantized_base(cfg)
         else:
-            base = fresh_base(cfg.base_model, share=adapter is not None)
+            base = fresh_base(cfg.base_model, share=adapter is not None and not rewrites)
         #: whether the frozen base weights are the process cache's storage (see :meth:`shared_names`)
         self.quantized = getattr(cfg, "quantization", None) is not None
-        self.shares_base = adapter is not None and not self.quantized
+        self.shares_base = adapter is not None and not self.quantized and not rewrites
         #: whether the base weights are frozen (an adapter trains), the same file's on every rank
         self.frozen_base = adapter is not None
         #: AdaLoRA reallocates its ranks after each optimizer step from the gradients, which
@@ -317,8 +325,8 @@ class LLMModel(nn.Module):
 
     def shared_names(self) -> list[str]:
         """The frozen base weights under an adapter (none without one): read from the same
-        files on every rank, never trained, and (unless quantized) the process cache's storage,
-        which nothing may write in place. DDP leaves them out of its broadcast."""
+        files on every rank, never trained, and (unless quantized, or rewritten by a pissa / olora /
+        orthogonal initialization) the process cache's storage, which nothing may write in place. DDP leaves them out of its broadcast."""
         if not self.frozen_base:
             return []
         return [n for n, p in self.named_parameters() if not p.requires_grad]

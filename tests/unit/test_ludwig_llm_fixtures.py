@@ -259,3 +259,25 @@ def test_hpo_validate_accepts_one_exits_0_and_refuses_another_in_one_line_exit_2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
     assert str(path) in lines[0] and "trainer.type zeroshot" in lines[0]
+
+
+@pytest.mark.parametrize("init", ["olora", "pissa"])
+def test_an_init_that_rewrites_the_base_leaves_the_cached_base_for_the_next_trial(init, local):
+    from ludwig_hpo.data.preprocess import prepare
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.model import llm as llm_model
+
+    path, data = local("pissa_lora.yaml")
+    path.write_text(path.read_text().replace("init_lora_weights: pissa", f"init_lora_weights: {init}"))
+    cfg = load_sweep(path, dataset=data, search=False).config
+    prepared = prepare(pd.read_csv(data), cfg)
+    cached = llm_model.base_weights(cfg.base_model).state
+    before = {k: v.clone() for k, v in cached.items()}
+    first = build_model(cfg, prepared.meta)
+    assert not first.shares_base
+    assert all(torch.equal(before[k], cached[k]) for k in before)
+    second = build_model(cfg, prepared.meta)  # the next trial of a warm worker
+    inp, out = cfg.input_features[0].name, cfg.output_features[0].name
+    x = {inp: torch.as_tensor(prepared.inputs[inp][:3])}
+    with torch.no_grad():
+        torch.testing.assert_close(second.eval()(x)[out], first.eval()(x)[out])
