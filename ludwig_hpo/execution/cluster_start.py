@@ -11,8 +11,11 @@ of it is left. Driver process only.
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import signal
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,23 @@ from ludwig_hpo.execution.resources import ResourcePlan
 #: The logger of ``ray.init``'s note that a start outside the main thread sets no SIGTERM
 #: handler: the sweep keeps its own handler on purpose (see ``cluster.local_cluster``).
 _RAY_WORKER_LOGGER = "ray._private.worker"
+
+
+def _sigterm_action() -> Callable[[], None]:
+    """The process's current SIGTERM action, as a function that puts it back. ``ray.init``
+    makes the driver's core worker install a failure handler for SIGTERM (it aborts the
+    process); started from the main thread, the handler the sweep had was set again after
+    it, which a thread cannot do with :func:`signal.signal`. The action is copied as opaque
+    bytes with libc's ``sigaction`` (any thread may call it); where libc cannot be loaded,
+    the returned function does nothing (:meth:`ClusterStart.wait` sets the handler again)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        saved = ctypes.create_string_buffer(1024)  # larger than any libc's struct sigaction
+        if libc.sigaction(signal.SIGTERM, None, saved) != 0:
+            return lambda: None
+    except (OSError, AttributeError):
+        return lambda: None
+    return lambda: libc.sigaction(signal.SIGTERM, saved, None)
 
 
 class _NoSigtermNote(logging.Filter):
@@ -67,12 +87,14 @@ class ClusterStart:
     def _hold(self) -> None:
         note = _NoSigtermNote()
         logging.getLogger(_RAY_WORKER_LOGGER).addFilter(note)
+        restore_sigterm = _sigterm_action()
         try:
             self._cluster.__enter__()
             self._entered = True
         except BaseException as e:  # handed to the main thread by wait()
             self._error = e
         finally:
+            restore_sigterm()  # the sweep's own SIGTERM handler, not Ray's abort
             logging.getLogger(_RAY_WORKER_LOGGER).removeFilter(note)
             self._started.set()
         self._release.wait()  # alive while the cluster runs: its daemons die with this thread
@@ -86,6 +108,10 @@ class ClusterStart:
         """
         self.begin()
         self._started.wait()
+        if threading.current_thread() is threading.main_thread():
+            handler = signal.getsignal(signal.SIGTERM)
+            if handler is not None:  # Python's own handler again, over any Ray installed
+                signal.signal(signal.SIGTERM, handler)
         if self._error is not None:
             error, self._error = self._error, None
             raise error

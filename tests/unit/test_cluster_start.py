@@ -117,3 +117,30 @@ def test_a_sweep_with_bad_data_stops_its_cluster_and_store_process_and_creates_n
     assert len(begun) == 1 and [e for e, _ in fake.events] == ["started", "stopped"]
     assert FakeStore.closed  # the store's process started ahead, never adopted, is ended
     assert not (tmp_path / "out").exists()
+
+
+def test_the_sigterm_action_ray_replaces_in_the_start_thread_is_put_back():
+    # the driver's core worker installs an aborting SIGTERM handler (sigaction, any thread);
+    # the start puts the sweep's handler back from its own thread
+    import ctypes
+    import os
+    import signal
+
+    from ludwig_hpo.execution.cluster_start import _sigterm_action
+
+    got = threading.Event()
+    old = signal.signal(signal.SIGTERM, lambda *a: got.set())
+    try:
+
+        def replace_and_restore() -> None:
+            restore = _sigterm_action()
+            ctypes.CDLL(None).signal(signal.SIGTERM, ctypes.c_void_p(1))  # SIG_IGN, as a library would set
+            restore()
+
+        t = threading.Thread(target=replace_and_restore)
+        t.start()
+        t.join(WAIT_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert got.wait(WAIT_S)
+    finally:
+        signal.signal(signal.SIGTERM, old)
