@@ -191,17 +191,42 @@ class ServedLLM:
         Raises:
             DataError: a column the prompt or the target reads is missing; no row keeps a
                 target token after the cut.
+            BadRowsError: rows without a target where the output's ``missing_value_strategy``
+                is ``drop_row`` (training dropped such rows), unless ``skip_bad_rows`` leaves
+                them out; or every row is such a row.
         """
-        del skip_bad_rows, data_dir
+        del data_dir
         from ludwig_hpo.data.llm import prepare_llm
         from ludwig_hpo.data.origin import DataOrigin
+        from ludwig_hpo.model.raw_rows import BadRow, BadRowsError
 
         self._check_columns(df)
+        origin = DataOrigin.of(df)
         frame = df.reset_index(drop=True)
+        out = self.cfg.llm_output
+        col = out.source_column
+        if col not in frame.columns:
+            raise DataError(
+                f"column {col!r} is not in the rows (the model scores it)",
+                source=origin.source,
+                key=f"output_features[{out.name}]",
+                fix=f"add the column {col!r}",
+            )
+        missing = frame[col].isna().to_numpy() if out.preprocessing.missing_value_strategy == "drop_row" else None
+        why = f"column {col!r} has no value, and output_features[{out.name}] drops such rows (missing_value_strategy: drop_row)"
+        bad = (
+            tuple(BadRow(int(r), origin.rows(int(r)), why) for r in np.flatnonzero(missing))
+            if missing is not None
+            else ()
+        )
+        kept = np.flatnonzero(~missing) if missing is not None else np.arange(len(frame))
+        if (bad and not skip_bad_rows) or len(kept) == 0:
+            raise BadRowsError(bad, origin.source)
+        frame = frame.iloc[kept].reset_index(drop=True)
         rows = np.arange(len(frame))
-        llm = prepare_llm(frame, self.cfg, rows, DataOrigin.of(frame), load_tokenizer=lambda _: self.tokenizer)
+        llm = prepare_llm(frame, self.cfg, rows, origin, load_tokenizer=lambda _: self.tokenizer)
         data = self._data(len(frame), {llm.input_name: llm.ids}, {llm.output_name: llm.labels})
-        return RawRows(data=data, kept=rows, bad=())
+        return RawRows(data=data, kept=kept, bad=bad)
 
     def _data(self, n: int, inputs: dict[str, np.ndarray], targets: dict[str, np.ndarray]) -> PreparedData:
         from ludwig_hpo.data import PreparedData

@@ -55,3 +55,18 @@ def test_rows_without_a_column_the_prompt_reads_name_the_file_and_key(served, tm
     line = info.value.one_line()
     assert line.startswith(f"{rows}: {key}: the rows lack the column") and "\n" not in line, line
     assert info.value.fix == "give the columns lemma, pos"
+
+
+def test_evaluation_rows_without_a_target_are_bad_rows_as_training_dropped_them(served, tmp_path):
+    from ludwig_hpo.model.raw_rows import BadRowsError
+
+    rows = tmp_path / "rows.csv"
+    rows.write_text("lemma,pos,gloss\ncat,noun,a small feline\ndog,noun,\n")
+    with pytest.raises(BadRowsError) as info:
+        served.prepare_labelled(load_dataframe(str(rows), tmp_path))
+    assert info.value.source == str(rows) and info.value.lines() == [
+        "line 3: column 'gloss' has no value, and output_features[gloss] drops such rows (missing_value_strategy: drop_row)"
+    ]
+    rows.write_text("lemma,pos,gloss\ndog,noun,\n")
+    with pytest.raises(BadRowsError):  # none left to score, even when bad rows are skipped
+        served.prepare_labelled(load_dataframe(str(rows), tmp_path), skip_bad_rows=True)
