@@ -66,3 +66,15 @@ def test_the_dev_extra_pins_the_tools_the_sessions_run() -> None:
     assert dev, "pyproject.toml has no one-line dev extra"
     for tool in ("ruff", "mypy"):
         assert re.search(rf'"{tool}==[\d.]+"', dev.group(1)), f"{tool} is not pinned in the dev extra: {dev.group(1)}"
+
+
+def test_the_install_brings_what_an_llm_sweep_imports() -> None:
+    # the README's install is all a user runs before `hpo sweep sweeps/llm_lora.yaml`
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    deps = re.search(r"^dependencies = \[(.*?)^\]", text, re.MULTILINE | re.DOTALL)
+    assert deps, "pyproject.toml has no dependencies list"
+    names = {
+        re.split(r"[<>=!\[ ]", d, maxsplit=1)[0] for d in re.findall(r'^\s*"([^"]+)"', deps.group(1), re.MULTILINE)
+    }
+    for dist in ("torch", "transformers", "peft"):
+        assert dist in names, f"{dist} is not a dependency in pyproject.toml: {sorted(names)}"
