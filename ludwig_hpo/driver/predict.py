@@ -10,6 +10,7 @@ its final name and renamed, so a failed run leaves no half-written file. The CLI
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,6 +80,12 @@ def check_output(out: Path) -> None:
         raise DataError("is a folder", source=str(out), key="--output", fix="name a file in it")
 
 
+def _has_cr(frame: pd.DataFrame) -> bool:
+    """Whether a text cell of ``frame`` holds a carriage return (CSV quotes only newlines)."""
+    text = frame.select_dtypes(exclude=["number", "bool"])
+    return any(text[c].astype(str).str.contains("\r", regex=False).any() for c in text.columns)
+
+
 def write_atomically(frame: pd.DataFrame | str, out: Path) -> None:
     """``frame`` as CSV, or Parquet when ``out`` ends in ``.parquet`` (a ``str``: that text):
     written to a hidden file beside ``out``, then renamed over it (no half-written file on
@@ -94,8 +101,8 @@ def write_atomically(frame: pd.DataFrame | str, out: Path) -> None:
             tmp.write_text(frame)
         elif out.suffix.lower() == ".parquet":
             frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
+        else:  # a bare carriage return (an llm may generate one) ends a row in most readers unless quoted
+            frame.to_csv(tmp, index=False, quoting=csv.QUOTE_NONNUMERIC if _has_cr(frame) else csv.QUOTE_MINIMAL)
         os.replace(tmp, out)
     except OSError as e:
         raise DataError(f"cannot write ({e.strerror or e})", source=str(out), key="--output") from None

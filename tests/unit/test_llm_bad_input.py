@@ -70,3 +70,15 @@ def test_evaluation_rows_without_a_target_are_bad_rows_as_training_dropped_them(
     rows.write_text("lemma,pos,gloss\ndog,noun,\n")
     with pytest.raises(BadRowsError):  # none left to score, even when bad rows are skipped
         served.prepare_labelled(load_dataframe(str(rows), tmp_path), skip_bad_rows=True)
+
+
+def test_predictions_with_a_carriage_return_read_back_as_one_row_each(tmp_path):
+    # a generated text may hold a bare "\r", which CSV readers take as a row's end unless quoted
+    import pandas as pd
+
+    from ludwig_hpo.driver.predict import write_atomically
+
+    frame = pd.DataFrame({"gloss_response": ["one\r two", "three", 'four "quoted",\nfive'], "n": [1, 2, 3]})
+    write_atomically(frame, tmp_path / "predictions.csv")
+    back = pd.read_csv(tmp_path / "predictions.csv")
+    assert back["gloss_response"].tolist() == frame["gloss_response"].tolist() and back["n"].tolist() == [1, 2, 3]
