@@ -57,7 +57,8 @@ def template_fields(template: str) -> list[str]:
 
     Raises:
         RuleError: a template ``str.format`` cannot parse (an unclosed ``{``), a positional
-            ``{}`` field, or a format spec other than Ludwig's ``f`` float specs.
+            ``{}`` field, a conversion other than ``!s`` / ``!r`` / ``!a``, or a format spec
+            other than Ludwig's ``f`` float specs.
     """
     try:
         parsed = [t for t in string.Formatter().parse(template) if t[1] is not None]
@@ -67,11 +68,16 @@ def template_fields(template: str) -> list[str]:
             fix="write {column} placeholders, and {{ or }} for a literal brace",
         ) from None
     out: list[str] = []
-    for _, name, spec, _ in parsed:
+    for _, name, spec, conversion in parsed:
         if not name:
             raise RuleError(
                 "prompt.template has an empty {} placeholder",
                 fix="name a column inside the braces, e.g. {question}, or write {{}} for literal braces",
+            )
+        if conversion not in (None, "s", "r", "a"):  # str.format would raise only when rendering a row
+            raise RuleError(
+                f"prompt.template field {{{name}!{conversion}}} has a conversion str.format does not know",
+                fix=f"write {{{name}}} (or {{{name}!r}} for the cell's repr)",
             )
         if spec and "f" not in spec:
             raise RuleError(

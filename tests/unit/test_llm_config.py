@@ -250,6 +250,7 @@ def test_a_task_without_template_uses_ludwigs_default_template():
         ('{template: "{word:>10}"}', "format spec"),
         ('{template: "{word"}', "cannot be read as a template"),
         ('{template: "{} x"}', "empty {} placeholder"),
+        ('{template: "{word!x}"}', "conversion str.format does not know"),
         ("{task: t, retrieval: {type: random, k: 2}}", "prompt.retrieval"),
     ],
 )
