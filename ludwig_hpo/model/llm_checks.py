@@ -169,11 +169,13 @@ def check_adapter(model: Any, adapter: Any, source: str) -> None:
             if "target" in first.lower()
             else "adapter"
         )
-        fix = (
-            f"set adapter.target_modules to some of the modules it has: {have}"
-            if key == TARGET_KEY
-            else "change the adapter's keys as the message says"
-        )
+        names_fix = f"set adapter.target_modules to some of the modules it has: {have}"
+        if isinstance(adapter.target_modules, str):  # peft full-matches a string against each module's dotted name
+            names_fix = (
+                "a string is one regular expression matched against whole dotted module names "
+                f"(e.g. '.*\\.{module_names(model)[-1]}'); to name modules write a list, e.g. [{', '.join(module_names(model)[-2:])}]"
+            )
+        fix = names_fix if key == TARGET_KEY else "change the adapter's keys as the message says"
         raise ConfigError(
             f"peft cannot build the {adapter.type} adapter: {first}", source=source, key=key, fix=fix
         ) from None

@@ -230,3 +230,12 @@ def test_a_base_model_that_cannot_be_had_is_the_sweep_files_line_before_the_rows
         check_base_model_reachable(load_sweep(sweep(folder, "./no-such-folder")).config, str(path))
     assert info.value.key == "base_model" and "no-such-folder" in info.value.message
     assert check_base_model_reachable(load_sweep(sweep(folder, tiny_llama_dir)).config, str(path)) is None
+
+
+def test_a_target_modules_string_matching_no_module_says_it_is_a_regular_expression(folder, tiny_llama_dir):
+    # peft reads a string as one regex full-matched against dotted names: "q_proj" matches none
+    path = sweep(folder, tiny_llama_dir, edit=("{type: lora, r: 4}", "{type: lora, r: 4, target_modules: q_proj}"))
+    err = refused(path)
+    assert err.key == "adapter.target_modules" and "regular expression" in err.fix and "list" in err.fix
+    ok = sweep(folder, tiny_llama_dir, edit=("{type: lora, r: 4}", "{type: lora, r: 4, target_modules: '.*q_proj'}"))
+    assert validate_lines(ok)[0].endswith(": valid")
