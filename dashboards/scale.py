@@ -32,11 +32,20 @@ def can_log(values: Iterable[float | None]) -> bool:
     return bool(finite) and min(finite) > 0
 
 
-def add_scale_toggle(fig: Any, values: Sequence[float | None], axes: Sequence[str] = ("yaxis",)) -> AxisType:
+#: Height of the toggle's buttons in px (plotly's at font size 11, with their border).
+TOGGLE_HEIGHT_PX = 32
+
+
+def add_scale_toggle(
+    fig: Any, values: Sequence[float | None], axes: Sequence[str] = ("yaxis",), below_px: int = 40
+) -> AxisType:
     """Set ``axes`` (layout names: ``"yaxis"``, ``"yaxis2"``...) of ``fig`` to
     :func:`metric_axis_type` of ``values`` and, when a log axis can show them, add
     "log scale" / "linear scale" buttons (the active one pressed) at the figure's bottom
-    right, under the plot (the top right holds plotly's mode bar). Returns the type set."""
+    right, their top ``below_px`` px under the plot (the top right holds plotly's mode bar).
+    A figure whose bottom-right panel has an x-axis title there passes a ``below_px`` that
+    clears it, and a bottom margin of at least ``below_px`` + :data:`TOGGLE_HEIGHT_PX`.
+    Returns the type set."""
     kind = metric_axis_type(values)
     fig.update_layout({name: {"type": kind} for name in axes})
     if not can_log(values):
@@ -57,7 +66,7 @@ def add_scale_toggle(fig: Any, values: Sequence[float | None], axes: Sequence[st
                 "xanchor": "right",
                 "y": 0.0,
                 "yanchor": "top",
-                "pad": {"t": 40, "r": 0},
+                "pad": {"t": below_px, "r": 0},
                 "font": {"size": 11},
                 "bgcolor": "white",
                 "bordercolor": "#ccc",
@@ -67,4 +76,4 @@ def add_scale_toggle(fig: Any, values: Sequence[float | None], axes: Sequence[st
     return kind
 
 
-__all__ = ["DECADE", "add_scale_toggle", "can_log", "metric_axis_type"]
+__all__ = ["DECADE", "TOGGLE_HEIGHT_PX", "add_scale_toggle", "can_log", "metric_axis_type"]

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboards._format import add_empty_note, metric_title, plotly_text, trial_metric, value_label
-from dashboards.scale import add_scale_toggle
+from dashboards.scale import TOGGLE_HEIGHT_PX, add_scale_toggle
 from dashboards.table import param_paths
 from ludwig_hpo.results import ParamInfo, SweepResult
 
@@ -28,6 +28,9 @@ RANK_PARAMS = 3
 MAX_INTEGER_TICKS = 12
 #: Category tick labels are shortened to this many characters.
 MAX_TICK_CHARS = 18
+#: The log/linear buttons' top in px under the bottom row, past the x-axis title of its
+#: rightmost panel (tick labels and title end about 50 px under the plot).
+TOGGLE_BELOW_PX = 64
 
 
 class ParamValues(NamedTuple):
@@ -191,13 +194,13 @@ def slice_figure(info: SliceInfo) -> go.Figure:
     fig.update_yaxes(gridcolor="#eee", zeroline=False)
     fig.update_layout(
         title={"text": "Slice plots"},
-        height=120 + 300 * rows,
-        margin={"l": 70, "r": 30, "t": 50, "b": 60},
+        height=164 + 300 * rows,
+        margin={"l": 70, "r": 30, "t": 50, "b": TOGGLE_BELOW_PX + TOGGLE_HEIGHT_PX + 8},
         plot_bgcolor="white",
         paper_bgcolor="white",
     )
     y_axes = ["yaxis" if i == 0 else f"yaxis{i + 1}" for i in range(rows * cols)]
-    add_scale_toggle(fig, info.values, axes=y_axes)
+    add_scale_toggle(fig, info.values, axes=y_axes, below_px=TOGGLE_BELOW_PX)
     return fig
 
 

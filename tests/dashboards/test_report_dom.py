@@ -27,6 +27,7 @@ from dashboards.report import (
     TRIALS_STATUS_FILTER_ID,
     TRIALS_TABLE_ID,
 )
+from dashboards.scale import TOGGLE_HEIGHT_PX
 from dashboards.slices import rank_info, slice_info
 from ludwig_hpo.results import KFoldRecord, ParamInfo
 from tests.dashboards.conftest import LAYERS, LR
@@ -57,6 +58,17 @@ def test_metric_spanning_a_decade_gets_a_log_axis_and_a_toggle(tmp_path, make_tr
         labels = [b["label"] for b in menu["buttons"]]
         assert labels == ["log scale", "linear scale"] and menu["active"] == 0
         assert menu["buttons"][1]["args"][0]["yaxis.type"] == "linear"
+
+
+def test_the_slice_toggle_sits_under_the_bottom_right_axis_title(tmp_path, make_trial, make_sweep):
+    # the bottom row's rightmost panel ends at the figure's right, where the
+    # buttons are; its x-axis title ends about 50 px under the plot
+    page = _build(_stuck_at_chance(make_trial, make_sweep), tmp_path)
+    _, layout = figure(page, SLICE_DIV_ID)
+    (menu,) = layout["updatemenus"]
+    assert menu["yanchor"] == "top" and menu["y"] == 0.0 and menu["xanchor"] == "right"
+    assert menu["pad"]["t"] >= 60, menu["pad"]
+    assert layout["margin"]["b"] >= menu["pad"]["t"] + TOGGLE_HEIGHT_PX, layout["margin"]
 
 
 def test_metric_within_a_decade_stays_linear_with_the_toggle(tmp_path, make_trial, make_sweep):
