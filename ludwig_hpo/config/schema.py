@@ -71,7 +71,7 @@ class DatasetConfig(_Base):
     ``sklearn:<name>`` for a dataset bundled with scikit-learn (digits, breast_cancer, wine).
     ``streaming``: read the rows with Ray Data, split by a hash of each row and preprocess in
     one distributed pass instead of loading them into the driver; ``auto`` streams a folder, a
-    glob, a URI or files above 1 GiB (docs/streaming.md), and loads the rest in memory."""
+    glob or a URI (docs/streaming.md) and loads a single file in memory, whatever its size."""
 
     source: str
     split: SplitConfig = SplitConfig()

@@ -23,7 +23,7 @@ from rich.console import Console
 from ludwig_hpo.config.backend import unused_key_notes
 from ludwig_hpo.config.describe import search_line
 from ludwig_hpo.config.loader import LoadedSweep
-from ludwig_hpo.data import batch_size_note, dataset_folder, load_dataframe, prepare
+from ludwig_hpo.data import batch_size_note, dataset_folder, load_dataframe, prepare, refuse_streamed_sweep
 from ludwig_hpo.driver.console import activity, say
 from ludwig_hpo.driver.final_model import FinalModel
 from ludwig_hpo.driver.finish import finish_sweep
@@ -113,6 +113,7 @@ class Sweep:
     def _plan(self, nodes: list[NodeShape] | None) -> tuple[ResourcePlan, ExecutorChoice]:
         """The resources (on ``nodes``, else local) and executor, from the config alone."""
         cfg = self.cfg
+        refuse_streamed_sweep(cfg, self.loaded.base_dir, str(self.loaded.path))
         plan = local_plan(cfg, self.loaded.path) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         pbt = cfg.hyperopt.scheduler.type == "pbt"
         return plan, choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=pbt)

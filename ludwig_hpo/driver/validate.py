@@ -39,7 +39,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.config.backend import unused_key_notes
     from ludwig_hpo.config.describe import describe_search, describe_sweep
-    from ludwig_hpo.data import load_dataframe
+    from ludwig_hpo.data import load_dataframe, refuse_streamed_sweep
     from ludwig_hpo.driver.paths import choose_output_dir
     from ludwig_hpo.driver.single_run import single_run_sweep
     from ludwig_hpo.execution.cluster import local_plan
@@ -58,6 +58,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool
         pbt = pbt_checkpoints(cfg.hyperopt)
     lines = [*describe_sweep(cfg), *(describe_search(cfg, pbt_checkpoints=pbt) if loaded.searched else [])]
     data_cfg, hf_notes = offline_view(cfg)  # no network here: a hub tokenizer not cached is a note
+    refuse_streamed_sweep(cfg, loaded.base_dir, str(sweep_file))
     df = load_dataframe(cfg.dataset.source, loaded.base_dir)
     if cfg.is_llm and not _base_model_local(cfg, str(sweep_file)):
         lines.append(_llm_rows_unprepared(df, cfg))  # its tokenizer is not here: nothing to tokenise with

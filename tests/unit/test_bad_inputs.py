@@ -201,8 +201,9 @@ CASES = {
     ),
     "dataset is a folder": Case(
         None,
-        "error: {dir}: dataset.source: a folder, glob or URI of files is read as a stream (dataset.streaming), "
-        "but this step reads one file; fix: point to one .csv, .tsv or .parquet file",
+        "error: sweep.yaml: dataset.streaming: . would stream (auto streams a folder, a glob or a URI), but "
+        "hpo sweep, hpo train and hpo validate do not stream a dataset yet (they prepare it in memory); fix: point "
+        "dataset.source to one CSV or Parquet file and leave dataset.streaming at auto or set it to false",
         source=".",
     ),
     "dataset empty file": Case(

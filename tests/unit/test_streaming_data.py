@@ -391,13 +391,15 @@ def test_streaming_auto_streams_many_files_and_uris_and_loads_one_small_file(tmp
     assert streaming_wanted(cfg, tmp_path) is want
 
 
-def test_streaming_auto_streams_a_file_above_the_threshold(tmp_path, monkeypatch):
-    from ludwig_hpo.data.streaming import mode
+def test_streaming_auto_loads_a_single_file_of_any_size_in_memory(tmp_path):
+    from ludwig_hpo.data.streaming.mode import streaming_wanted
 
-    _frame(10).to_parquet(tmp_path / "one.parquet")
-    monkeypatch.setattr(mode, "STREAM_ABOVE_BYTES", 100)
-    cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": "one.parquet"}))
-    assert mode.streaming_wanted(cfg, tmp_path) is True
+    big = tmp_path / "big.csv"
+    with big.open("wb") as f:  # sparse: its size is what stat says, no disk is written
+        f.truncate(3 << 30)
+    for source in ("big.csv", str(big)):
+        cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": source}))
+        assert streaming_wanted(cfg, tmp_path) is False
 
 
 def test_a_bundled_dataset_asked_to_stream_is_refused():
@@ -411,19 +413,32 @@ def test_a_bundled_dataset_asked_to_stream_is_refused():
     assert "dataset.streaming" in _one_line(e)
 
 
-@pytest.mark.parametrize("streaming", [True, "auto"])
-def test_a_dataset_that_streams_is_not_loaded_in_memory_silently(tmp_path, monkeypatch, streaming):
+def test_a_dataset_that_streams_is_not_loaded_in_memory_silently(tmp_path):
     from ludwig_hpo.data import load_dataframe
-    from ludwig_hpo.data.streaming import mode
 
-    monkeypatch.setattr(mode, "STREAM_ABOVE_BYTES", 0 if streaming == "auto" else 1 << 30)
     _frame(50).to_parquet(tmp_path / "one.parquet")
-    cfg = _cfg({"type": "fixed"}, dataset={"source": "one.parquet", "streaming": streaming})
+    cfg = _cfg({"type": "fixed"}, dataset={"source": "one.parquet", "streaming": True})
     with pytest.raises(DataError) as e:
         prepare(load_dataframe("one.parquet", tmp_path), cfg)
     assert "dataset.streaming: false" in _one_line(e) and "one.parquet" in str(e.value)
-    off = _cfg({"type": "fixed"}, dataset={"source": "one.parquet", "streaming": False})
-    assert prepare(load_dataframe("one.parquet", tmp_path), off).num_rows > 0
+    for mode in (False, "auto"):
+        kept = _cfg({"type": "fixed"}, dataset={"source": "one.parquet", "streaming": mode})
+        assert prepare(load_dataframe("one.parquet", tmp_path), kept).num_rows > 0
+
+
+@pytest.mark.parametrize(("streaming", "source"), [("auto", "rows"), ("auto", "rows/*.parquet"), (True, "one.parquet")])
+def test_a_sweep_on_a_dataset_that_streams_stops_in_one_line_naming_the_key(tmp_path, streaming, source):
+    from ludwig_hpo.data import refuse_streamed_sweep
+
+    (tmp_path / "rows").mkdir()
+    _frame(10).to_parquet(tmp_path / "one.parquet")
+    cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": source, "streaming": streaming}))
+    with pytest.raises(DataError) as e:
+        refuse_streamed_sweep(cfg, tmp_path, "sweep.yaml")
+    line = _one_line(e)
+    assert "dataset.streaming" in line and "sweep.yaml" in line and "hpo sweep" in line
+    kept = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": "one.parquet"}))
+    refuse_streamed_sweep(kept, tmp_path, "sweep.yaml")
 
 
 def test_a_folder_read_as_one_file_says_that_it_streams(tmp_path):

@@ -1,6 +1,6 @@
 """Whether a sweep streams its dataset (``dataset.streaming``): ``true``, ``false``, or ``auto``
-(stream a folder, a glob, a URI, or files whose total size is above :data:`STREAM_ABOVE_BYTES`;
-load a smaller single file in memory as before). Runs in the driver; reads no file, only sizes.
+(stream a folder, a glob or a URI; load a single file in memory, whatever its size, as before
+streaming existed). Runs in the driver; reads no file, a stat at most.
 """
 
 from __future__ import annotations
@@ -10,10 +10,6 @@ from pathlib import Path
 from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.sources import dataset_path
 from ludwig_hpo.errors import DataError
-
-#: ``dataset.streaming: auto`` streams a dataset larger than this on disk (1 GiB: loaded into
-#: pandas a file takes a few times its size, and every DDP rank used to hold all of it).
-STREAM_ABOVE_BYTES = 1 << 30
 
 
 def is_uri(source: str) -> bool:
@@ -33,10 +29,10 @@ def is_many(source: str, base_dir: Path | None) -> bool:
 def streaming_wanted(cfg: SweepConfig, base_dir: Path | None) -> bool:
     """Whether the sweep streams ``cfg.dataset.source`` (``base_dir``: the sweep file's folder).
 
-    ``true``/``false`` as written; ``auto``: a folder, a glob or a URI streams, a bundled
-    ``sklearn:`` dataset never does, a single file streams when larger than
-    :data:`STREAM_ABOVE_BYTES`. Runs in the driver (a missing file is refused
-    by the reader that then opens it).
+    ``true``/``false`` as written; ``auto``: a folder, a glob or a URI streams, a single
+    CSV/Parquet file never does (whatever its size: it loads in memory exactly as it did
+    before ``dataset.streaming`` existed), nor a bundled ``sklearn:`` dataset. Runs in the
+    driver; a stat at most (a missing file is refused by the reader that then opens it).
 
     Raises:
         DataError: ``streaming: true`` on a bundled ``sklearn:`` dataset.
@@ -54,34 +50,44 @@ def streaming_wanted(cfg: SweepConfig, base_dir: Path | None) -> bool:
         return False
     if mode != "auto":
         return bool(mode)
-    if is_many(source, base_dir):
-        return True
-    path = dataset_path(source, base_dir)
-    return path.is_file() and path.stat().st_size > STREAM_ABOVE_BYTES
+    return is_many(source, base_dir)
 
 
 def refuse_in_memory(cfg: SweepConfig, source: str | None) -> None:
     """Refuse to load in memory a dataset the config streams (``source``: the file the rows were
     read from, None for rows built in code): the in-memory path would hold what
-    ``dataset.streaming`` keeps out of memory. Runs in the driver; a stat at most.
+    ``dataset.streaming: true`` keeps out of memory. ``auto`` never streams one file, so it
+    is never refused here. Runs in the driver; reads nothing.
 
     Raises:
-        DataError: ``streaming: true``, or ``auto`` and a file above :data:`STREAM_ABOVE_BYTES`.
+        DataError: ``streaming: true`` on a file.
     """
-    mode = cfg.dataset.streaming
-    if mode is False or source is None or source.startswith("sklearn:"):
+    if cfg.dataset.streaming is not True or source is None or source.startswith("sklearn:"):
         return
-    path = Path(source)
-    size = path.stat().st_size if path.is_file() else 0
-    if mode is True or size > STREAM_ABOVE_BYTES:
-        why = (
-            "dataset.streaming is true"
-            if mode is True
-            else f"the file is {size / 2**30:.1f} GiB (auto streams above 1 GiB)"
-        )
-        raise DataError(
-            f"this dataset streams ({why}), but this step loads it in memory",
-            source=source,
-            key="dataset.streaming",
-            fix="set dataset.streaming: false to load it in memory",
-        )
+    raise DataError(
+        "this dataset streams (dataset.streaming is true), but this step loads it in memory",
+        source=source,
+        key="dataset.streaming",
+        fix="set dataset.streaming: false (or auto) to load it in memory",
+    )
+
+
+def refuse_streamed_sweep(cfg: SweepConfig, base_dir: Path | None, sweep_file: str) -> None:
+    """Refuse, before anything starts, a sweep whose dataset streams: ``hpo sweep``, ``hpo
+    train`` and ``hpo validate`` prepare their data in memory; a streamed dataset is fitted
+    and fed only by the streamed pipeline's own API (docs/streaming.md). Driver; a stat at most.
+
+    Raises:
+        DataError: the dataset streams (one line naming ``sweep_file``, ``dataset.streaming``
+            and the fix).
+    """
+    if not streaming_wanted(cfg, base_dir):
+        return
+    why = "dataset.streaming is true" if cfg.dataset.streaming is True else "auto streams a folder, a glob or a URI"
+    raise DataError(
+        f"{cfg.dataset.source} would stream ({why}), but hpo sweep, hpo train and hpo validate "
+        "do not stream a dataset yet (they prepare it in memory)",
+        source=sweep_file,
+        key="dataset.streaming",
+        fix="point dataset.source to one CSV or Parquet file and leave dataset.streaming at auto or set it to false",
+    )
