@@ -94,9 +94,15 @@ def _strategy(feat: Any, section: str) -> str | None:
 
 def missing_drops(df: pd.DataFrame, cfg: SweepConfig, origin: DataOrigin) -> tuple[np.ndarray, list[FilledValues]]:
     """(N,) True for the rows a ``missing_value_strategy: drop_row`` drops (a missing value in
-    that feature's column), and one :class:`FilledValues` per feature that drops any."""
+    that feature's column), and one :class:`FilledValues` per feature that drops any.
+
+    Raises:
+        DataError: every row would be dropped (named at the first feature dropping rows; the
+            split's "too few rows" would not say why).
+    """
     drop = np.zeros(len(df), dtype=bool)
     notes = []
+    first: tuple[str, Any] | None = None
     for section, feat in features_of(cfg):
         if _strategy(feat, section) != "drop_row":
             continue
@@ -104,6 +110,16 @@ def missing_drops(df: pd.DataFrame, cfg: SweepConfig, origin: DataOrigin) -> tup
         if missing.any():
             notes.append(FilledValues(feat.name, feat.source_column, int(missing.sum()), "dropped"))
             drop |= missing
+            first = first or (section, feat)
+    if first is not None and drop.all():
+        section, feat = first
+        raise DataError(
+            f"every row misses a value a drop_row feature needs (column {feat.source_column!r}: "
+            f"{int(df[feat.source_column].isna().sum())} of {len(df)} rows empty), so no row is left",
+            source=origin.source,
+            key=f"{section}[{feat.name}]",
+            fix="fill the column, or set its preprocessing.missing_value_strategy to fill_with_const with a fill_value",
+        )
     return drop, notes
 
 

@@ -82,3 +82,18 @@ def test_predictions_with_a_carriage_return_read_back_as_one_row_each(tmp_path):
     write_atomically(frame, tmp_path / "predictions.csv")
     back = pd.read_csv(tmp_path / "predictions.csv")
     assert back["gloss_response"].tolist() == frame["gloss_response"].tolist() and back["n"].tolist() == [1, 2, 3]
+
+
+def test_a_target_column_empty_in_every_row_says_so_rather_than_too_few_rows(make_config):
+    # drop_row (a target's default) would leave no row: the split's "too few rows" would not say why
+    import numpy as np
+    import pandas as pd
+
+    from ludwig_hpo.data import prepare
+
+    cfg = make_config([{"name": "x", "type": "number"}], [{"name": "y", "type": "number"}])
+    frame = pd.DataFrame({"x": np.arange(30.0), "y": [np.nan] * 30})
+    with pytest.raises(DataError) as info:
+        prepare(frame, cfg)
+    assert info.value.key == "output_features[y]" and "30 of 30 rows empty" in info.value.message
+    assert "fill_with_const" in (info.value.fix or "")
