@@ -90,6 +90,10 @@ def resolve(name: str) -> Resolved:
                 fix="give the folder a model's save_pretrained wrote, or a hub id",
             )
         return Resolved(name, "folder", path.resolve())
+    if path.is_file():  # e.g. the folder's config.json or weights file given instead of the folder
+        raise HFModelError(
+            f"{name!r} is a file, not a model folder", fix=f"give the folder that holds it: {str(path.parent)!r}"
+        )
     if _looks_like_path(name) or path.is_absolute():
         raise HFModelError(
             f"model folder {name!r} not found", fix="check the path (relative paths start at the current folder)"

@@ -43,6 +43,13 @@ def test_a_folder_without_config_json_is_refused(tmp_path):
         hf_loader.resolve(str(tmp_path))
 
 
+def test_a_file_given_for_the_model_folder_names_its_folder(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(hf_loader.HFModelError, match="is a file, not a model folder") as err:
+        hf_loader.resolve(str(tmp_path / "config.json"))
+    assert err.value.fix and str(tmp_path) in err.value.fix
+
+
 def test_a_well_formed_hub_id_not_cached_needs_the_hub(monkeypatch, tmp_path):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
     found = hf_loader.resolve("owner/some-model")
