@@ -158,6 +158,18 @@ def _open_when_listening(url: str, host: str, port: int) -> None:
         os._exit(0)
 
 
+#: MLflow's server imports Starlette's WSGI middleware, which warns (a file path and a source
+#: line on the console) that Starlette will drop it: MLflow's matter, nothing the user can act on.
+_MLFLOW_IMPORT_WARNING = "ignore:starlette.middleware.wsgi is deprecated:UserWarning"
+
+
+def _ui_warnings() -> str:
+    """PYTHONWARNINGS for the MLflow UI process: the user's own filters, then
+    :data:`_MLFLOW_IMPORT_WARNING` (later entries win)."""
+    own = os.environ.get("PYTHONWARNINGS", "")
+    return f"{own},{_MLFLOW_IMPORT_WARNING}" if own else _MLFLOW_IMPORT_WARNING
+
+
 def serve(results_dir: Path | None, *, host: str, port: int, browser: bool, out: Console) -> None:
     """Print the sweep's runs URL, open it in the browser (unless ``browser`` is False or
     stdout is no terminal: a script or a test starts no browser), and
@@ -182,7 +194,7 @@ def serve(results_dir: Path | None, *, host: str, port: int, browser: bool, out:
         out.print(chosen, highlight=False)
     out.print(f"MLflow UI for {paths.tracking_uri}\n  {url}\n(Ctrl-C stops it)", highlight=False, soft_wrap=True)
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PYTHONWARNINGS": _ui_warnings()}
     sys.stdout.flush()
     if browser and sys.stdout.isatty() and os.fork() == 0:  # a person at a terminal, not a script
         _open_when_listening(url, "127.0.0.1" if host in ("0.0.0.0", "::") else host, port)

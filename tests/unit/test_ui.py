@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from ludwig_hpo.driver.ui import choose_folder, runs_url
+from ludwig_hpo.driver.ui import _ui_warnings, choose_folder, runs_url
 from ludwig_hpo.errors import DataError
 
 
@@ -54,3 +56,18 @@ def test_no_sweep_anywhere_is_one_line_naming_the_fix(tmp_path):
     with pytest.raises(DataError) as e:
         choose_folder(None, here=tmp_path)
     assert "hpo ui DIR" in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("own", ["", "error::RuntimeWarning"])
+def test_the_ui_process_hides_mlflows_starlette_import_warning_and_keeps_the_users_filters(monkeypatch, own):
+    monkeypatch.setenv("PYTHONWARNINGS", own)
+    code = (
+        "import warnings\n"
+        "warnings.warn('starlette.middleware.wsgi is deprecated and will be removed', UserWarning)\n"
+        "warnings.warn('another warning', UserWarning)\n"
+        "try:\n    warnings.warn('runtime', RuntimeWarning)\nexcept RuntimeWarning:\n    print('raised')\n"
+    )
+    env = {**os.environ, "PYTHONWARNINGS": _ui_warnings()}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "starlette" not in proc.stderr and "another warning" in proc.stderr
+    assert ("raised" in proc.stdout) == bool(own)
