@@ -156,6 +156,13 @@ def _value_error(
 def _explain(p: _Param, value: Any, inner: ConfigError) -> ConfigError:
     """The error of a probed value, phrased for the parameter."""
     if inner.message.startswith("unknown key") and not isinstance(value, dict):
+        if inner.key != p.path and p.path.endswith(".type") and inner.key.startswith(p.path.removesuffix("type")):
+            # a written field of the section the sampled type lacks (not the parameter's own path)
+            return p.error(
+                f"value {value!r} is a type without the config's {inner.key}",
+                fix=f"search {inner.key} in hyperopt.parameters instead of writing it (a sampled field "
+                f"a sampled type lacks is left out), or remove {value!r} from the categories",
+            )
         return p.error(f"{p.path!r} is not a field of the config: {inner.key}: {inner.message}", fix=inner.fix)
     if p.path.startswith(f"{inner.key}.") and "valid" in inner.message:
         return p.error(

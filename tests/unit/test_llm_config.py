@@ -501,3 +501,16 @@ def test_an_adapter_field_searched_without_an_adapter_is_one_line(tmp_path, writ
         "  parameters:\n", "  parameters:\n    adapter.type: {space: choice, categories: [lora, loha]}\n"
     )
     assert load(tmp_path, both).adapter is None  # the trials' adapter is searched explicitly
+
+
+def test_a_searched_adapter_type_without_a_written_field_names_that_field(tmp_path):
+    # ia3 has no rank: the config's written adapter.r, not adapter.type, is what does not fit
+    text = (LLM + "adapter: {type: lora, r: 8}\n").replace(
+        "  parameters:\n", "  parameters:\n    adapter.type: {space: choice, categories: [lora, ia3]}\n"
+    )
+    err = error(tmp_path, text)
+    assert (
+        err.key == 'hyperopt.parameters."adapter.type"'
+        and err.message == "value 'ia3' is a type without the config's adapter.r"
+    )
+    assert "search adapter.r in hyperopt.parameters" in err.fix
