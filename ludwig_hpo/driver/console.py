@@ -287,7 +287,9 @@ class ConsoleSink:
         detail = f" {self.metric}={fmt(last.objective)} at epoch {last.epoch}" if last else " no epoch completed"
         best_of_trial = t.best(self.sign)
         if last and best_of_trial is not None and best_of_trial != last.objective:
-            detail += f" (best {fmt(best_of_trial)})"
+            # the trial's own best epoch (its kept weights), not the sweep's best so far
+            at = next(h.epoch for h in t.history if h.objective == best_of_trial)
+            detail += f" (its best {fmt(best_of_trial)} at epoch {at})"
         if t.error:
             detail += f": {t.error}"
         self._event(t, word, detail)

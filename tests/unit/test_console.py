@@ -299,3 +299,14 @@ def test_state_words_printed_come_from_status_label(module):
                 printed.append(first.value)
     # a piece that is a state word on its own (in a list of counts, a trial's word) is a state shown
     assert [text for text in printed if text.strip(" ,") in STATUS_LABELS] == []
+
+
+def test_a_trial_ending_past_its_best_epoch_names_that_epoch():
+    console = Console(width=200, record=True, force_terminal=False, file=io.StringIO())
+    sink = ConsoleSink(console, METRIC, -1.0, 1, epochs=3)
+    t = _trial(1)
+    sink.trial_started(t)
+    for epoch, value in enumerate([0.91, 0.97, 0.95], start=1):
+        _epoch(t, sink, epoch, value)
+    _end(t, sink)
+    assert f"{METRIC}=0.95 at epoch 3 (its best 0.97 at epoch 2)" in console.export_text()
