@@ -156,7 +156,7 @@ def _value_error(
 def _explain(p: _Param, value: Any, inner: ConfigError) -> ConfigError:
     """The error of a probed value, phrased for the parameter."""
     if inner.message.startswith("unknown key") and not isinstance(value, dict):
-        if inner.key != p.path and p.path.endswith(".type") and inner.key.startswith(p.path.removesuffix("type")):
+        if p.path.endswith(".type") and inner.key and inner.key.startswith(p.path.removesuffix("type")):
             # a written field of the section the sampled type lacks (not the parameter's own path)
             return p.error(
                 f"value {value!r} is a type without the config's {inner.key}",
