@@ -42,11 +42,11 @@ def choose_executor(requested: str, *, use_gpu: bool, pbt: bool = False) -> Exec
         return ExecutorChoice(
             "fresh",
             "auto: GPU trials run as a new Ray Train job each, so every trial starts "
-            "with clean device memory (set trial_executor: pooled to reuse processes)",
+            "with clean device memory; set backend.trial_executor: pooled to reuse processes",
         )
     return ExecutorChoice(
         "pooled",
         "auto: CPU trials run on warm worker groups started once per sweep, "
-        "saving the process start-up of every trial (set trial_executor: fresh "
-        "for a new Ray Train job per trial)",
+        "saving each trial's process start-up; set backend.trial_executor: fresh "
+        "for a new Ray Train job per trial",
     )

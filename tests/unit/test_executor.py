@@ -28,8 +28,8 @@ def test_choose_executor(requested, use_gpu, expected):
 
 
 def test_auto_says_why_and_how_to_change_it():
-    assert "set trial_executor: fresh" in choose_executor("auto", use_gpu=False).reason
-    assert "set trial_executor: pooled" in choose_executor("auto", use_gpu=True).reason
+    assert "; set backend.trial_executor: fresh" in choose_executor("auto", use_gpu=False).reason
+    assert "; set backend.trial_executor: pooled" in choose_executor("auto", use_gpu=True).reason
 
 
 def test_trial_executor_field_defaults_to_auto_and_rejects_unknown_values():
