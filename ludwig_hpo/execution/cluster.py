@@ -59,6 +59,11 @@ RAY_ENV = {
 }
 
 
+#: What ``ray.init`` writes into the driver's environment and ``ray.shutdown`` leaves there
+#: (its breakpoint hook, its usage-stats choice): put back as they were when the cluster stops.
+RAY_SETS_ON_INIT = ("PYTHONBREAKPOINT", "RAY_USAGE_STATS_ENABLED")
+
+
 #: Files that exist on a Linux machine with an NVIDIA or AMD GPU driver loaded (``/dev/dxg``:
 #: WSL 2's GPU bridge): without any of them torch sees no GPU, so it need not be imported to
 #: count none.
@@ -289,7 +294,8 @@ def existing_cluster(address: str) -> Iterator[list[NodeShape]]:
     import ray
 
     _check_reachable(address)
-    env = {k: v for k, v in RAY_ENV.items() if k not in os.environ}
+    env: dict[str, str | None] = {k: v for k, v in RAY_ENV.items() if k not in os.environ}
+    env.update({k: os.environ.get(k) for k in RAY_SETS_ON_INIT})
     _quiet_tune_logs()
     with scoped_env(env), rays_messages_to(None):
         on_term = signal.getsignal(signal.SIGTERM)
@@ -442,6 +448,7 @@ def local_cluster(
     env: dict[str, str | None] = {**RAY_ENV, "RAY_API_SERVER_ADDRESS": f"http://127.0.0.1:{port}"}
     env = {k: v for k, v in env.items() if k == "RAY_API_SERVER_ADDRESS" or k not in os.environ}
     env["RAY_ADDRESS"] = None  # this cluster is private; an inherited address would redirect ray.init
+    env.update({k: os.environ.get(k) for k in RAY_SETS_ON_INIT})
     _quiet_tune_logs()
     with scoped_env(env), rays_messages_to(log_file):
         try:
