@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,20 +15,26 @@ from typer.testing import CliRunner
 from ludwig_hpo.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Every shipped sweep and fixture but those written to be refused (``refused_*.yaml``).
+#: Every shipped sweep and fixture but those written to be refused (``refused_*.yaml``) and
+#: Ludwig's public llm configs, whose base model is a tiny local one put in at test time
+#: (``tests/unit/test_ludwig_llm_fixtures.py``).
 FILES = sorted(
     p
     for p in [*ROOT.glob("sweeps/*.yaml"), *ROOT.glob("tests/fixtures/**/*.yaml")]
-    if not p.name.startswith("refused_")
+    if not p.name.startswith("refused_") and p.parent != ROOT / "tests" / "fixtures" / "ludwig" / "llm"
 )
 
 
 def _args(path: Path) -> list[str]:
-    """A Ludwig config (no ``dataset``) runs on the CSV beside it whose name starts its own
-    (``titanic.csv`` for ``titanic_basic.yaml``; the longest such), else ``data.csv``."""
+    """A Ludwig config (no ``dataset``) runs on the CSV its ``# dataset: FILE`` comment names,
+    else the CSV beside it whose name starts its own (``titanic.csv`` for ``titanic_basic.yaml``;
+    the longest such), else ``data.csv``."""
     raw = yaml.safe_load(path.read_text())
     if "dataset" in raw:
         return [str(path)]
+    named = re.search(r"^# dataset: (\S+)", path.read_text(), re.M)  # the fixture's own CSV
+    if named:
+        return [str(path), "--dataset", str(path.parent / named.group(1))]
     own = [c for c in path.parent.glob("*.csv") if path.stem.startswith(c.stem)]
     data = max(own, key=lambda c: len(c.stem)) if own else path.parent / "data.csv"
     return [str(path), "--dataset", str(data)]
