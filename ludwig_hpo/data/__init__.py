@@ -4,7 +4,6 @@ from ludwig_hpo.data.preprocess import FeatureMeta, PreparedData, prepare
 from ludwig_hpo.data.rows import batch_size_note
 from ludwig_hpo.data.sources import dataset_folder, load_dataframe
 from ludwig_hpo.data.split import kfold_indices, split_indices
-from ludwig_hpo.data.streaming.mode import refuse_streamed_sweep
 
 __all__ = [
     "FeatureMeta",
@@ -14,6 +13,5 @@ __all__ = [
     "kfold_indices",
     "load_dataframe",
     "prepare",
-    "refuse_streamed_sweep",
     "split_indices",
 ]

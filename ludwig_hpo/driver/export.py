@@ -15,6 +15,7 @@ from rich.console import Console
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.config.paths import apply_params
 from ludwig_hpo.data import PreparedData
+from ludwig_hpo.data.streaming.record import StreamedData
 from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.errors import UserError, one_line_error
 from ludwig_hpo.results import TrialRecord
@@ -33,7 +34,7 @@ def export_best(
     checkpoint: str | None,
     *,
     loaded: LoadedSweep,
-    data: PreparedData,
+    data: PreparedData | StreamedData,
     paths: SweepPaths,
     store: Tracker,
     parent: str,
@@ -72,12 +73,18 @@ def export_best(
             highlight=False,
         )
     store.log_artifact(parent, out, layout.BEST_MODEL_ARTIFACT)
-    if weights is not None and loaded.config.is_llm:
+    if weights is not None and isinstance(data, PreparedData) and loaded.config.is_llm:
         from ludwig_hpo.driver.export_llm import log_best_llm
 
         log_best_llm(best, paths, loaded, data, store, parent, console)
-    elif weights is not None:
+    elif weights is not None and isinstance(data, PreparedData):
         _log_best_model(best, paths, loaded, data, store, parent, console)
+    elif weights is not None:  # its pyfunc refits on raw training rows, which a stream does not hold
+        console.print(
+            f"note: a sweep on a streamed dataset logs no MLflow model yet; {out.name}/ holds the best "
+            "weights, config and preprocessing",
+            highlight=False,
+        )
 
 
 def _note_exported_epoch(best: TrialRecord, weights: Path, store: Tracker, parent: str, console: Console) -> None:

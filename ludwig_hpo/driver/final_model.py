@@ -20,6 +20,7 @@ from rich.console import Console
 
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData
+from ludwig_hpo.data.streaming.record import StreamedData
 from ludwig_hpo.driver.console import say
 from ludwig_hpo.driver.holdout import score_best_on_test
 from ludwig_hpo.driver.sweep_run import SweepOutput
@@ -39,7 +40,8 @@ class FinalModel:
         best: the search's best trial, None when no trial scored.
         checkpoints: the search trials' checkpoint folders holding their best weights, by trial id.
         loaded: the sweep file.
-        data: the prepared data (its test split is scored in the driver, on the CPU).
+        data: the prepared data (its test split is scored in the driver, on the CPU), or a
+            streamed dataset (its test split is not scored: a line says so).
         output: the sweep's output folder, store and parent run.
         console: where the lines saying what was chosen go.
     """
@@ -50,7 +52,7 @@ class FinalModel:
         checkpoints: dict[str, str],
         *,
         loaded: LoadedSweep,
-        data: PreparedData,
+        data: PreparedData | StreamedData,
         output: SweepOutput,
         console: Console,
     ) -> None:
@@ -179,6 +181,9 @@ class FinalModel:
         return kept[-1] if kept else None
 
     def _score(self, rec: TrialRecord, weights: Path | None = None) -> dict[str, float]:
+        if isinstance(self.data, StreamedData):  # the driver scores in-memory rows only
+            say(self.console, "test split: not scored (a sweep on a streamed dataset does not score it yet)")
+            return {}
         return score_best_on_test(rec, self.loaded, self.data, self.output.paths, self.console, weights)
 
     def _tag(self, s: ModelSelection) -> None:

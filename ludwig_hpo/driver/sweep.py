@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from rich.console import Console
 
-from ludwig_hpo.config.backend import unused_key_notes
 from ludwig_hpo.config.describe import search_line
 from ludwig_hpo.config.loader import LoadedSweep
-from ludwig_hpo.data import batch_size_note, dataset_folder, load_dataframe, prepare, refuse_streamed_sweep
 from ludwig_hpo.driver.console import activity, say
 from ludwig_hpo.driver.final_model import FinalModel
 from ludwig_hpo.driver.finish import finish_sweep
 from ludwig_hpo.driver.journal import JournalSink, read_journal
 from ludwig_hpo.driver.output import closing_parent_run, create_output, reopen_output
 from ludwig_hpo.driver.paths import KFOLD, SEARCH, Experiment
+from ludwig_hpo.driver.prepare_data import prepare_sweep
 from ludwig_hpo.driver.startup import Startup
 from ludwig_hpo.driver.state import SweepKind, SweepState
+from ludwig_hpo.driver.streamed_checks import check_streamed_sweep
 from ludwig_hpo.driver.summary import batch_cache_stats
 from ludwig_hpo.driver.sweep_run import Prepared, SearchOutcome, SweepOutput, SweepRun
 from ludwig_hpo.driver.tune_run import (
@@ -45,7 +45,6 @@ from ludwig_hpo.execution.cluster import cluster_plan, existing_cluster, local_p
 from ludwig_hpo.execution.cluster_start import ClusterStart
 from ludwig_hpo.execution.executor import ExecutorChoice, choose_executor
 from ludwig_hpo.execution.resources import NodeShape, ResourcePlan
-from ludwig_hpo.model.llm_checks import check_base_model_reachable
 from ludwig_hpo.results import KFoldRecord, SweepResult, TrialRecord
 from ludwig_hpo.results.ranking import asha_rungs, distinct_top, rank_trials
 from ludwig_hpo.search.space import param_infos
@@ -105,6 +104,7 @@ class Sweep:
         self.sign = self.cfg.goal_sign
         self.mode = "min" if self.sign > 0 else "max"  # Tune's spelling of the goal
         self.metric = self.cfg.hyperopt.metric_key
+        self.streams = False  # the dataset streams (set by _plan)
 
     def _say(self, text: str) -> None:
         say(self.console, text)
@@ -113,31 +113,10 @@ class Sweep:
     def _plan(self, nodes: list[NodeShape] | None) -> tuple[ResourcePlan, ExecutorChoice]:
         """The resources (on ``nodes``, else local) and executor, from the config alone."""
         cfg = self.cfg
-        refuse_streamed_sweep(cfg, self.loaded.base_dir, str(self.loaded.path))
         plan = local_plan(cfg, self.loaded.path) if nodes is None else cluster_plan(cfg, nodes, existing=True)
         pbt = cfg.hyperopt.scheduler.type == "pbt"
+        self.streams = check_streamed_sweep(self.loaded, plan) is not None  # a stream's refusals, before Ray
         return plan, choose_executor(cfg.backend.trial_executor, use_gpu=plan.use_gpu, pbt=pbt)
-
-    def _prepare(self, plan: ResourcePlan, executor: ExecutorChoice) -> Prepared:
-        cfg = self.cfg
-        check_base_model_reachable(cfg, str(self.loaded.path))  # an llm's tokenizer reads the rows
-        t = time.time()
-        df = load_dataframe(cfg.dataset.source, self.loaded.base_dir)
-        data = prepare(df, cfg, dataset_folder(cfg.dataset.source, self.loaded.base_dir))
-        from ludwig_hpo.driver.model_checks import check_model  # torch stays out of the driver
-
-        check_model(cfg, data.meta, str(self.loaded.path))
-        sizes = ", ".join(f"{k} {len(v)}" for k, v in data.splits.items())
-        self._say(f"data: {cfg.dataset.source}: {data.num_rows} rows ({sizes}), prepared in {time.time() - t:.1f}s")
-        for line in [f"data: {f.text()}" for f in data.filled] + batch_size_note(cfg, len(data.splits["train"])):
-            self._say(line)
-        self._say(f"resources: {plan.describe()}")
-        if (note := plan.concurrency_note()) is not None:
-            self._say(note)
-        for line in unused_key_notes(cfg.backend, cfg.hyperopt.executor.kubernetes_namespace):
-            self._say(line)
-        self._say(f"trial executor: {executor.executor} ({executor.reason})")
-        return Prepared(data, plan, executor)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> SweepResult:
@@ -162,7 +141,9 @@ class Sweep:
                     self._say(f"ray: connected to {self.address} ({len(nodes or [])} node(s))")
                 plan, executor = self._plan(nodes)
                 with Startup(plan, executor) as early:  # Ray and the store's process start meanwhile
-                    prepared = self._prepare(plan, executor)
+                    prepared = prepare_sweep(
+                        self.loaded, plan, executor, early.cluster, self._say, streams=self.streams
+                    )
                     if self.resume is None:
                         output = create_output(
                             self.loaded,
@@ -206,7 +187,12 @@ class Sweep:
                 self._say(f"warning: {line}")
             pooled = prepared.executor.executor == "pooled"
             warming = f", starting {plan.max_concurrent} warm worker group(s)" if pooled else ""
-            with activity(self.console, f"putting the data in Ray's object store{warming}"):
+            data = (
+                "handing the streamed dataset to the trials"
+                if self.streams
+                else "putting the data in Ray's object store"
+            )
+            with activity(self.console, f"{data}{warming}"):
                 run = SweepRun.start(output, prepared, self.loaded, journal, self.mode, persisted=persisted)
             search = self._search(run)
             output.enter("kfold")

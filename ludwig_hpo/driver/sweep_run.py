@@ -20,15 +20,17 @@ from ludwig_hpo.tracking.protocol import Tracker
 
 if TYPE_CHECKING:
     from ludwig_hpo.data import PreparedData
+    from ludwig_hpo.data.streaming.record import StreamedData
     from ludwig_hpo.execution.cache import PersistedSizes
     from ludwig_hpo.execution.trainable import TrialContext
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """What the sweep checked before creating anything: the data, the resources, the executor."""
+    """What the sweep checked before creating anything: the data (in memory, or a streamed
+    dataset's lazy pipelines and fitted metadata), the resources, the executor."""
 
-    data: PreparedData
+    data: PreparedData | StreamedData
     plan: ResourcePlan
     executor: ExecutorChoice
 
@@ -80,7 +82,8 @@ class SweepRun:
 
     Attributes:
         output: the open output folder and tracking store.
-        data: the prepared data (also in Ray's object store, see ``ctx.data``).
+        data: the prepared data (also in Ray's object store, see ``ctx.data``), or the streamed
+            dataset the ranks read their shards of (``ctx.data`` holds it as it is).
         plan: the resources of a trial and how many run at once.
         executor: the trial executor (``fresh`` or ``pooled``) and why.
         ctx: what every trial of the sweep receives.
@@ -88,7 +91,7 @@ class SweepRun:
     """
 
     output: SweepOutput
-    data: PreparedData
+    data: PreparedData | StreamedData
     plan: ResourcePlan
     executor: ExecutorChoice
     ctx: TrialContext
@@ -104,7 +107,9 @@ class SweepRun:
         mode: str,
         persisted: PersistedSizes | None = None,
     ) -> SweepRun:
-        """Put the prepared data in Ray's object store (once per sweep), start the warm worker
+        """Put the prepared data in Ray's object store (once per sweep; a streamed dataset is
+        handed to the executors as it is: warm groups ``streaming_split`` it, fresh Ray Train
+        jobs take their ``get_dataset_shard``), start the warm worker
         groups (pooled executor) and the batch-size cache actor, and build the trials' context
         from the sweep file (``loaded``), the resources, ``journal`` (a resumed sweep's
         recorded results) and ``mode`` (``min``/``max``: which checkpoint a trial keeps).
@@ -119,7 +124,10 @@ class SweepRun:
         from ludwig_hpo.search.space import index_encoded_choices
 
         cfg, plan = loaded.config, prepared.plan
-        data_ref = [ray.put(prepared.data)]
+        from ludwig_hpo.data.streaming.record import StreamedData
+
+        streamed = isinstance(prepared.data, StreamedData)  # its pipelines are handed on, never put
+        data_ref = [prepared.data if streamed else ray.put(prepared.data)]
         pools = None
         if prepared.executor.executor == "pooled":
             pools = start_pools(

@@ -39,9 +39,10 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool
     from ludwig_hpo.config import load_sweep
     from ludwig_hpo.config.backend import unused_key_notes
     from ludwig_hpo.config.describe import describe_search, describe_sweep
-    from ludwig_hpo.data import load_dataframe, refuse_streamed_sweep
+    from ludwig_hpo.data import load_dataframe
     from ludwig_hpo.driver.paths import choose_output_dir
     from ludwig_hpo.driver.single_run import single_run_sweep
+    from ludwig_hpo.driver.streamed_checks import check_streamed_sweep
     from ludwig_hpo.execution.cluster import local_plan
     from ludwig_hpo.execution.executor import choose_executor
     from ludwig_hpo.model.hf_checks import offline_view
@@ -58,14 +59,16 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool
         pbt = pbt_checkpoints(cfg.hyperopt)
     lines = [*describe_sweep(cfg), *(describe_search(cfg, pbt_checkpoints=pbt) if loaded.searched else [])]
     data_cfg, hf_notes = offline_view(cfg)  # no network here: a hub tokenizer not cached is a note
-    refuse_streamed_sweep(cfg, loaded.base_dir, str(sweep_file))
-    df = load_dataframe(cfg.dataset.source, loaded.base_dir)
-    if cfg.is_llm and not _base_model_local(cfg, str(sweep_file)):
+    plan = local_plan(cfg, loaded.path)  # quantization without a GPU is refused here too
+    if (streamed := check_streamed_sweep(loaded, plan)) is not None:
+        lines.append(streamed)  # its rows are split and fitted by hpo sweep, with Ray Data
+    elif cfg.is_llm and not _base_model_local(cfg, str(sweep_file)):
+        df = load_dataframe(cfg.dataset.source, loaded.base_dir)
         lines.append(_llm_rows_unprepared(df, cfg))  # its tokenizer is not here: nothing to tokenise with
         lines.extend([*hf_notes, *_llm_notes(cfg, str(sweep_file))])
     else:
+        df = load_dataframe(cfg.dataset.source, loaded.base_dir)
         lines.extend(_prepared_lines(df, cfg, data_cfg, hf_notes, loaded, str(sweep_file), model))
-    plan = local_plan(cfg, loaded.path)  # quantization without a GPU is refused here too
     lines.append(f"resources: {plan.describe()}")
     if (note := plan.concurrency_note()) is not None:
         lines.append(note)

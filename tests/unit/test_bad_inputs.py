@@ -199,11 +199,10 @@ CASES = {
         "path (relative paths start at the sweep file's folder)",
         source="nope.csv",
     ),
-    "dataset is a folder": Case(
+    "dataset is a folder without data files": Case(
         None,
-        "error: sweep.yaml: dataset.streaming: . would stream (auto streams a folder, a glob or a URI), but "
-        "hpo sweep, hpo train and hpo validate do not stream a dataset yet (they prepare it in memory); fix: point "
-        "dataset.source to one CSV or Parquet file and leave dataset.streaming at auto or set it to false",
+        "error: .: dataset.source: no .parquet, .csv or .tsv file found; "
+        "fix: check the path (relative paths start at the sweep file's folder)",
         source=".",
     ),
     "dataset empty file": Case(

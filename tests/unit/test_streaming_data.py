@@ -426,21 +426,6 @@ def test_a_dataset_that_streams_is_not_loaded_in_memory_silently(tmp_path):
         assert prepare(load_dataframe("one.parquet", tmp_path), kept).num_rows > 0
 
 
-@pytest.mark.parametrize(("streaming", "source"), [("auto", "rows"), ("auto", "rows/*.parquet"), (True, "one.parquet")])
-def test_a_sweep_on_a_dataset_that_streams_stops_in_one_line_naming_the_key(tmp_path, streaming, source):
-    from ludwig_hpo.data import refuse_streamed_sweep
-
-    (tmp_path / "rows").mkdir()
-    _frame(10).to_parquet(tmp_path / "one.parquet")
-    cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": source, "streaming": streaming}))
-    with pytest.raises(DataError) as e:
-        refuse_streamed_sweep(cfg, tmp_path, "sweep.yaml")
-    line = _one_line(e)
-    assert "dataset.streaming" in line and "sweep.yaml" in line and "hpo sweep" in line
-    kept = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": "one.parquet"}))
-    refuse_streamed_sweep(kept, tmp_path, "sweep.yaml")
-
-
 def test_a_folder_read_as_one_file_says_that_it_streams(tmp_path):
     from ludwig_hpo.data import load_dataframe
 

@@ -70,24 +70,3 @@ def refuse_in_memory(cfg: SweepConfig, source: str | None) -> None:
         key="dataset.streaming",
         fix="set dataset.streaming: false (or auto) to load it in memory",
     )
-
-
-def refuse_streamed_sweep(cfg: SweepConfig, base_dir: Path | None, sweep_file: str) -> None:
-    """Refuse, before anything starts, a sweep whose dataset streams: ``hpo sweep``, ``hpo
-    train`` and ``hpo validate`` prepare their data in memory; a streamed dataset is fitted
-    and fed only by the streamed pipeline's own API (docs/streaming.md). Driver; a stat at most.
-
-    Raises:
-        DataError: the dataset streams (one line naming ``sweep_file``, ``dataset.streaming``
-            and the fix).
-    """
-    if not streaming_wanted(cfg, base_dir):
-        return
-    why = "dataset.streaming is true" if cfg.dataset.streaming is True else "auto streams a folder, a glob or a URI"
-    raise DataError(
-        f"{cfg.dataset.source} would stream ({why}), but hpo sweep, hpo train and hpo validate "
-        "do not stream a dataset yet (they prepare it in memory)",
-        source=sweep_file,
-        key="dataset.streaming",
-        fix="point dataset.source to one CSV or Parquet file and leave dataset.streaming at auto or set it to false",
-    )

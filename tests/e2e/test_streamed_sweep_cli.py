@@ -1,0 +1,66 @@
+"""``hpo sweep`` on a folder of Parquet files, from the CLI in its own process: the driver fits
+the streamed dataset with Ray Data once the local cluster is up and hands it to the warm worker
+group, whose 2 ranks stream equal shards. Two trials of the tiny breast-cancer sweep; the
+preprocessing record is the in-memory path's on the same rows and split."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from ludwig_hpo.config import load_sweep
+from ludwig_hpo.config.schema import SweepConfig
+from ludwig_hpo.data import load_dataframe, prepare
+from ludwig_hpo.train.plan import batches_per_epoch
+
+from ..conftest import SWEEPS
+from .test_sweep_cli import run_cli
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+
+def _sweep_files(folder):
+    """The tiny sweep's rows with a fixed ``split`` column as three Parquet files under
+    ``folder/rows`` and as one file; (streamed sweep mapping, in-memory config)."""
+    loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
+    df = load_dataframe(loaded.config.dataset.source, loaded.base_dir)
+    df["split"] = np.random.default_rng(5).choice(3, size=len(df), p=[0.7, 0.15, 0.15])
+    (folder / "rows").mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(df)), 3)):
+        df.iloc[part].to_parquet(folder / "rows" / f"part-{i}.parquet")
+    df.to_parquet(folder / "rows.parquet")
+    raw = {k: v for k, v in loaded.raw.items() if k not in ("kfold", "dataset")}
+    raw["preprocessing"] = {"split": {"type": "fixed", "column": "split"}}
+    raw["trainer"] = {**raw["trainer"], "batch_size": 32}
+    # half a CPU per rank: the 2 ranks leave a CPU of 2 to Ray Data's read and map tasks
+    raw["backend"] = {"num_workers": 2, "cpus_per_worker": 0.5}
+    raw["hyperopt"] = {**raw["hyperopt"], "executor": {"num_samples": 2, "max_concurrent_trials": 1}}
+    memory = SweepConfig.model_validate({**raw, "dataset": {"source": str(folder / "rows.parquet")}})
+    return {**raw, "dataset": {"source": "rows"}}, memory
+
+
+def test_hpo_sweep_streams_a_parquet_folder_through_equal_rank_shards(tmp_path):
+    streamed, memory = _sweep_files(tmp_path)
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(streamed, sort_keys=False))
+    proc = run_cli("sweep", "sweep.yaml", "--output", "results", cwd=tmp_path)
+    assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert "streamed from 3 file(s)" in proc.stdout
+    out = tmp_path / "results" / "breast-cancer-tiny"
+
+    in_memory = prepare(load_dataframe(memory.dataset.source, None), memory)
+    record = json.loads((out / "best_model" / "preprocessing.json").read_text())
+    assert record.keys() == in_memory.meta.keys()
+    for name, meta in in_memory.meta.items():
+        assert record[name]["type"] == meta.type and record[name]["vocab"] == list(meta.vocab), name
+        assert record[name]["stats"] == pytest.approx(meta.stats, rel=1e-9, abs=1e-12), name
+
+    entries = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    assert len(entries) == 2 and all(e["status"] == "FINISHED" for e in entries)
+    per_rank = -(-len(in_memory.splits["train"]) // 2)  # the streamed split padded to the 2 ranks
+    for e in entries:
+        last = e["results"][-1]
+        assert last["world_size"] == 2
+        assert last["optimizer_steps"] == 2 * batches_per_epoch(per_rank, 32)  # every rank as many batches
