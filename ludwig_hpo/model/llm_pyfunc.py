@@ -26,11 +26,13 @@ model's hub id, and loading it downloads the base model (a local base folder is 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -302,6 +304,21 @@ def _load_adapter(model: Any, folder: Path) -> None:
         )
 
 
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off (``save_pretrained`` draws one per weight file, which
+    would land on the sweep's console after its summary), as they were on exit."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def save_llm_folder(
     folder: Path,
     model: Any,
@@ -319,6 +336,18 @@ def save_llm_folder(
         OSError: a file cannot be written or the base folder read.
         DataError: as :meth:`ServedLLM.load`.
     """
+    with _no_progress_bars():
+        return _save_llm_folder(folder, model, cfg, meta, raw, params)
+
+
+def _save_llm_folder(
+    folder: Path,
+    model: Any,
+    cfg: SweepConfig,
+    meta: dict[str, FeatureMeta],
+    raw: dict[str, Any],
+    params: dict[str, Any],
+) -> ServedLLM:
     from ludwig_hpo.data.hf_loader import resolve
 
     folder.mkdir(parents=True, exist_ok=True)
