@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dashboards._format import format_number
+from ludwig_hpo.config.metrics import GENERATED_METRICS
 from ludwig_hpo.results import SweepResult
 from ludwig_hpo.results.ranking import rank_trials
 from ludwig_hpo.results.records import GeneratedOutput
@@ -18,8 +19,6 @@ from ludwig_hpo.results.records import GeneratedOutput
 #: How many of the best trials show their generated outputs, and how many rows each.
 TOP_TRIALS = 3
 ROWS_SHOWN = 5
-#: The metrics scored on generated outputs (``<split>/<output>/<metric>``), shown per row too.
-GENERATED_METRICS = ("exact_match", "rouge_l")
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,19 @@ def read_config_dict(resolved: Resolved) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def context_length(config: dict[str, Any] | None) -> int | None:
+    """The model's context length in tokens from its ``config.json`` mapping (Ludwig's
+    ``get_context_len``: ``max_sequence_length``, ``max_position_embeddings``, ``n_positions``,
+    the first positive int); None when unknown or ``config`` is None. Pure; any process."""
+    if not config:
+        return None
+    for key in ("max_sequence_length", "max_position_embeddings", "n_positions"):
+        value = config.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 def _local_only(resolved: Resolved) -> dict[str, Any]:
     # a cached hub model is read from the cache without asking the hub for a newer revision
     return {"local_files_only": True} if resolved.local else {}

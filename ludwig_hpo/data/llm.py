@@ -32,6 +32,7 @@ import pandas as pd
 
 from ludwig_hpo.data.origin import DataOrigin
 from ludwig_hpo.data.preprocess import FeatureMeta
+from ludwig_hpo.data.text import length_percentiles
 from ludwig_hpo.errors import DataError
 
 #: The label of a position no loss is taken at (torch's ``cross_entropy`` default).
@@ -282,43 +283,29 @@ def length_stats(enc: Encoded, train: np.ndarray) -> dict[str, float]:
     lengths = enc.lengths[rows]
     kept = enc.prompt_lengths[rows] + enc.target_lengths[rows]
     if len(lengths) == 0:
-        return {"length_p50": 0.0, "length_p90": 0.0, "length_p99": 0.0, "length_max": 0.0, "truncated": 0.0}
-    p50, p90, p99 = np.percentile(lengths, [50, 90, 99])
+        return length_percentiles(lengths, 0)
     return {
-        "length_p50": float(p50),
-        "length_p90": float(p90),
-        "length_p99": float(p99),
-        "length_max": float(lengths.max()),
-        "truncated": float(int((kept < lengths).sum())),
+        **length_percentiles(lengths, int((kept < lengths).sum())),
         "prompt_length_max": float(enc.prompt_lengths[rows].max()),
         "target_length_max": float(enc.target_lengths[rows].max()),
     }
-
-
-def context_length(config: dict[str, Any] | None) -> int | None:
-    """The model's context length from its ``config.json`` (Ludwig's ``get_context_len``:
-    ``max_sequence_length``, ``max_position_embeddings``, ``n_positions``); None unknown. Pure."""
-    if not config:
-        return None
-    for key in ("max_sequence_length", "max_position_embeddings", "n_positions"):
-        value = config.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
 
 
 def _smaller(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _fill(s: pd.Series, prep: Any) -> pd.Series:
-    """A text column with its missing cells as the feature's ``fill_value`` (Ludwig's
-    ``fill_with_const`` default; a target's missing rows were dropped before)."""
+def fill_constant(s: pd.Series, prep: Any) -> pd.Series:
+    """A text column (N rows) with its missing cells as the feature's ``fill_value`` (Ludwig's
+    ``fill_with_const`` default; a target's missing rows were dropped before). ``prep`` is the
+    feature's preprocessing config (no ``fill_value``: ""). Pure; driver or serving process."""
     fill = getattr(prep, "fill_value", "")
     return s.astype(object).where(s.notna(), fill)
 
 
-def _lower(texts: list[str], prep: Any) -> list[str]:
+def lowercase(texts: list[str], prep: Any) -> list[str]:
+    """``texts`` lowercased when the feature's preprocessing ``lowercase`` is set (Ludwig's text
+    preprocessing), else as given (the same list). Pure; driver or serving process."""
     return [t.lower() for t in texts] if getattr(prep, "lowercase", False) else texts
 
 
@@ -393,10 +380,10 @@ def prepare_llm(
     in_col = column_of(df, feat, "input_features", origin)
     target_col = column_of(df, out, "output_features", origin)
     frame = df.copy()
-    frame[in_col.name] = _fill(in_col, feat.preprocessing)
-    prompts = _lower(render_prompts(frame, str(in_col.name), template, task, origin), feat.preprocessing)
-    targets = _lower([_text(v) for v in _fill(target_col, out.preprocessing).tolist()], out.preprocessing)
-    from ludwig_hpo.data.hf_loader import read_config_dict, resolve
+    frame[in_col.name] = fill_constant(in_col, feat.preprocessing)
+    prompts = lowercase(render_prompts(frame, str(in_col.name), template, task, origin), feat.preprocessing)
+    targets = lowercase([_text(v) for v in fill_constant(target_col, out.preprocessing).tolist()], out.preprocessing)
+    from ludwig_hpo.data.hf_loader import context_length, read_config_dict, resolve
 
     try:
         context = context_length(read_config_dict(resolve(base)))

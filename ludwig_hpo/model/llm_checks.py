@@ -181,16 +181,6 @@ def check_adapter(model: Any, adapter: Any, source: str) -> None:
         ) from None
 
 
-def context_length(config: dict[str, Any]) -> int | None:
-    """The model's context length from its ``config.json`` (Ludwig's ``get_context_len``:
-    ``max_sequence_length``, ``max_position_embeddings``, ``n_positions``); None unknown. Pure."""
-    for key in ("max_sequence_length", "max_position_embeddings", "n_positions"):
-        value = config.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
 def length_notes(cfg: Any, config: dict[str, Any]) -> list[str]:
     """What the lengths written in the file become against the model's context length:
     ``preprocessing.global_max_sequence_length``, or the input's plus the output's
@@ -202,7 +192,7 @@ def length_notes(cfg: Any, config: dict[str, Any]) -> list[str]:
     Returns:
         the note lines (none when the lengths fit or the context length is unknown).
     """
-    context = context_length(config)
+    context = hf_loader.context_length(config)
     if context is None:
         return []
     glob = getattr(getattr(cfg, "preprocessing", None), "global_max_sequence_length", None)

@@ -131,14 +131,14 @@ class ServedLLM:
         Raises:
             DataError: a column the prompt reads is missing; a float field's cell is not a number.
         """
-        from ludwig_hpo.data.llm import _fill, _lower, render_prompts
+        from ludwig_hpo.data.llm import fill_constant, lowercase, render_prompts
 
         self._check_columns(df)
         feat = self.cfg.input_features[0]
         frame = df.reset_index(drop=True).copy()
-        frame[feat.source_column] = _fill(frame[feat.source_column], feat.preprocessing)
+        frame[feat.source_column] = fill_constant(frame[feat.source_column], feat.preprocessing)
         rendered = render_prompts(frame, feat.source_column, self.template, self.task)
-        return _lower(rendered, feat.preprocessing)
+        return lowercase(rendered, feat.preprocessing)
 
     def prompt_ids(self, prompts: list[str]) -> list[list[int]]:
         """The prompts' token ids as training fed them (special tokens, the prompt's cut). Pure
@@ -319,6 +319,7 @@ def _no_progress_bars() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+@_no_progress_bars()
 def save_llm_folder(
     folder: Path,
     model: Any,
@@ -336,18 +337,6 @@ def save_llm_folder(
         OSError: a file cannot be written or the base folder read.
         DataError: as :meth:`ServedLLM.load`.
     """
-    with _no_progress_bars():
-        return _save_llm_folder(folder, model, cfg, meta, raw, params)
-
-
-def _save_llm_folder(
-    folder: Path,
-    model: Any,
-    cfg: SweepConfig,
-    meta: dict[str, FeatureMeta],
-    raw: dict[str, Any],
-    params: dict[str, Any],
-) -> ServedLLM:
     from ludwig_hpo.data.hf_loader import resolve
 
     folder.mkdir(parents=True, exist_ok=True)
