@@ -47,6 +47,7 @@ from ludwig_hpo.data import PreparedData, prepare
 from ludwig_hpo.train.job import Job
 from ludwig_hpo.train.loop import train_loop
 
+from _loops import epoch_batches, optimizer_step
 from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,19 +191,10 @@ class Plain:
         ebs = cfg.trainer.eval_batch_size or bs
         for _ in range(cfg.trainer.epochs):
             model.train()
-            perm = train[torch.randperm(len(train))]
-            for i in range(0, len(perm) - (1 if len(perm) % bs == 1 else 0), bs):
-                ids, labels = self._batch(x, y, perm[i : i + bs])
+            for idx in epoch_batches(train, bs):
+                ids, labels = self._batch(x, y, idx)
                 loss = model(input_ids=ids, attention_mask=(ids != self.pad).long(), labels=labels).loss
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if clip.clipglobalnorm is not None:
-                    torch.nn.utils.clip_grad_norm_(params, clip.clipglobalnorm)
-                if clip.clipnorm is not None:
-                    torch.nn.utils.clip_grad_norm_(params, clip.clipnorm)
-                if clip.clipvalue is not None:
-                    torch.nn.utils.clip_grad_value_(params, clip.clipvalue)
-                opt.step()
+                optimizer_step(opt, params, loss, clip)
             model.eval()
             with torch.no_grad():
                 total, count = 0.0, 0

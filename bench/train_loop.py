@@ -40,6 +40,7 @@ from ludwig_hpo.data import PreparedData, load_dataframe, prepare
 from ludwig_hpo.model import build_model
 from ludwig_hpo.train.loop import Job, train_loop
 
+from _loops import epoch_batches, optimizer_step
 from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,19 +87,8 @@ def plain(cfg: SweepConfig, data: PreparedData) -> float:
     yv = y[val]
     for _ in range(cfg.trainer.epochs):
         model.train()
-        perm = train[torch.randperm(len(train))]
-        for i in range(0, len(perm) - (1 if len(perm) % bs == 1 else 0), bs):
-            idx = perm[i : i + bs]
-            loss = lossf(model({k: v[idx] for k, v in x.items()})[out.name], y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip.clipglobalnorm is not None:  # Ludwig's default recipe clips (0.5): a user's loop would too
-                torch.nn.utils.clip_grad_norm_(params, clip.clipglobalnorm)
-            if clip.clipnorm is not None:
-                torch.nn.utils.clip_grad_norm_(params, clip.clipnorm)
-            if clip.clipvalue is not None:
-                torch.nn.utils.clip_grad_value_(params, clip.clipvalue)
-            opt.step()
+        for idx in epoch_batches(train, bs):
+            optimizer_step(opt, params, lossf(model({k: v[idx] for k, v in x.items()})[out.name], y[idx]), clip)
         model.eval()
         with torch.no_grad():
             total, correct = 0.0, 0.0
