@@ -17,6 +17,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.llm_configs import LORA, llm_raw
+
 pytest.importorskip("peft")
 
 GLOSSES = [
@@ -38,32 +40,17 @@ def _port() -> int:
 
 
 def _raw(base: str, strategy: str) -> dict:
-    return {
-        "name": "llm-ddp",
-        "model_type": "llm",
-        "base_model": base,
-        "dataset": {"source": "rows.csv", "split": {"train": 0.7, "validation": 0.2, "test": 0.1, "seed": 3}},
-        "prompt": {"template": "Define {lemma}:"},
-        "input_features": [{"name": "lemma", "type": "text"}],
-        "output_features": [{"name": "gloss", "type": "text"}],
-        "adapter": {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.1},
-        "trainer": {
-            "type": "finetune",
-            "epochs": 2,
-            "batch_size": 4,
-            "learning_rate": 0.02,
-            "eval_generation_samples": 0,
-            # FSDP also recomputes each decoder block and accumulates 2 batches per step
-            **({"enable_gradient_checkpointing": True, "gradient_accumulation_steps": 2} if strategy == "fsdp" else {}),
-        },
-        "backend": {"num_workers": 2, "strategy": strategy},
-        "hyperopt": {
-            "metric": "loss",
-            "goal": "minimize",
-            "output_feature": "gloss",
-            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
-        },
-    }
+    # FSDP also recomputes each decoder block and accumulates 2 batches per step
+    fsdp = {"enable_gradient_checkpointing": True, "gradient_accumulation_steps": 2} if strategy == "fsdp" else {}
+    return llm_raw(
+        base,
+        name="llm-ddp",
+        split=(0.7, 0.2, 0.1, 3),
+        template="Define {lemma}:",
+        trainer={"epochs": 2, "batch_size": 4, "learning_rate": 0.02, "eval_generation_samples": 0, **fsdp},
+        adapter={**LORA, "dropout": 0.1},
+        backend={"num_workers": 2, "strategy": strategy},
+    )
 
 
 def _worker(rank: int, world: int, port: int, base: str, strategy: str, out_dir: str) -> None:

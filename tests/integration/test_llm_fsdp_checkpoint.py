@@ -16,6 +16,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.llm_configs import checkpointed_llm_raw
+
 pytestmark = pytest.mark.timeout(600)
 
 pytest.importorskip("peft")
@@ -37,31 +39,7 @@ def _port() -> int:
 
 
 def _raw(base: str, strategy: str, world: int) -> dict:
-    return {
-        "name": "llm-fsdp",
-        "model_type": "llm",
-        "base_model": base,
-        "dataset": {"source": "rows.csv", "split": {"train": 0.5, "validation": 0.25, "test": 0.25, "seed": 1}},
-        "prompt": {"template": "Define the {pos} '{lemma}':"},
-        "input_features": [{"name": "lemma", "type": "text"}],
-        "output_features": [{"name": "gloss", "type": "text"}],
-        "adapter": {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]},
-        "generation": {"max_new_tokens": 3, "do_sample": False},
-        "trainer": {
-            "type": "finetune",
-            "epochs": 3,
-            "batch_size": 4,
-            "learning_rate": 0.01,
-            "eval_generation_samples": 2,
-        },
-        "backend": {"num_workers": world, "strategy": strategy},
-        "hyperopt": {
-            "goal": "minimize",
-            "metric": "loss",
-            "output_feature": "gloss",
-            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1.0e-4, "upper": 1.0e-3}},
-        },
-    }
+    return checkpointed_llm_raw(base, name="llm-fsdp", backend={"num_workers": world, "strategy": strategy})
 
 
 def _worker(rank: int, world: int, port: int, base: str, out_dir: str) -> None:

@@ -20,6 +20,7 @@ from ludwig_hpo.config.loader import resolve_trial_config
 from ludwig_hpo.data import prepare
 from ludwig_hpo.tracking.mlflow_store import MlflowStore
 from ludwig_hpo.tracking.models import log_saved_model
+from tests.llm_configs import POS_TEMPLATE, llm_raw
 
 peft = pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
@@ -48,25 +49,18 @@ def _trained(cfg, data):
 
 
 def _raw(base: Path, **extra) -> dict:
-    return {
-        "name": "llm-logging",
-        "model_type": "llm",
-        "base_model": str(base),
-        "dataset": {"source": "rows.csv", "split": {"train": 0.5, "validation": 0.25, "test": 0.25, "seed": 1}},
-        "prompt": {"template": "Define the {pos} '{lemma}':"},
-        "input_features": [{"name": "lemma", "type": "text"}],
-        "output_features": [{"name": "gloss", "type": "text"}],
-        "adapter": {"type": "lora", "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
-        "generation": {"max_new_tokens": 6, "do_sample": False},
-        "trainer": {"type": "finetune", "epochs": 1},
-        "hyperopt": {
-            "goal": "minimize",
-            "metric": "loss",
-            "output_feature": "gloss",
-            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1.0e-4, "upper": 1.0e-3}},
+    return llm_raw(
+        base,
+        name="llm-logging",
+        template=POS_TEMPLATE,
+        lr_range=(1.0e-4, 1.0e-3),
+        **{
+            "adapter": {"type": "lora", "r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+            "generation": {"max_new_tokens": 6, "do_sample": False},
+            "trainer": {"type": "finetune", "epochs": 1},
+            **extra,
         },
-        **extra,
-    }
+    )
 
 
 def _direct_answers(model, served) -> list[str]:

@@ -25,6 +25,7 @@ from ludwig_hpo.train.generate_eval import (
     sample_text,
     words,
 )
+from tests.llm_configs import LORA, llm_config
 
 PAD, EOS = 0, 3
 #: (prompt, reference) pairs of the prepared rows the oracle tests score
@@ -243,28 +244,19 @@ def test_the_kept_rows_read_back_as_the_report_reads_them():
 def _llm_cfg(base: str, metric: str = "rouge_l", **trainer):
     import pandas as pd
 
-    from ludwig_hpo.config.schema import SweepConfig
-
     rows = pd.DataFrame({"lemma": [f"word{i}" for i in range(12)], "gloss": [r for _, r in PAIRS] + ["a last one"]})
-    raw = {
-        "name": "g",
-        "model_type": "llm",
-        "base_model": base,
-        "dataset": {"source": "rows.csv", "split": {"train": 0.5, "validation": 0.34, "test": 0.16, "seed": 1}},
-        "prompt": {"template": "define {lemma}:"},
-        "input_features": [{"name": "lemma", "type": "text"}],
-        "output_features": [{"name": "gloss", "type": "text"}],
-        "adapter": {"type": "lora", "r": 2, "alpha": 4, "dropout": 0.0},
-        "generation": {"max_new_tokens": 4},
-        "trainer": {"type": "finetune", "epochs": 2, "batch_size": 4, "learning_rate": 0.01, **trainer},
-        "hyperopt": {
-            "metric": metric,
-            "goal": "maximize" if metric == "rouge_l" else "minimize",
-            "output_feature": "gloss",
-            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
-        },
-    }
-    return SweepConfig.model_validate(raw), rows
+    cfg = llm_config(
+        base,
+        name="g",
+        split=(0.5, 0.34, 0.16, 1),
+        template="define {lemma}:",
+        trainer={"epochs": 2, "batch_size": 4, "learning_rate": 0.01, **trainer},
+        metric=metric,
+        goal="maximize" if metric == "rouge_l" else "minimize",
+        adapter={**LORA, "r": 2, "alpha": 4},
+        generation={"max_new_tokens": 4},
+    )
+    return cfg, rows
 
 
 def test_the_loop_ranks_by_rouge_l_and_reports_the_best_epochs_sample(tiny_llama_dir):

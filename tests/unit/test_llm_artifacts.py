@@ -23,6 +23,7 @@ from ludwig_hpo.model.saved_weights import (
 from ludwig_hpo.train.checkpoint import CheckpointFolder, WeightsCopy, serialized
 from ludwig_hpo.train.report_keys import MODEL_FILE, TRAINER_STATE_FILE
 from ludwig_hpo.train.resume import copy_best_weights, resume, trainer_state
+from tests.llm_configs import checkpointed_llm_raw
 
 from ..conftest import SWEEPS
 
@@ -179,34 +180,7 @@ def test_loading_saved_adapter_weights_refuses_foreign_keys_and_missing_ones(tin
 
 # ---------------------------------------------------------------------- the worker loop's llm trials
 def _llm_raw(base, **overrides) -> dict:
-    raw = {
-        "name": "llm-artifacts",
-        "model_type": "llm",
-        "base_model": str(base),
-        "dataset": {"source": "rows.csv", "split": {"train": 0.5, "validation": 0.25, "test": 0.25, "seed": 1}},
-        "prompt": {"template": "Define the {pos} '{lemma}':"},
-        "input_features": [{"name": "lemma", "type": "text"}],
-        "output_features": [{"name": "gloss", "type": "text"}],
-        # dropout: resuming must restore the random state as well as the adapter and its moments
-        "adapter": {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]},
-        "generation": {"max_new_tokens": 3, "do_sample": False},
-        "trainer": {
-            "type": "finetune",
-            "epochs": 3,
-            "batch_size": 4,
-            "learning_rate": 0.01,
-            "eval_generation_samples": 2,
-        },
-        "backend": {"num_workers": 1},
-        "hyperopt": {
-            "goal": "minimize",
-            "metric": "loss",
-            "output_feature": "gloss",
-            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1.0e-4, "upper": 1.0e-3}},
-        },
-    }
-    raw.update(overrides)
-    return raw
+    return checkpointed_llm_raw(base, name="llm-artifacts", **{"backend": {"num_workers": 1}, **overrides})
 
 
 LLM_ROWS = {

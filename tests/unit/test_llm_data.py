@@ -23,6 +23,7 @@ from ludwig_hpo.data.llm import (
 )
 from ludwig_hpo.data.preprocess import prepare
 from ludwig_hpo.errors import DataError
+from tests.llm_configs import llm_config
 
 pytest.importorskip("transformers")
 
@@ -52,23 +53,7 @@ def tok(tiny_llama_dir):
 
 
 def _cfg(base: str, **extra) -> SweepConfig:
-    raw = {
-        "name": "u",
-        "model_type": "llm",
-        "base_model": base,
-        "dataset": {"source": "rows.csv", "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 1}},
-        "input_features": [{"name": "lemma", "type": "text"}],
-        "output_features": [{"name": "gloss", "type": "text"}],
-        "trainer": {"type": "finetune", "epochs": 1, "batch_size": 2},
-        "hyperopt": {
-            "metric": "loss",
-            "goal": "minimize",
-            "output_feature": "gloss",
-            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
-        },
-    }
-    raw.update(extra)
-    return SweepConfig.model_validate(raw)
+    return llm_config(base, name="u", split=(0.6, 0.2, 0.2, 1), trainer={"epochs": 1, "batch_size": 2}, **extra)
 
 
 def test_template_fields_are_columns_sample_and_task():

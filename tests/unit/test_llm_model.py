@@ -23,6 +23,7 @@ from ludwig_hpo.model import llm as llm_model
 from ludwig_hpo.model.llm import LLMModel
 from ludwig_hpo.model.llm_metrics import LLMLoss, LLMMetrics
 from ludwig_hpo.model.losses import OutputLosses
+from tests.llm_configs import LORA, llm_config
 
 pytest.importorskip("peft")
 
@@ -46,25 +47,15 @@ ROWS = pd.DataFrame(
 
 
 def _cfg(base: str, **extra) -> SweepConfig:
-    raw = {
-        "name": "u",
-        "model_type": "llm",
-        "base_model": base,
-        "dataset": {"source": "rows.csv", "split": {"train": 0.6, "validation": 0.2, "test": 0.2, "seed": 1}},
-        "prompt": {"template": "Define {lemma}:"},
-        "input_features": [{"name": "lemma", "type": "text"}],
-        "output_features": [{"name": "gloss", "type": "text"}],
-        "adapter": {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.0},
-        "trainer": {"type": "finetune", "epochs": 1, "batch_size": 2},
-        "hyperopt": {
-            "metric": "loss",
-            "goal": "minimize",
-            "output_feature": "gloss",
-            "parameters": {"trainer.learning_rate": {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}},
-        },
-    }
-    raw.update(extra)
-    return SweepConfig.model_validate(raw)
+    trainer = {"epochs": 1, "batch_size": 2}
+    return llm_config(
+        base,
+        name="u",
+        split=(0.6, 0.2, 0.2, 1),
+        template="Define {lemma}:",
+        trainer=trainer,
+        **{"adapter": LORA, **extra},
+    )
 
 
 @pytest.fixture(scope="module")
