@@ -4,7 +4,8 @@ optimizer step with the trainer's gradient clipping. Run in the bench's own proc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import statistics
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -31,3 +32,30 @@ def optimizer_step(opt: torch.optim.Optimizer, params: list[torch.nn.Parameter],
     if clip.clipvalue is not None:
         torch.nn.utils.clip_grad_value_(params, clip.clipvalue)
     opt.step()
+
+
+def paired_runs(
+    ours: Callable[[Any, Any], float], plain: Callable[[Any, Any], float], cfg: Any, data: Any, repeats: int
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Time the platform's run (``ours``) against the hand-written one (``plain``), each
+    ``(cfg, data) -> wall seconds``: one warm-up run of each (lazy imports, caches, the
+    allocator), then ``repeats`` back-to-back pairs in alternating order (so neither always
+    runs second). Returns the seconds of each (``{"ours": [...], "plain": [...]}``) and each
+    pair's ``plain / ours`` seconds ratio (the pair's throughput ratio)."""
+    ours(cfg, data), plain(cfg, data)
+    times: dict[str, list[float]] = {"ours": [], "plain": []}
+    pair_ratios = []
+    for i in range(repeats):
+        order = ("ours", "plain") if i % 2 == 0 else ("plain", "ours")
+        pair = {name: (ours if name == "ours" else plain)(cfg, data) for name in order}
+        for k, v in pair.items():
+            times[k].append(v)
+        pair_ratios.append(pair["plain"] / pair["ours"])
+    return times, pair_ratios
+
+
+def ratio_quartiles(pair_ratios: list[float]) -> tuple[float, float, float]:
+    """The median of the pairs' ratios and its first and third quartiles (one pair's are its ratio)."""
+    ratio = statistics.median(pair_ratios)
+    q1, _, q3 = statistics.quantiles(pair_ratios, n=4) if len(pair_ratios) > 1 else (ratio, ratio, ratio)
+    return ratio, q1, q3

@@ -47,7 +47,7 @@ from ludwig_hpo.data import PreparedData, prepare
 from ludwig_hpo.train.job import Job
 from ludwig_hpo.train.loop import train_loop
 
-from _loops import epoch_batches, optimizer_step
+from _loops import epoch_batches, optimizer_step, paired_runs, ratio_quartiles
 from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,19 +234,10 @@ def main() -> None:
         data = prepare(frame, cfg)
         tokens = trained_tokens(cfg, data)
         plain = Plain(cfg, data)
-        ours(cfg, data), plain(cfg, data)  # warm-up: lazy imports, the base-model cache, allocator
-        times: dict[str, list[float]] = {"ours": [], "plain": []}
-        pair_ratios = []
-        for i in range(args.repeats):
-            order = ("ours", "plain") if i % 2 == 0 else ("plain", "ours")
-            pair = {name: (ours if name == "ours" else plain)(cfg, data) for name in order}
-            for k, v in pair.items():
-                times[k].append(v)
-            pair_ratios.append(pair["plain"] / pair["ours"])
+        times, pair_ratios = paired_runs(ours, plain, cfg, data, args.repeats)
         ours_tps = tokens / statistics.median(times["ours"])
         plain_tps = tokens / statistics.median(times["plain"])
-        ratio = statistics.median(pair_ratios)
-        q1, _, q3 = statistics.quantiles(pair_ratios, n=4) if len(pair_ratios) > 1 else (ratio, ratio, ratio)
+        ratio, q1, q3 = ratio_quartiles(pair_ratios)
         width = data.inputs["lemma"].shape[1]
         print(
             f"{len(data.splits['train'])} training rows of {width} padded tokens "

@@ -41,6 +41,7 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data import PreparedData, prepare
 from ludwig_hpo.train.lengths import padding_id
 
+from _loops import paired_runs, ratio_quartiles
 from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,19 +157,10 @@ def main() -> None:
             cfg = config(encoder, args.batch_size, args.epochs, args.length, model_dir)
             data = prepare(frame, cfg)
             tokens = trained_tokens(cfg, data)
-            ours(cfg, data), plain(cfg, data)  # warm-up: lazy imports, allocator
-            times: dict[str, list[float]] = {"ours": [], "plain": []}
-            pair_ratios = []
-            for i in range(args.repeats):
-                order = ("ours", "plain") if i % 2 == 0 else ("plain", "ours")
-                pair = {name: (ours if name == "ours" else plain)(cfg, data) for name in order}
-                for k, v in pair.items():
-                    times[k].append(v)
-                pair_ratios.append(pair["plain"] / pair["ours"])
+            times, pair_ratios = paired_runs(ours, plain, cfg, data, args.repeats)
             ours_tps = tokens / statistics.median(times["ours"])
             plain_tps = tokens / statistics.median(times["plain"])
-            ratio = statistics.median(pair_ratios)
-            q1, _, q3 = statistics.quantiles(pair_ratios, n=4) if len(pair_ratios) > 1 else (ratio, ratio, ratio)
+            ratio, q1, q3 = ratio_quartiles(pair_ratios)
             ratios.append(ratio)
             width = data.inputs["gloss"].shape[1]
             print(

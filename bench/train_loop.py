@@ -40,7 +40,7 @@ from ludwig_hpo.data import PreparedData, load_dataframe, prepare
 from ludwig_hpo.model import build_model
 from ludwig_hpo.train.loop import Job, train_loop
 
-from _loops import epoch_batches, optimizer_step
+from _loops import epoch_batches, optimizer_step, paired_runs, ratio_quartiles
 from _results import BenchRun, Figure, parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,22 +120,11 @@ def main() -> None:
         cfg = resolve_trial_config(raw, fixed)
         data = prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
         n = trained_samples(cfg, data)
-        ours(cfg, data), plain(cfg, data)  # warm-up: lazy imports, allocator
-        times: dict[str, list[float]] = {"ours": [], "plain": []}
-        pair_ratios = []
-        for i in range(args.repeats):
-            # a pair of back-to-back runs, in alternating order (so neither always runs second)
-            order = ("ours", "plain") if i % 2 == 0 else ("plain", "ours")
-            pair = {name: (ours if name == "ours" else plain)(cfg, data) for name in order}
-            for k, v in pair.items():
-                times[k].append(v)
-            pair_ratios.append(pair["plain"] / pair["ours"])  # samples/s ratio of the pair
+        times, pair_ratios = paired_runs(ours, plain, cfg, data, args.repeats)
         ours_sps = n / statistics.median(times["ours"])
         plain_sps = n / statistics.median(times["plain"])
-        ratio = statistics.median(pair_ratios)
+        ratio, q1, q3 = ratio_quartiles(pair_ratios)
         best = min(times["plain"]) / min(times["ours"])
-        # quartiles need two pairs at least; one pair's are its ratio
-        q1, _, q3 = statistics.quantiles(pair_ratios, n=4) if len(pair_ratios) > 1 else (ratio, ratio, ratio)
         ratios.append(ratio)
         print(
             f"{name}: batch size {args.batch_size}, {cfg.trainer.epochs} epochs x "
