@@ -7,6 +7,27 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+#: Ten rows of the task (with a part of speech, ``pos``, some prompts name).
+ROWS = pd.DataFrame(
+    {
+        "lemma": ["cat", "dog", "oak", "rain", "fox", "sun", "moon", "tree", "bird", "fish"],
+        "pos": ["noun"] * 10,
+        "gloss": [
+            "a small animal",
+            "a loyal friend of man",
+            "a tall tree",
+            "water falling from the sky",
+            "a quick brown animal",
+            "the star of the day",
+            "it shines at night",
+            "a tall plant",
+            "it sings in the morning",
+            "it swims in the river",
+        ],
+    }
+)
 #: The LoRA adapter most llm tests train (small rank, no dropout: runs repeat exactly).
 LORA = {"type": "lora", "r": 4, "alpha": 8, "dropout": 0.0}
 #: The prompt of the tests whose rows have a part of speech (``pos``) beside the lemma.

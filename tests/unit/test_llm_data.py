@@ -23,28 +23,9 @@ from ludwig_hpo.data.llm import (
 )
 from ludwig_hpo.data.preprocess import prepare
 from ludwig_hpo.errors import DataError
-from tests.llm_configs import llm_config
+from tests.llm_configs import ROWS, llm_config
 
 pytest.importorskip("transformers")
-
-ROWS = pd.DataFrame(
-    {
-        "lemma": ["cat", "dog", "oak", "rain", "fox", "sun", "moon", "tree", "bird", "fish"],
-        "pos": ["noun"] * 10,
-        "gloss": [
-            "a small animal",
-            "a loyal friend of man",
-            "a tall tree",
-            "water falling from the sky",
-            "a quick brown animal",
-            "the star of the day",
-            "it shines at night",
-            "a tall plant",
-            "it sings in the morning",
-            "it swims in the river",
-        ],
-    }
-)
 
 
 @pytest.fixture(scope="module")

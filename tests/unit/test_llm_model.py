@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
@@ -24,26 +23,11 @@ from ludwig_hpo.model.llm import LLMModel
 from ludwig_hpo.model.llm_metrics import LLMLoss, LLMMetrics
 from ludwig_hpo.model.losses import OutputLosses
 from tests.llm_configs import LORA, llm_config
+from tests.llm_configs import ROWS as WORD_ROWS
 
 pytest.importorskip("peft")
 
-ROWS = pd.DataFrame(
-    {
-        "lemma": ["cat", "dog", "oak", "rain", "fox", "sun", "moon", "tree", "bird", "fish"],
-        "gloss": [
-            "a small animal",
-            "a loyal friend of man",
-            "a tall tree",
-            "water falling from the sky",
-            "a quick brown animal",
-            "the star of the day",
-            "it shines at night",
-            "a tall plant",
-            "it sings in the morning",
-            "it swims in the river",
-        ],
-    }
-)
+ROWS = WORD_ROWS.drop(columns="pos")
 
 
 def _cfg(base: str, **extra) -> SweepConfig:
