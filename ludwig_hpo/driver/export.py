@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -23,7 +24,10 @@ from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.protocol import Tracker
 
 if TYPE_CHECKING:
+    import pandas as pd
     import torch
+
+    from ludwig_hpo.data.preprocess import KeptRows
 
 #: Rows of the test split logged as the MLflow model's input example.
 INPUT_EXAMPLE_ROWS = 5
@@ -129,7 +133,7 @@ def _log_best_model(
     from ludwig_hpo.model.build import ECDModel
     from ludwig_hpo.model.saved_weights import load_saved_state_dict
     from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
-    from ludwig_hpo.tracking.models import log_pytorch_model, log_saved_model
+    from ludwig_hpo.tracking.models import log_pytorch_model
     from ludwig_hpo.train.calibrate import calibrate
 
     cfg = resolve_trial_config(loaded.raw, best.params)
@@ -144,11 +148,7 @@ def _log_best_model(
         why = e.one_line() if isinstance(e, UserError) else one_line_error(f"{type(e).__name__}: {e}")
         console.print(f"warning: no raw-row model was logged: {why}", highlight=False)
     else:
-        logged = log_saved_model(store, parent, paths.served_model, layout.MODEL_ARTIFACT, register_as=name)
-        tags[layout.BEST_MODEL_URI_TAG] = logged.uri
-        if logged.version is not None and name is not None:
-            tags[layout.REGISTERED_MODEL_TAG] = layout.registered_model_value(name, logged.version)
-            console.print(f"model registry: {name} version {logged.version}", highlight=False)
+        tags.update(log_served_model(paths, store, parent, name, console))
     ecd = cast(ECDModel, model)  # the PyTorch flavour's one-tensor form is an ECD model's
     flat = FlatInputModel(ecd, data.meta, [f.name for f in cfg.output_features])
     example = flat_inputs(data.inputs, data.splits["test"][:INPUT_EXAMPLE_ROWS], ecd.input_names, data.meta)
@@ -178,21 +178,56 @@ def save_raw_row_model(
     cfg = loaded.config
     kept = kept_rows(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
     train = kept.df.iloc[kept.splits["train"]]
-    test = kept.splits.get("test")
-    example = (
-        kept.df.iloc[test[:INPUT_EXAMPLE_ROWS]] if test is not None and len(test) else train.head(INPUT_EXAMPLE_ROWS)
-    )
+    example = input_example(kept, INPUT_EXAMPLE_ROWS)
     served = ServedModel(model, resolve_trial_config(loaded.raw, best.params), data.meta, reference_rows(train, cfg))
+    cwd = dataset_folder(cfg.dataset.source, loaded.base_dir)  # relative image paths of the example
+    write_replacing(folder, lambda tmp: save_pyfunc(tmp, served, example, loaded.raw, best.params, data_dir=cwd))
+
+
+def input_example(kept: KeptRows, rows: int) -> pd.DataFrame:
+    """The first ``rows`` raw test rows of ``kept`` (the sweep's rows and splits), else its
+    first training rows: a logged model's input example. Pure; driver."""
+    test = kept.splits.get("test")
+    chosen = test if test is not None and len(test) else kept.splits["train"]
+    return kept.df.iloc[chosen[:rows]]
+
+
+def write_replacing(folder: Path, write: Callable[[Path], None]) -> None:
+    """Run ``write`` on a folder beside ``folder``, then rename it to ``folder`` (replacing one
+    there), so a write that fails leaves nothing half-written. Driver only.
+
+    Raises:
+        whatever ``write`` raises (its folder removed).
+    """
     tmp = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    cwd = dataset_folder(cfg.dataset.source, loaded.base_dir)  # relative image paths of the example
     try:
-        save_pyfunc(tmp, served, example, loaded.raw, best.params, data_dir=cwd)
+        write(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # nothing half-written stays
         raise
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
+
+
+def log_served_model(
+    paths: SweepPaths, store: Tracker, parent: str, name: str | None, console: Console
+) -> dict[str, str]:
+    """Log ``model/`` of the output folder as the parent run's logged model ``model``
+    (registered as a new version of ``name`` when given, which the console says) and return
+    the parent's tags naming it: ``best_model_uri``, ``registered_model``. Driver only.
+
+    Raises:
+        mlflow.exceptions.MlflowException: the store refused the upload or the registration.
+    """
+    from ludwig_hpo.tracking.models import log_saved_model
+
+    logged = log_saved_model(store, parent, paths.served_model, layout.MODEL_ARTIFACT, register_as=name)
+    tags = {layout.BEST_MODEL_URI_TAG: logged.uri}
+    if logged.version is not None and name is not None:
+        tags[layout.REGISTERED_MODEL_TAG] = layout.registered_model_value(name, logged.version)
+        console.print(f"model registry: {name} version {logged.version}", highlight=False)
+    return tags
 
 
 def log_best_trial(best: TrialRecord, metric: str, goal: str, store: Tracker, parent: str) -> None:

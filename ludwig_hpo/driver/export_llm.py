@@ -6,17 +6,16 @@ no caller has. Driver process only, after the search (see :mod:`ludwig_hpo.drive
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from rich.console import Console
 
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData
+from ludwig_hpo.driver.export import input_example, log_served_model, write_replacing
 from ludwig_hpo.driver.paths import SweepPaths
 from ludwig_hpo.errors import UserError, one_line_error
 from ludwig_hpo.results import TrialRecord
-from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.protocol import Tracker
 
 #: Rows of the test split logged as the MLflow model's input example (each is answered once).
@@ -43,7 +42,6 @@ def log_best_llm(
     from ludwig_hpo.config.loader import resolve_trial_config
     from ludwig_hpo.model import build_model
     from ludwig_hpo.model.saved_weights import load_saved_state_dict
-    from ludwig_hpo.tracking.models import log_saved_model
 
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
@@ -55,13 +53,7 @@ def log_best_llm(
         why = e.one_line() if isinstance(e, UserError) else one_line_error(f"{type(e).__name__}: {e}")
         console.print(f"warning: no llm model was logged: {why}", highlight=False)
         return
-    name = loaded.config.tracking.register_model
-    logged = log_saved_model(store, parent, paths.served_model, layout.MODEL_ARTIFACT, register_as=name)
-    tags = {layout.BEST_MODEL_URI_TAG: logged.uri}
-    if logged.version is not None and name is not None:
-        tags[layout.REGISTERED_MODEL_TAG] = layout.registered_model_value(name, logged.version)
-        console.print(f"model registry: {name} version {logged.version}", highlight=False)
-    store.set_tags(parent, tags)
+    store.set_tags(parent, log_served_model(paths, store, parent, loaded.config.tracking.register_model, console))
 
 
 def _save(folder: Path, model, best: TrialRecord, loaded: LoadedSweep, data: PreparedData) -> None:
@@ -78,17 +70,8 @@ def _save(folder: Path, model, best: TrialRecord, loaded: LoadedSweep, data: Pre
     from ludwig_hpo.model.llm_pyfunc import save_llm_pyfunc
 
     cfg = loaded.config
-    kept = kept_rows(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
-    test = kept.splits.get("test")
-    rows = test if test is not None and len(test) else kept.splits["train"]
-    example = kept.df.iloc[rows[:LLM_INPUT_EXAMPLE_ROWS]]
+    example = input_example(kept_rows(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg), LLM_INPUT_EXAMPLE_ROWS)
     trial_cfg = resolve_trial_config(loaded.raw, best.params)
-    tmp = folder.with_name(f".{folder.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        save_llm_pyfunc(tmp, model, trial_cfg, data.meta, example, loaded.raw, best.params)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-written stays
-        raise
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    write_replacing(
+        folder, lambda tmp: save_llm_pyfunc(tmp, model, trial_cfg, data.meta, example, loaded.raw, best.params)
+    )
