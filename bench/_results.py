@@ -145,7 +145,10 @@ def _version(dist: str) -> str | None:
 
 
 def _jsonable(value: Any) -> Any:
-    """``value`` with paths as strings and non-finite floats as strings (JSON has neither)."""
+    """``value`` with paths as strings (relative to the checkout when inside it, so results read
+    the same on every machine) and non-finite floats as strings (JSON has neither)."""
+    if isinstance(value, Path):
+        return str(value.relative_to(ROOT)) if value.is_relative_to(ROOT) else str(value)
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -77,3 +77,9 @@ def test_the_commit_is_unknown_outside_a_checkout(results, tmp_path, monkeypatch
     monkeypatch.setattr(results, "ROOT", tmp_path)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     assert results.commit() == "unknown"
+
+
+def test_a_path_argument_inside_the_checkout_is_stamped_relative_to_it(results, tmp_path):
+    stamped = results.BenchRun("x", argparse.Namespace(sweep=ROOT / "sweeps" / "digits.yaml", out=tmp_path)).stamp()
+    assert stamped.args["sweep"] == "sweeps/digits.yaml"
+    assert stamped.args["out"] == str(tmp_path)  # outside the checkout: as given
