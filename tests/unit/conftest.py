@@ -6,6 +6,7 @@ seconds.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,11 @@ from typing import Any
 import pytest
 
 from ludwig_hpo.config.schema import SweepConfig
+
+# transformers reads a model's weights on a thread pool it shuts down without waiting, so its
+# threads outlive from_pretrained by a moment and the thread-leak check below would see them
+# depending on timing; read on the calling thread (the same weights) for a deterministic check.
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 LR_SPACE = {"space": "loguniform", "lower": 1e-4, "upper": 1e-2}
 
