@@ -13,6 +13,15 @@ from ludwig_hpo.data.bundled import load_bundled
 from ludwig_hpo.data.origin import SOURCE_ATTR
 from ludwig_hpo.errors import DataError
 
+#: The dataset file formats read, by lower-case file suffix (a ``.tsv`` is a CSV with tabs).
+FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
+
+
+def csv_delimiter(suffix: str) -> str:
+    """The delimiter of a CSV-format file with lower-case ``suffix``: a tab for ``.tsv``, else ``,``. Pure."""
+    return "\t" if suffix == ".tsv" else ","
+
+
 BUNDLED = ("digits", "breast_cancer", "wine")
 
 
@@ -93,9 +102,9 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
         )
     suffix = path.suffix.lower()
     try:
-        if suffix in (".csv", ".tsv"):
-            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-        elif suffix in (".parquet", ".pq"):
+        if FORMATS.get(suffix) == "csv":
+            df = pd.read_csv(path, sep=csv_delimiter(suffix))
+        elif FORMATS.get(suffix) == "parquet":
             df = pd.read_parquet(path)
         else:
             raise DataError(
@@ -121,8 +130,8 @@ def load_dataframe(source: str, base_dir: Path) -> pd.DataFrame:
         raise DataError(
             "the dataset has no rows", source=str(path), key="dataset.source", fix="point to a file with data"
         )
-    if suffix in (".csv", ".tsv"):
-        _refuse_duplicate_header(path, "\t" if suffix == ".tsv" else ",")
+    if FORMATS.get(suffix) == "csv":
+        _refuse_duplicate_header(path, csv_delimiter(suffix))
     df.attrs[SOURCE_ATTR] = str(path)
     return df
 

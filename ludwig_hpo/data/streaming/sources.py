@@ -16,11 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ludwig_hpo.data.sources import dataset_path
+from ludwig_hpo.data.sources import FORMATS, csv_delimiter, dataset_path
 from ludwig_hpo.data.streaming.mode import is_uri
 from ludwig_hpo.errors import DataError
 
-_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
 _KEY = "dataset.source"
 
 
@@ -58,14 +57,14 @@ class StreamFiles:
 
 def _format(path: str, source: str) -> str:
     suffix = Path(path).suffix.lower()
-    if suffix not in _FORMATS:
+    if suffix not in FORMATS:
         raise DataError(
             f"unknown dataset format {suffix or '(no suffix)'!r}",
             source=path,
             key=_KEY,
             fix="stream .parquet, .csv or .tsv files (or remove the file from the folder)",
         )
-    return _FORMATS[suffix]
+    return FORMATS[suffix]
 
 
 def _listing(source: str, base_dir: Path | None) -> tuple[list[tuple[str, int]], object | None]:
@@ -85,7 +84,7 @@ def _listing(source: str, base_dir: Path | None) -> tuple[list[tuple[str, int]],
     if any(c in local for c in "*?["):
         hits = [Path(p) for p in globbing.glob(str(path), recursive=True)]
     elif path.is_dir():
-        hits = [p for p in path.rglob("*") if p.suffix.lower() in _FORMATS]
+        hits = [p for p in path.rglob("*") if p.suffix.lower() in FORMATS]
     else:
         hits = [path] if path.is_file() else []
     files = [p for p in hits if p.is_file() and not any(part.startswith((".", "_")) for part in p.parts[-1:])]
@@ -153,7 +152,7 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> S
     formats = {p: _format(p, source) for p, _ in listing}
     first = listing[0][0]
     fmt = formats[first]
-    delimiter = "\t" if first.lower().endswith(".tsv") else ","
+    delimiter = csv_delimiter(Path(first).suffix.lower())
     other = next((p for p, f in formats.items() if f != fmt), None)
     if other is not None:
         raise DataError(
