@@ -119,7 +119,17 @@ def read_files(files: StreamFiles, columns: list[str]) -> Any:
     paths = list(files.paths)
     with_paths = _PATH not in files.columns
     if files.format == "parquet":
-        ds = ray.data.read_parquet(paths, include_paths=with_paths, filesystem=files.filesystem, file_extensions=None)
+        ctx = ray.data.DataContext.get_current()
+        before = ctx.use_datasource_v2
+        # Ray Data's V2 Parquet source lists the files in a task of its own at every pass, about
+        # a second and a half of each epoch; the V1 source reads the paths it is given
+        ctx.use_datasource_v2 = False
+        try:
+            ds = ray.data.read_parquet(
+                paths, include_paths=with_paths, filesystem=files.filesystem, file_extensions=None
+            )
+        finally:
+            ctx.use_datasource_v2 = before
         return ds.select_columns([*columns, _PATH] if with_paths else columns)
     import pyarrow.csv as pcsv
 
