@@ -95,3 +95,39 @@ def test_kfold_folds_of_a_streamed_dataset_partition_its_train_and_validation_ro
         assert train.count() == sum(streamed.fold_rows) - streamed.fold_rows[fold]
     with pytest.raises(ValueError):
         fold_datasets(streamed, 3)
+
+
+def test_a_text_column_streams_the_in_memory_vocabulary_and_ids(cluster, tmp_path, tiny_bert_dir):
+    from ludwig_hpo.execution.streaming.prepare import prepare_streamed
+    from tests.unit.test_streaming_text import _frame as text_frame
+
+    df = text_frame(240)
+    df["bert"] = df["review"]
+    folder = _folder(tmp_path, df)
+    raw = _sweep_dict(
+        [
+            {"name": "review", "type": "text", "preprocessing": {"most_common": 6, "max_sequence_length": 9}},
+            {
+                "name": "bert",
+                "type": "text",
+                "preprocessing": {"tokenizer": "hf_tokenizer", "pretrained_model_name_or_path": str(tiny_bert_dir)},
+            },
+        ],
+        [{"name": "label", "type": "category"}],
+        preprocessing={"split": {"type": "fixed"}},
+    )
+    raw["dataset"] = {"source": str(folder), "streaming": True}
+    cfg = SweepConfig.model_validate(raw)
+    whole = pd.concat([pd.read_parquet(p) for p in sorted(folder.glob("*.parquet"))], ignore_index=True)
+    memory = prepare(whole, cfg)
+    streamed = prepare_streamed(cfg, None)
+    for name in ("review", "bert"):
+        got, want = streamed.meta[name], memory.meta[name]
+        assert (got.vocab, got.shape, got.stats) == (want.vocab, want.shape, want.stats), name
+    batches = list(streamed.datasets["train"].iter_batches(batch_size=None, batch_format="numpy"))
+    inputs, _ = split_batch({k: np.concatenate([b[k] for b in batches]) for k in batches[0]})
+    for name in ("review", "bert"):
+        want = memory.inputs[name][memory.splits["train"]]
+        assert inputs[name].shape == want.shape and inputs[name].dtype == np.int64, name
+        # Ray Data may hand blocks back in another order: compare the rows as a multiset
+        assert sorted(map(tuple, inputs[name].tolist())) == sorted(map(tuple, want.tolist())), name

@@ -281,7 +281,11 @@ def test_what_needs_the_whole_dataset_is_refused_in_one_line(change, key):
 @pytest.mark.parametrize(
     ("feature", "key"),
     [
-        ({"name": "t", "type": "text"}, "input_features[t]"),
+        ({"name": "s", "type": "set"}, "input_features[s]"),
+        (
+            {"name": "t", "type": "text", "preprocessing": {"missing_value_strategy": "fill_with_mode"}},
+            "input_features[t].preprocessing.missing_value_strategy",
+        ),
         (
             {"name": "b", "type": "number", "preprocessing": {"missing_value_strategy": "bfill"}},
             "input_features[b].preprocessing.missing_value_strategy",
@@ -389,17 +393,6 @@ def test_streaming_auto_streams_many_files_and_uris_and_loads_one_small_file(tmp
     (tmp_path / "rows").mkdir()
     cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": source, "streaming": streaming}))
     assert streaming_wanted(cfg, tmp_path) is want
-
-
-def test_streaming_auto_loads_a_single_file_of_any_size_in_memory(tmp_path):
-    from ludwig_hpo.data.streaming.mode import streaming_wanted
-
-    big = tmp_path / "big.csv"
-    with big.open("wb") as f:  # sparse: its size is what stat says, no disk is written
-        f.truncate(3 << 30)
-    for source in ("big.csv", str(big)):
-        cfg = SweepConfig.model_validate(_sweep_dict(INPUTS, OUTPUTS, dataset={"source": source}))
-        assert streaming_wanted(cfg, tmp_path) is False
 
 
 def test_a_bundled_dataset_asked_to_stream_is_refused():

@@ -1,7 +1,9 @@
 """The fitted preprocessing applied to one streamed batch: raw rows in, the prepared arrays
 the worker loop takes out (keys of :mod:`ludwig_hpo.data.streaming.record`). The same
 :func:`~ludwig_hpo.data.preprocess.apply_input` / :func:`~ludwig_hpo.data.preprocess.apply_target`
-as in memory, so a row is prepared alike on either path. Pure; runs wherever Ray Data maps
+as in memory (a text input: :func:`~ludwig_hpo.data.streaming.text.apply_text`, the
+tokenization and padding of :func:`~ludwig_hpo.data.text.encode_text`), so a row is prepared
+alike on either path. Pure; runs wherever Ray Data maps
 the batch (lazily, as the ranks read it).
 """
 
@@ -18,6 +20,7 @@ from ludwig_hpo.data.preprocess import FeatureMeta, apply_input, apply_target
 from ludwig_hpo.data.streaming.fit import drop_mask, require_columns
 from ludwig_hpo.data.streaming.record import FOLD_KEY, input_key, target_key
 from ludwig_hpo.data.streaming.splits import SplitRule, fold_codes, split_codes
+from ludwig_hpo.data.streaming.text import apply_text
 
 
 def apply_batch(
@@ -48,7 +51,11 @@ def apply_batch(
     out: dict[str, np.ndarray] = {FOLD_KEY: folds}
     for feat in cfg.input_features:
         key = f"input_features[{feat.name}]"
-        out[input_key(feat.name)], _ = apply_input(feat, df[feat.source_column], meta[feat.name], key, origin)
+        s = df[feat.source_column]
+        if feat.type == "text":
+            out[input_key(feat.name)] = apply_text(feat, s, meta[feat.name], key, origin)
+        else:
+            out[input_key(feat.name)], _ = apply_input(feat, s, meta[feat.name], key, origin)
     for target in cfg.output_features:
         key = f"output_features[{target.name}]"
         out[target_key(target.name)], _ = apply_target(target, df[target.source_column], meta[target.name], key, origin)

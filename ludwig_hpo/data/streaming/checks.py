@@ -1,6 +1,6 @@
 """What a streamed sweep cannot do yet, refused in one line before anything is read: every
-refusal here needs the whole dataset in one place (a vocabulary pass over text, image sizes,
-neighbouring rows, a permutation of every row). Pure; runs in the driver.
+refusal here needs the whole dataset in one place (image sizes, neighbouring rows, the most
+frequent of every distinct text cell, a permutation of every row). Pure; runs in the driver.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.rows import features_of, global_preprocessing, preprocessing_of
 from ludwig_hpo.errors import DataError
 
-#: Feature types a streamed dataset fits and applies batch by batch.
-STREAMED_TYPES = ("number", "binary", "category")
+#: Feature types a streamed dataset fits and applies batch by batch (text: inputs; the
+#: config refuses a text output of an ecd model).
+STREAMED_TYPES = ("number", "binary", "category", "text")
 _FIX = "or set dataset.streaming: false to load the dataset in memory"
 
 
@@ -18,9 +19,9 @@ def check_streamable(cfg: SweepConfig) -> None:
     """Refuse what streaming does not support, naming the key.
 
     Raises:
-        DataError: an LLM sweep, a feature type other than number, binary and category,
-            ``bfill`` / ``ffill`` missing values, an ``outlier_strategy`` of ``bfill`` / ``ffill``
-            / ``drop_row``, sampling or class
+        DataError: an LLM sweep, a feature type other than number, binary, category and text,
+            ``bfill`` / ``ffill`` missing values, a text input's ``fill_with_mode``, an
+            ``outlier_strategy`` of ``bfill`` / ``ffill`` / ``drop_row``, sampling or class
             rebalancing of the training split.
     """
     if getattr(cfg, "model_type", "ecd") != "ecd":
@@ -41,6 +42,13 @@ def check_streamable(cfg: SweepConfig) -> None:
                 "streamed dataset does not keep in order",
                 key=f"{key}.preprocessing.missing_value_strategy",
                 fix=f"use fill_with_const, fill_with_mode or drop_row, {_FIX}",
+            )
+        if feat.type == "text" and prep.missing_value_strategy == "fill_with_mode":
+            raise DataError(
+                "missing_value_strategy fill_with_mode of a text feature counts every distinct cell, "
+                "which a streamed dataset does not keep",
+                key=f"{key}.preprocessing.missing_value_strategy",
+                fix=f"use fill_with_const or drop_row, {_FIX}",
             )
         outliers = getattr(prep, "outlier_strategy", None)
         if outliers in ("bfill", "ffill", "drop_row"):

@@ -12,8 +12,9 @@ values, ``min``/``max`` and the quartiles (numpy's ``linear`` percentile of the 
 column's partial holds one count per distinct training value, so its driver-side size is the
 number of distinct values (not of rows).
 
-Number, binary and category features only (:mod:`ludwig_hpo.data.streaming.checks` refuses
-the rest). Pure; :func:`batch_partial` runs wherever Ray Data maps a batch, :func:`merge` and
+Number, binary and category features, and text inputs (their partial and fit:
+:mod:`ludwig_hpo.data.streaming.text`); :mod:`ludwig_hpo.data.streaming.checks` refuses the
+rest. Pure; :func:`batch_partial` runs wherever Ray Data maps a batch, :func:`merge` and
 :func:`fitted_meta` in the driver.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,7 @@ from ludwig_hpo.data.preprocess import FeatureMeta
 from ludwig_hpo.data.rows import features_of, preprocessing_of
 from ludwig_hpo.data.streaming.number_counts import NumberCounts
 from ludwig_hpo.data.streaming.splits import SplitRule, fold_codes, split_codes
+from ludwig_hpo.data.streaming.text import TextPartial, text_meta, text_partial
 from ludwig_hpo.errors import DataError
 
 
@@ -148,13 +151,14 @@ class ColumnPartial:
 @dataclass
 class BatchPartial:
     """What one batch tells the fit (or, merged, the whole stream): rows per split and fold,
-    rows a ``drop_row`` strategy drops per feature, one :class:`ColumnPartial` per feature."""
+    rows a ``drop_row`` strategy drops per feature, one :class:`ColumnPartial` per feature (a
+    :class:`~ludwig_hpo.data.streaming.text.TextPartial` per text input)."""
 
     rows: int = 0
     split_rows: list[int] = field(default_factory=lambda: [0, 0, 0])
     fold_rows: list[int] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
-    columns: dict[str, ColumnPartial] = field(default_factory=dict)
+    columns: dict[str, ColumnPartial | TextPartial] = field(default_factory=dict)
 
 
 def _first(mask: np.ndarray) -> int | None:
@@ -260,16 +264,20 @@ def batch_partial(df: pd.DataFrame, cfg: SweepConfig, rule: SplitRule, origin: D
     train = codes == 0
     for section, feat in features_of(cfg):
         key = f"{section}[{feat.name}]"
-        out.columns[feat.name] = column_partial(feat, section, df[feat.source_column], train, key, origin)
+        s = df[feat.source_column]
+        if feat.type == "text":
+            out.columns[feat.name] = text_partial(feat, s, train, key, origin)
+        else:
+            out.columns[feat.name] = column_partial(feat, section, s, train, key, origin)
     return out
 
 
 def merge_into(total: BatchPartial, p: BatchPartial) -> None:
     """Add ``p``, the partial of the batch after those ``total`` holds (the driver's reduce)."""
     if not total.columns:
-        total.columns = {name: ColumnPartial() for name in p.columns}
+        total.columns = {name: type(col)() for name, col in p.columns.items()}
     for name, col in p.columns.items():
-        total.columns[name].merge(col, total.rows)
+        total.columns[name].merge(col, total.rows)  # type: ignore[arg-type]
     for name, n in p.dropped.items():
         total.dropped[name] = total.dropped.get(name, 0) + n
     total.split_rows = [a + b for a, b in zip(total.split_rows, p.split_rows, strict=True)]
@@ -396,19 +404,28 @@ def _binary_meta(feat: Any, section: str, col: ColumnPartial, key: str, source: 
     return FeatureMeta(feat.name, "binary", fitted=FittedBinary(fill, col.last, labels).record())
 
 
-def fitted_meta(cfg: SweepConfig, total: BatchPartial, source: str | None) -> dict[str, FeatureMeta]:
+def fitted_meta(
+    cfg: SweepConfig, total: BatchPartial, source: str | None, data_dir: Path | None = None
+) -> dict[str, FeatureMeta]:
     """Every feature's :class:`FeatureMeta` from the merged partial of the whole stream (inputs,
-    then outputs, as in memory). ``source`` (the dataset) is named in errors. Runs in the driver.
+    then outputs, as in memory). ``source`` (the dataset) is named in errors; ``data_dir`` is
+    where a text input's relative ``vocab_file`` starts (None: the current folder). Runs in the
+    driver.
 
     Raises:
         DataError: every training value of an input missing, a target with a single class or
-            more classes than ``most_common``, missing target values.
+            more classes than ``most_common``, missing target values; a text input's errors
+            (:func:`~ludwig_hpo.data.streaming.text.text_meta`).
     """
     makers = {"number": _number_meta, "category": _category_meta, "binary": _binary_meta}
-    return {
-        feat.name: makers[feat.type](feat, section, total.columns[feat.name], f"{section}[{feat.name}]", source)
-        for section, feat in features_of(cfg)
-    }
+    out: dict[str, FeatureMeta] = {}
+    for section, feat in features_of(cfg):
+        col, key = total.columns[feat.name], f"{section}[{feat.name}]"
+        if isinstance(col, TextPartial):
+            out[feat.name] = text_meta(feat, col, key, source, data_dir)
+        else:
+            out[feat.name] = makers[feat.type](feat, section, col, key, source)
+    return out
 
 
 def filled_notes(
@@ -424,6 +441,8 @@ def filled_notes(
     ]
     for section, feat in features_of(cfg):
         col, prep = total.columns[feat.name], preprocessing_of(feat, section)
+        if isinstance(col, TextPartial):
+            continue  # the in-memory text preparation lists no filled cells either
         strategy = prep.missing_value_strategy
         if col.missing and strategy != "drop_row":
             fill = meta[feat.name].fitted.get("fill")

@@ -198,7 +198,7 @@ def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
     for partial in _ordered_pass(files, columns, _Partial(cfg, rule, files), cfg.dataset.source):
         merge_into(total, partial)
     ds = read_files(files, columns)
-    meta = fitted_meta(cfg, total, cfg.dataset.source)
+    meta = fitted_meta(cfg, total, cfg.dataset.source, base_dir)  # a relative vocab_file starts there
     check_counts(cfg, total, meta, cfg.dataset.source)
     outliers: dict[str, int] = {}
     if outlier_features(cfg):
