@@ -1,5 +1,6 @@
 """The best trial's model: ``best_model/`` in the output folder, the parent run's copy of it, its
-MLflow PyTorch model, and its registry version. Driver process only, after the search."""
+MLflow raw-row and PyTorch models, and its registry version, alike for a dataset in memory and
+a streamed one. Driver process only, after the search."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ludwig_hpo.config.paths import apply_params
 from ludwig_hpo.data import PreparedData
 from ludwig_hpo.data.streaming.record import StreamedData
 from ludwig_hpo.driver.paths import SweepPaths
-from ludwig_hpo.errors import UserError, one_line_error
+from ludwig_hpo.errors import DataError, UserError, one_line_error
 from ludwig_hpo.results import TrialRecord
 from ludwig_hpo.tracking import layout
 from ludwig_hpo.tracking.protocol import Tracker
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
-    from ludwig_hpo.data.preprocess import KeptRows
+    from ludwig_hpo.data.preprocess import FeatureMeta, KeptRows
+    from ludwig_hpo.execution.streaming.local import LocalSplits
 
 #: Rows of the test split logged as the MLflow model's input example.
 INPUT_EXAMPLE_ROWS = 5
@@ -48,9 +50,10 @@ def export_best(
     the sweep file's mapping with its parameters (``config.yaml``) and the preprocessing fitted
     on the training split (``preprocessing.json``), so the model can be rebuilt with
     :func:`ludwig_hpo.model.build_model` and fed new rows. Logs the folder to the parent run,
-    tags the exported epoch, and logs the MLflow PyTorch model (registered when
-    ``tracking.register_model`` is set); an llm's pyfunc model instead
-    (:func:`~ludwig_hpo.driver.export_llm.log_best_llm`).
+    tags the exported epoch, and logs the MLflow raw-row and PyTorch models (the raw-row one
+    registered when ``tracking.register_model`` is set; a streamed dataset's are built from the
+    fitted preprocessing and a few rows read again from its files); an llm's pyfunc model
+    instead (:func:`~ludwig_hpo.driver.export_llm.log_best_llm`).
 
     Args:
         best: the best search trial.
@@ -81,14 +84,8 @@ def export_best(
         from ludwig_hpo.driver.export_llm import log_best_llm
 
         log_best_llm(best, paths, loaded, data, store, parent, console)
-    elif weights is not None and isinstance(data, PreparedData):
+    elif weights is not None:
         _log_best_model(best, paths, loaded, data, store, parent, console)
-    elif weights is not None:  # its pyfunc refits on raw training rows, which a stream does not hold
-        console.print(
-            f"note: a sweep on a streamed dataset logs no MLflow model yet; {out.name}/ holds the best "
-            "weights, config and preprocessing",
-            highlight=False,
-        )
 
 
 def _note_exported_epoch(best: TrialRecord, weights: Path, store: Tracker, parent: str, console: Console) -> None:
@@ -113,7 +110,7 @@ def _log_best_model(
     best: TrialRecord,
     paths: SweepPaths,
     loaded: LoadedSweep,
-    data: PreparedData,
+    data: PreparedData | StreamedData,
     store: Tracker,
     parent: str,
     console: Console,
@@ -125,33 +122,49 @@ def _log_best_model(
     the parent run with ``best_model_uri`` (the pyfunc's), ``pytorch_model_uri`` and
     ``registered_model`` (``<name>/<version>``). A raw-row model that cannot be built (its
     dataset no longer readable, rows MLflow cannot infer a signature of) is one warning line;
-    the PyTorch model is logged all the same."""
+    the PyTorch model is logged all the same (a streamed dataset's, when its files still read)."""
+    import numpy as np
     import torch
 
     from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.driver.holdout import calibrate_best
+    from ludwig_hpo.execution.streaming.local import LocalSplits
     from ludwig_hpo.model import build_model
     from ludwig_hpo.model.build import ECDModel
     from ludwig_hpo.model.saved_weights import load_saved_state_dict
     from ludwig_hpo.model.serving import FlatInputModel, flat_inputs
     from ludwig_hpo.tracking.models import log_pytorch_model
-    from ludwig_hpo.train.calibrate import calibrate
 
     cfg = resolve_trial_config(loaded.raw, best.params)
     model = build_model(cfg, data.meta)
     load_saved_state_dict(model, torch.load(paths.best_weights, map_location="cpu", weights_only=True)["state_dict"])
-    calibrate(model, cfg, data)  # Ludwig's calibration: the served probabilities are calibrated
     name = loaded.config.tracking.register_model
     tags: dict[str, str] = {}
+    local: PreparedData | LocalSplits | None = data if isinstance(data, PreparedData) else None
     try:
-        save_raw_row_model(paths.served_model, model, best, loaded, data)
+        if local is None:
+            local = LocalSplits(loaded.config, loaded.base_dir, cast(StreamedData, data))
+        calibrate_best(model, cfg, local)  # Ludwig's calibration: the served probabilities are calibrated
+        if isinstance(local, PreparedData):
+            save_raw_row_model(paths.served_model, model, best, loaded, local)
+        else:
+            save_streamed_raw_row_model(paths.served_model, model, best, loaded, local)
     except Exception as e:  # noqa: BLE001 - one warning line; the sweep's results and the module are kept
         why = e.one_line() if isinstance(e, UserError) else one_line_error(f"{type(e).__name__}: {e}")
         console.print(f"warning: no raw-row model was logged: {why}", highlight=False)
     else:
         tags.update(log_served_model(paths, store, parent, name, console))
+    if local is None:  # a streamed dataset whose files no longer read: no rows for the example
+        store.set_tags(parent, tags)
+        return
     ecd = cast(ECDModel, model)  # the PyTorch flavour's one-tensor form is an ECD model's
     flat = FlatInputModel(ecd, data.meta, [f.name for f in cfg.output_features])
-    example = flat_inputs(data.inputs, data.splits["test"][:INPUT_EXAMPLE_ROWS], ecd.input_names, data.meta)
+    if isinstance(local, PreparedData):
+        inputs, rows = local.inputs, local.splits["test"][:INPUT_EXAMPLE_ROWS]
+    else:
+        inputs = local.prepared_rows("test", INPUT_EXAMPLE_ROWS) or local.prepared_rows("train", INPUT_EXAMPLE_ROWS)
+        rows = np.arange(len(next(iter(inputs.values()))))  # the first rows read: all of them
+    example = flat_inputs(inputs, rows, ecd.input_names, data.meta)
     plain = log_pytorch_model(store, parent, flat, example, name=layout.PYTORCH_MODEL_ARTIFACT)
     tags[layout.PYTORCH_MODEL_URI_TAG] = plain.uri
     store.set_tags(parent, tags)
@@ -162,26 +175,77 @@ def save_raw_row_model(
 ) -> None:
     """Write ``model`` (trained, calibrated, of ``best``'s configuration) as an MLflow pyfunc
     model folder at ``folder`` (replacing one there; written beside it, then renamed): the
-    training split's raw cells it refits its preprocessing on are read again from the sweep's
-    dataset and split as the sweep split it; its input example is the first test rows (else
-    training rows). Driver only.
+    training split's raw cells it refits its preprocessing on (those of the features without a
+    fitted record, :func:`~ludwig_hpo.model.raw_rows.reference_rows`) are read again from the
+    sweep's dataset and split as the sweep split it; its input example is the first test rows
+    (else training rows). Driver only.
 
     Raises:
         UserError: the dataset cannot be read or split again.
     """
-    from ludwig_hpo.config.loader import resolve_trial_config
     from ludwig_hpo.data import dataset_folder, load_dataframe
     from ludwig_hpo.data.preprocess import kept_rows
-    from ludwig_hpo.model.pyfunc import ServedModel, save_pyfunc
     from ludwig_hpo.model.raw_rows import reference_rows
 
     cfg = loaded.config
     kept = kept_rows(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
     train = kept.df.iloc[kept.splits["train"]]
-    example = input_example(kept, INPUT_EXAMPLE_ROWS)
-    served = ServedModel(model, resolve_trial_config(loaded.raw, best.params), data.meta, reference_rows(train, cfg))
     cwd = dataset_folder(cfg.dataset.source, loaded.base_dir)  # relative image paths of the example
-    write_replacing(folder, lambda tmp: save_pyfunc(tmp, served, example, loaded.raw, best.params, data_dir=cwd))
+    _save_served(
+        folder, model, best, loaded, data.meta, reference_rows(train, cfg), input_example(kept, INPUT_EXAMPLE_ROWS), cwd
+    )
+
+
+def save_streamed_raw_row_model(
+    folder: Path, model: torch.nn.Module, best: TrialRecord, loaded: LoadedSweep, local: LocalSplits
+) -> None:
+    """:func:`save_raw_row_model` of a streamed sweep: the same pyfunc model, whose
+    preprocessing is the fitted record alone (``local.streamed.meta``, what
+    ``best_model/preprocessing.json`` holds; every feature type a stream prepares applies its
+    fitted statistics to new rows, so no training cell is kept); its input example is the first
+    test rows (else training rows) read again from the files. Driver only.
+
+    Raises:
+        UserError: the files cannot be read again; a feature would need the training split's
+            raw cells (a type without a fitted record).
+    """
+    from ludwig_hpo.data.preprocess import FITTED_TYPES
+    from ludwig_hpo.model.raw_rows import reference_rows
+
+    cfg = loaded.config
+    example = local.raw_rows("test", INPUT_EXAMPLE_ROWS)
+    if example.empty:
+        example = local.raw_rows("train", INPUT_EXAMPLE_ROWS)
+    reference = reference_rows(example.iloc[:0], cfg)
+    unfitted = [*reference.columns] + [
+        n for n, m in local.streamed.meta.items() if m.type in FITTED_TYPES and not m.fitted
+    ]
+    if unfitted:
+        raise DataError(
+            f"a streamed sweep's model keeps no training rows, but {unfitted[0]!r} has no fitted record to "
+            "prepare new rows with",
+            source=cfg.dataset.source,
+            key="dataset.streaming",
+            fix="set dataset.streaming: false to load the dataset in memory",
+        )
+    _save_served(folder, model, best, loaded, local.streamed.meta, reference, example, None)
+
+
+def _save_served(
+    folder: Path,
+    model: torch.nn.Module,
+    best: TrialRecord,
+    loaded: LoadedSweep,
+    meta: dict[str, FeatureMeta],
+    reference: pd.DataFrame,
+    example: pd.DataFrame,
+    data_dir: Path | None,
+) -> None:
+    from ludwig_hpo.config.loader import resolve_trial_config
+    from ludwig_hpo.model.pyfunc import ServedModel, save_pyfunc
+
+    served = ServedModel(model, resolve_trial_config(loaded.raw, best.params), meta, reference)
+    write_replacing(folder, lambda tmp: save_pyfunc(tmp, served, example, loaded.raw, best.params, data_dir=data_dir))
 
 
 def input_example(kept: KeptRows, rows: int) -> pd.DataFrame:

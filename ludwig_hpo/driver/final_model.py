@@ -40,8 +40,8 @@ class FinalModel:
         best: the search's best trial, None when no trial scored.
         checkpoints: the search trials' checkpoint folders holding their best weights, by trial id.
         loaded: the sweep file.
-        data: the prepared data (its test split is scored in the driver, on the CPU), or a
-            streamed dataset (its test split is not scored: a line says so).
+        data: the prepared data, or a streamed dataset; its test split is scored in the
+            driver, on the CPU (a streamed one read from its files a batch at a time).
         output: the sweep's output folder, store and parent run.
         console: where the lines saying what was chosen go.
     """
@@ -181,9 +181,7 @@ class FinalModel:
         return kept[-1] if kept else None
 
     def _score(self, rec: TrialRecord, weights: Path | None = None) -> dict[str, float]:
-        if isinstance(self.data, StreamedData):  # the driver scores in-memory rows only
-            say(self.console, "test split: not scored (a sweep on a streamed dataset does not score it yet)")
-            return {}
+        # a streamed test split is read from its files as it is scored (the local cluster has stopped)
         return score_best_on_test(rec, self.loaded, self.data, self.output.paths, self.console, weights)
 
     def _tag(self, s: ModelSelection) -> None:

@@ -5,6 +5,8 @@ on the test split and exported."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
 from ludwig_hpo.config.schema import SweepConfig
@@ -16,35 +18,47 @@ from ludwig_hpo.train.data import DeviceData, batches
 BATCH_ROWS = 512
 
 
-@torch.no_grad()
-def _logits(model: torch.nn.Module, dd: DeviceData, rows: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
-    out: dict[str, list[torch.Tensor]] = {n: [] for n in names}
-    for idx in batches(rows.numpy(), BATCH_ROWS, dd.device, drop_last=False):
-        z = model(dd.batch(idx)[0])
-        for n in names:
-            out[n].append(z[n].float())
-    return {n: torch.cat(v) for n, v in out.items()}
-
-
 def calibrate(model: torch.nn.Module, cfg: SweepConfig, data: PreparedData) -> dict[str, float]:
     """Fit the temperature of every output with ``calibration: true`` on the validation rows
     and set it on the model's heads (``heads.output_metrics[name].temperature``, pickled with the
     model). Returns ``{output name: temperature}``; empty when no output is calibrated or the
     validation split has no rows."""
-    names = [f.name for f in cfg.output_features if getattr(f, "calibration", False)]
     rows = data.splits.get("validation")
-    if not names or rows is None or len(rows) == 0:
+    if rows is None or len(rows) == 0:
         return {}
     dd = DeviceData(data, torch.device("cpu"))
+    return calibrate_on(model, cfg, (dd.batch(idx) for idx in batches(rows, BATCH_ROWS, dd.device, drop_last=False)))
+
+
+def calibrate_on(
+    model: torch.nn.Module, cfg: SweepConfig, pairs: Iterable[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]]
+) -> dict[str, float]:
+    """:func:`calibrate` on the validation rows given as ``(inputs, targets)`` CPU batches (a
+    streamed split's, read as they are scored: only the calibrated outputs' logits and targets,
+    (rows,) or (rows, classes) float32, are kept). Returns ``{output name: temperature}``; empty
+    when no output is calibrated (``pairs`` is then not read) or ``pairs`` holds no rows."""
+    names = [f.name for f in cfg.output_features if getattr(f, "calibration", False)]
+    if not names:
+        return {}
+    logits: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+    targets: dict[str, list[torch.Tensor]] = {n: [] for n in names}
     was_training = model.training
     model.eval()
-    logits = _logits(model, dd, torch.as_tensor(rows), names)
+    with torch.no_grad():
+        for x, y in pairs:
+            z = model(x)
+            for n in names:
+                logits[n].append(z[n].float())
+                targets[n].append(y[n])
     if was_training:
         model.train()
+    if not logits[names[0]]:
+        return {}
     kinds = {f.name: f.type for f in cfg.output_features}
     fitted: dict[str, float] = {}
     for name in names:
-        target = torch.as_tensor(data.targets[name][rows])
-        fitted[name] = fit_temperature(logits[name], target, binary=kinds[name] == "binary")
+        fitted[name] = fit_temperature(
+            torch.cat(logits[name]), torch.cat(targets[name]), binary=kinds[name] == "binary"
+        )
         model.heads.output_metrics[name].temperature = fitted[name]  # type: ignore[union-attr, index]  # ECDModel's OutputHeads
     return fitted

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.data import load_dataframe, prepare
+from ludwig_hpo.data import PreparedData, load_dataframe, prepare
 from ludwig_hpo.train.plan import batches_per_epoch
 
 from ..conftest import SWEEPS
@@ -64,3 +65,64 @@ def test_hpo_sweep_streams_a_parquet_folder_through_equal_rank_shards(tmp_path):
         last = e["results"][-1]
         assert last["world_size"] == 2
         assert last["optimizer_steps"] == 2 * batches_per_epoch(per_rank, 32)  # every rank as many batches
+    _check_test_scores_and_model(proc.stdout, out, memory, in_memory, tmp_path)
+
+
+def _check_test_scores_and_model(stdout: str, out, memory: SweepConfig, in_memory, tmp_path) -> None:
+    """The driver scored the best weights on the streamed test split as the same weights score
+    the same rows in memory, logged them on the parent run, and logged the raw-row MLflow model
+    that ``hpo predict`` loads from the output folder and from the ``models:/`` URI."""
+    import torch
+    from mlflow.tracking import MlflowClient
+    from typer.testing import CliRunner
+
+    from ludwig_hpo.cli import app
+    from ludwig_hpo.driver.model_source import resolve_source
+    from ludwig_hpo.model import build_model
+    from ludwig_hpo.model.predictions import output_values
+    from ludwig_hpo.model.saved_weights import load_saved_state_dict
+    from ludwig_hpo.train.data import DeviceData
+    from ludwig_hpo.train.evaluate import evaluate
+
+    assert "not scored" not in stdout and "logs no MLflow model" not in stdout
+    scores = json.loads((out / "results.json").read_text())["test_scores"]
+    assert {"test/malignant/roc_auc", "test/malignant/accuracy", "test/malignant/loss"} <= set(scores)
+    assert "test split (best weights of trial " in stdout and "test/malignant/roc_auc = " in stdout
+    best = yaml.safe_load((out / "best_model" / "config.yaml").read_text())
+    cfg = SweepConfig.model_validate({**best, "dataset": {"source": memory.dataset.source}})
+    model = build_model(cfg, in_memory.meta)
+    state = torch.load(out / "best_model" / "model.pt", map_location="cpu", weights_only=True)["state_dict"]
+    load_saved_state_dict(model, state)
+    rows = in_memory.splits["test"]
+    want = evaluate(model, cfg, DeviceData(in_memory, torch.device("cpu")), rows, "test", 512)
+    assert scores == pytest.approx({k: want[k] for k in scores}, rel=1e-5)
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parent = next(r for r in runs if r.data.tags.get("run_kind") == "sweep")
+    assert {k: parent.data.metrics[k] for k in scores} == pytest.approx(scores)
+    tags = parent.data.tags
+    assert tags["best_model_uri"].startswith("models:/") and tags["pytorch_model_uri"].startswith("models:/")
+
+    raw = pd.read_parquet(tmp_path / "rows.parquet").iloc[rows[:8]]
+    direct = output_values(
+        model.eval(), PreparedData({k: v[rows[:8]] for k, v in in_memory.inputs.items()}, {}, {}, (), in_memory.meta)
+    )
+    for source in (str(out), tags["best_model_uri"]):
+        served = resolve_source(source, client.tracking_uri).load()
+        got = served.predict(raw[served.input_columns()]).frame
+        np.testing.assert_allclose(_p_true(got), direct["malignant"], rtol=1e-5, atol=1e-6)
+    raw.to_csv(tmp_path / "some_rows.csv", index=False)
+    result = CliRunner().invoke(
+        app, ["predict", str(out), "--dataset", str(tmp_path / "some_rows.csv"), "-o", str(tmp_path / "p.csv")]
+    )
+    assert result.exit_code == 0, result.output
+    predicted = pd.read_csv(tmp_path / "p.csv")
+    np.testing.assert_allclose(_p_true(predicted), direct["malignant"], rtol=1e-5, atol=1e-6)
+
+
+def _p_true(frame: pd.DataFrame) -> np.ndarray:
+    """A binary output's probability of true from its ``_probabilities`` column ([false, true]
+    lists, or their JSON text in a CSV file)."""
+    cells = frame["malignant_probabilities"]
+    return np.array([json.loads(c) if isinstance(c, str) else c for c in cells], dtype=np.float64)[:, 1]
