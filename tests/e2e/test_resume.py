@@ -124,32 +124,40 @@ EPOCHS = 60
 def _mid_trial(out: Path) -> str | None:
     """The trial id of a running trial with 10 to EPOCHS - 10 epochs logged, if any, far from
     both ends (so it is mid-way when the kill lands) and with a checkpoint that Tune's saved
-    state came after (a trial writes one when it has cost at most 2% of its training time)."""
+    state names (a trial writes one when it has cost at most 2% of its training time)."""
     try:
         client = _client(out)
         exp = client.get_experiment_by_name("breast-cancer-tiny")
         for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'"):
             if r.data.tags.get("phase") == "search":
                 steps = len(client.get_metric_history(r.info.run_id, METRIC))
-                if 10 <= steps <= EPOCHS - 10 and _state_saved_after_checkpoint(out, r.data.tags["trial_id"]):
+                if 10 <= steps <= EPOCHS - 10 and _known_checkpoint(out, r.data.tags["trial_id"]):
                     return r.data.tags["trial_id"]
     except Exception:  # the store is being written; try again
         return None
     return None
 
 
-def _state_saved_after_checkpoint(out: Path, trial_id: str) -> bool:
-    """Whether trial ``trial_id`` kept a checkpoint and Tune saved its experiment state after it
-    (what a resumed trial continues from: a checkpoint Tune's saved state knows)."""
+def _known_checkpoint(out: Path, trial_id: str) -> Path | None:
+    """The checkpoint folder that Tune's newest saved state names for search trial ``trial_id``
+    while it is running there, if any and still on disk: what a resumed sweep continues it from
+    (a checkpoint written but not yet in the saved state is not)."""
     from ludwig_hpo.driver.paths import SEARCH, SweepPaths
 
-    paths = SweepPaths(out)
-    kept = paths.kept_weights(trial_id)
-    states = list(paths.experiment(SEARCH).glob("experiment_state-*.json"))
+    folder = SweepPaths(out).experiment(SEARCH)
     try:
-        return bool(kept and states) and max(f.stat().st_mtime for f in states) > kept[-1].stat().st_mtime
-    except FileNotFoundError:  # a checkpoint replaced by a newer one, a state file by its next save
-        return False
+        newest = max(folder.glob("experiment_state-*.json"), key=lambda f: f.stat().st_mtime)
+        for trial, runtime in json.loads(newest.read_text())["trial_data"]:
+            meta = json.loads(trial)
+            if meta["trial_id"] == trial_id and meta["status"] == "RUNNING":
+                # the trial's checkpoint manager is a cloudpickle, as hex: the folder name is in its bytes
+                pickled = bytes.fromhex(json.loads(runtime)["checkpoint_manager"]["value"])
+                names = re.findall(rb"checkpoint_\d{6}", pickled)
+                kept = list(folder.glob(f"*_{trial_id}_*/{names[-1].decode()}")) if names else []
+                return kept[0] if kept else None
+    except (OSError, ValueError, KeyError):  # a state being replaced, a trial not in it yet
+        return None
+    return None
 
 
 def test_a_sweep_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
