@@ -369,13 +369,16 @@ DASHBOARD_MODULES = ("StateHead",)
 
 
 @contextlib.contextmanager
-def _only_what_a_sweep_uses() -> Iterator[None]:
+def _only_what_a_sweep_uses(*, dashboard: bool) -> Iterator[None]:
     """While in this context, a local cluster that ``ray.init`` starts leaves out the
     processes a sweep does not use. Driver only; an existing cluster is never started here.
 
-    - the dashboard loads :data:`DASHBOARD_MODULES` only (the state API stays), or, started
-      without the dashboard (``include_dashboard=False``), the one in-process module Ray
-      then chooses (no module process at all);
+    - with ``dashboard``, the dashboard loads :data:`DASHBOARD_MODULES` only (the state API
+      stays); without it, no dashboard process starts at all. Ray started without its
+      dashboard (``include_dashboard=False``) would still run one (~115 MB RSS) that serves
+      no HTTP and holds the usage-stats module alone; no part of Ray Tune, Train (without
+      Train jobs) or Data that a sweep uses reads it, and its URL reads empty, as Ray has it
+      for a dashboard that serves nothing;
     - no autoscaler monitor: a local cluster has a fixed set of nodes, nothing to scale;
     - no log monitor: it streams the workers' output to drivers, and the sweep's driver
       asks for none (``log_to_driver=False``); the log files stay in the session folder,
@@ -384,19 +387,25 @@ def _only_what_a_sweep_uses() -> Iterator[None]:
     With another Ray layout (the names patched here missing) the cluster starts as Ray's
     defaults have it.
     """
-    from ray._private import parameter, ray_constants, services
+    from ray._private import node, parameter, ray_constants, services
 
     start: Any = getattr(services, "start_ray_process", None)
     params: Any = getattr(parameter, "RayParams", None)
-    dashboard = getattr(ray_constants, "PROCESS_TYPE_DASHBOARD", None)
-    if start is None or params is None or dashboard is None:
+    dashboard_type = getattr(ray_constants, "PROCESS_TYPE_DASHBOARD", None)
+    node_class: Any = getattr(node, "Node", None)
+    start_api_server: Any = getattr(node_class, "start_api_server", None)
+    if start is None or params is None or dashboard_type is None or start_api_server is None:
         yield
         return
 
     def start_process(command: list[str], process_type: str, *args: Any, **kwargs: Any) -> Any:
-        if process_type == dashboard and not any(c.startswith("--modules-to-load") for c in command):
+        if process_type == dashboard_type and not any(c.startswith("--modules-to-load") for c in command):
             command = [*command, f"--modules-to-load={','.join(DASHBOARD_MODULES)}"]
         return start(command, process_type, *args, **kwargs)
+
+    def no_api_server(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._webui_url = ""
+        self.get_gcs_client().internal_kv_put(b"webui:url", b"", True, ray_constants.KV_NAMESPACE_DASHBOARD)
 
     class _Params(params):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -406,11 +415,14 @@ def _only_what_a_sweep_uses() -> Iterator[None]:
 
     setattr(services, "start_ray_process", start_process)  # noqa: B010 (Ray's own names, replaced for a while)
     setattr(parameter, "RayParams", _Params)  # noqa: B010
+    if not dashboard:
+        setattr(node_class, "start_api_server", no_api_server)  # noqa: B010
     try:
         yield
     finally:
         setattr(services, "start_ray_process", start)  # noqa: B010
         setattr(parameter, "RayParams", params)  # noqa: B010
+        setattr(node_class, "start_api_server", start_api_server)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -432,7 +444,7 @@ def local_cluster(
         train_jobs: whether trials run as Ray Train jobs (the ``fresh`` executor's
             multi-worker trials), whose stopped trials' placement groups Ray Train releases
             through the dashboard's state API. False (warm worker groups, one-process
-            trials): the cluster starts without the dashboard's modules.
+            trials): the cluster starts without a dashboard process.
 
     Raises:
         ValueError: ``num_cpus`` is not a whole number.
@@ -453,7 +465,7 @@ def local_cluster(
     with scoped_env(env), rays_messages_to(log_file):
         try:
             on_term = signal.getsignal(signal.SIGTERM)
-            with _daemons_in_their_own_session(), _only_what_a_sweep_uses():
+            with _daemons_in_their_own_session(), _only_what_a_sweep_uses(dashboard=train_jobs):
                 ray.init(
                     num_cpus=cpus,
                     num_gpus=num_gpus,

@@ -44,18 +44,22 @@ def test_rays_process_class_is_restored_when_ray_init_fails():
     assert services.ConsolePopen is ray_popen
 
 
-def test_rays_start_functions_are_restored_after_a_local_clusters_start():
-    from ray._private import parameter, services
+@pytest.mark.parametrize("dashboard", [True, False])
+def test_rays_start_functions_are_restored_after_a_local_clusters_start(dashboard):
+    from ray._private import node, parameter, services
 
     from ludwig_hpo.execution.cluster import _only_what_a_sweep_uses
 
-    start, params = services.start_ray_process, parameter.RayParams
-    with pytest.raises(RuntimeError), _only_what_a_sweep_uses():
+    start, params, api_server = services.start_ray_process, parameter.RayParams, node.Node.start_api_server
+    with pytest.raises(RuntimeError), _only_what_a_sweep_uses(dashboard=dashboard):
         assert services.start_ray_process is not start
+        # without the dashboard the head node starts no dashboard process at all
+        assert (node.Node.start_api_server is api_server) is dashboard
         chosen = parameter.RayParams()
         assert chosen.no_monitor and chosen.include_log_monitor is False
         raise RuntimeError("ray.init failed")
     assert services.start_ray_process is start and parameter.RayParams is params
+    assert node.Node.start_api_server is api_server
     assert not params().no_monitor  # Ray's own default again, for an existing cluster's driver
 
 
