@@ -1,5 +1,5 @@
 """What a user opens after a sweep, in headless Chromium: the report, its HiPlot page, and the
-MLflow run list at the URL that ``hpo ui`` prints. One small real sweep (real Ray, real MLflow);
+MLflow run list at the URL that ``hpo ui`` prints. The session's tiny real sweep (real Ray, real MLflow);
 ``hpo ui`` runs as a subprocess on a free loopback port and is stopped by its process group.
 Each page is screenshotted into the test's folder (and ``$HPO_SHOTS_DIR`` when set) and its DOM,
 after the page's scripts ran, is checked."""
@@ -15,9 +15,8 @@ import threading
 import pytest
 
 from ..chromium import CHROMIUM, MISSING, dom, screenshot, visible_text
-from ..conftest import SWEEPS
 from ..servers import UI_START_TIMEOUT_S, stop_process_group, wait_until_answering
-from .test_sweep_cli import SWEEP_TIMEOUT_S, run_cli
+from .test_sweep_cli import SWEEP_TIMEOUT_S
 
 # The MLflow UI is a single-page app that fetches the runs after it loads: more virtual time.
 MLFLOW_BUDGET_MS = 30000
@@ -30,14 +29,12 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    """``hpo sweep sweeps/breast_cancer_tiny.yaml`` run once; returns (output folder, its result)."""
+def sweep(tiny_sweep):
+    """The session's ``hpo sweep sweeps/breast_cancer_tiny.yaml`` (tests/e2e/conftest.py);
+    returns (output folder, its result)."""
     from ludwig_hpo.results.io import read_result
 
-    cwd = tmp_path_factory.mktemp("ui-sweep")
-    proc = run_cli("sweep", str(SWEEPS / "breast_cancer_tiny.yaml"), "--output", "results", cwd=cwd)
-    assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    out = cwd / "results" / "breast-cancer-tiny"
+    _, out = tiny_sweep
     return out, read_result(out / "results.json")
 
 

@@ -1,6 +1,6 @@
 """End-to-end: the real ``hpo`` CLI on a real Ray local cluster with 2-worker gloo DDP trials
-and a real embedded MLflow store. One sweep runs per test session (module fixture); the
-tests read what it left behind."""
+and a real embedded MLflow store. One sweep runs per test session (``tiny_sweep`` in
+tests/e2e/conftest.py, which test_browser_ui reads too); the tests read what it left behind."""
 
 from __future__ import annotations
 
@@ -43,23 +43,6 @@ def run_cli(
         out, err = proc.communicate()
         pytest.fail(f"hpo {' '.join(args)} timed out after {timeout}s\n{out[-3000:]}\n{err[-3000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-@pytest.fixture(scope="module")
-def tiny_sweep(tmp_path_factory):
-    """``hpo sweep sweeps/breast_cancer_tiny.yaml`` run once, with an empty user cache of tuned
-    batch sizes (``<cwd>/cache``); returns (process, output folder)."""
-    cwd = tmp_path_factory.mktemp("sweep")
-    proc = run_cli(
-        "sweep",
-        str(SWEEPS / "breast_cancer_tiny.yaml"),
-        "--output",
-        "results",
-        cwd=cwd,
-        env_extra={"LUDWIG_HPO_CACHE_DIR": str(cwd / "cache")},
-    )
-    assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc, cwd / "results" / "breast-cancer-tiny"
 
 
 def _trial_runs(out: Path) -> list:
@@ -467,14 +450,18 @@ def test_hpo_report_rebuilds_the_same_sweep_from_mlflow_alone(tiny_sweep, tmp_pa
 
 
 def test_a_second_sweep_reuses_the_persisted_batch_sizes_and_trains_the_same(tiny_sweep):
-    """The same file and seed into another output folder, with the user cache the first run
-    filled: no trial probes, every size and every metric is the first run's (CPU)."""
+    """The same search and seed into another output folder, with the user cache the first run
+    filled: no trial probes, every size and every metric is the first run's (CPU). The k-fold
+    phase and the report, which come after the search and do not change it, are left out."""
     _, first = tiny_sweep
     cwd = first.parents[1]
     assert (first / "batch_sizes.json").is_file() and (cwd / "cache" / "batch_sizes.json").is_file()
+    text = (SWEEPS / "breast_cancer_tiny.yaml").read_text()
+    assert "kfold: {k: 2, top_k: 1}" in text
+    (cwd / "search_only.yaml").write_text(text.replace("kfold: {k: 2, top_k: 1}", "report: {enabled: false}"))
     proc = run_cli(
         "sweep",
-        str(SWEEPS / "breast_cancer_tiny.yaml"),
+        "search_only.yaml",
         "--output",
         "again",
         cwd=cwd,
