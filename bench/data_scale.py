@@ -117,9 +117,10 @@ def child(args: Any) -> None:
         cfg = SweepConfig.model_validate(raw)
         t0 = time.perf_counter()
         if args.mode == "stream":
+            from ludwig_hpo.execution.streaming.cache import cache_if_fits
             from ludwig_hpo.execution.streaming.prepare import prepare_streamed
 
-            streamed = prepare_streamed(cfg, None)
+            streamed, cache = cache_if_fits(prepare_streamed(cfg, None), args.object_store_mb * 2**20)
             data: list[Any] = [streamed]
             train_rows = streamed.rows["train"]
         else:
@@ -165,7 +166,10 @@ def child(args: Any) -> None:
             "search_s": search_s,
             "samples_per_s": statistics.median(speeds) if speeds else float("nan"),
             "epochs_reported": len(speeds),
+            "samples_per_s_by_epoch": [round(s) for s in speeds],
         }
+        if args.mode == "stream":
+            out["kept_in_object_store"] = cache.cached
         if args.mode == "stream":
             out.update(count_rows(args, raw))
         print("RESULT " + json.dumps(out), flush=True)

@@ -52,11 +52,17 @@ def prepare_sweep(
         level = ray_data.level
         ray_data.setLevel(logging.WARNING)  # the fit pass's progress lines are not the sweep's console
         try:
-            data = prepare_streamed(cfg, loaded.base_dir)
+            import ray
+
+            from ludwig_hpo.execution.streaming.cache import cache_if_fits
+
+            data, cache = cache_if_fits(
+                prepare_streamed(cfg, loaded.base_dir), int(ray.cluster_resources().get("object_store_memory", 0))
+            )
         finally:
             ray_data.setLevel(level)
         rows, splits, filled = data.num_rows, data.rows, data.filled
-        what = f"streamed from {len(data.sources)} file(s), fitted"
+        what = f"streamed from {len(data.sources)} file(s), fitted; {cache.text()}"
     else:
         prepared = prepare(
             load_dataframe(cfg.dataset.source, loaded.base_dir),

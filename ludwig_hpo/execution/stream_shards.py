@@ -25,6 +25,7 @@ wait upstream or spill; nothing is materialized whole).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,11 @@ PROBE_ROWS = 1024
 #: A rank keeps its shard of the scored rows in memory after the first scoring when it is
 #: estimated at most this size (each later scoring would start a pass over the files again).
 KEEP_SCORED_BYTES = 256 * 2**20
+#: Feeds whose kept scored shards a rank process holds at once (a warm rank runs one job's
+#: trials after another: the search's, then each fold's).
+KEPT_FEEDS = 2
+#: Per feed key, the scored shard this process kept (see :func:`_kept_shard`).
+_KEPT: dict[str, _KeptShard] = {}
 #: Names of a job's datasets in a Ray Train job (``ray.train.get_dataset_shard``).
 TRAIN, SCORED = "train", "scored"
 
@@ -113,19 +119,35 @@ def limit_memory(dataset: Any, object_store_bytes: int | None) -> Any:
     return out
 
 
-def rank_shards(datasets: JobDatasets, world_size: int) -> list[tuple[Any, Any]]:
-    """Per rank, (its ``DataIterator`` of the training rows, of the scored rows): the training
+def rank_shards(datasets: JobDatasets, world_size: int, kept: bool = False) -> list[tuple[Any, Any]]:
+    """Per rank, (what it iterates of the training rows, of the scored rows): the training
     rows cut ``streaming_split(world_size, equal=True)`` (padded: none is dropped), the scored
     rows ``equal=False`` (each counted once). The iterators are picklable and repeatable: each
     epoch's iteration starts a new pass over the files, all ranks together (an implicit barrier
-    at the start of each pass). Runs where the job is set up (the pools actor, a test)."""
-    train = datasets.train.streaming_split(world_size, equal=True)
-    scored = datasets.scored.streaming_split(world_size, equal=False)
+    at the start of each pass).
+
+    ``kept``: the job's rows are already in the object store
+    (:mod:`~ludwig_hpo.execution.streaming.cache`): Ray Data's ``split`` of those blocks instead
+    (``equal=True`` / ``equal=False`` alike), one materialized shard per rank that each epoch
+    iterates on its own, without a coordinator's pass. Runs where the job is set up (the pools
+    actor, a test)."""
+    if kept:
+        train = datasets.train.split(world_size, equal=True)
+        scored = datasets.scored.split(world_size, equal=False)
+    else:
+        train = datasets.train.streaming_split(world_size, equal=True)
+        scored = datasets.scored.streaming_split(world_size, equal=False)
     return list(zip(train, scored, strict=True))
 
 
 def _chunks(iterator: Any) -> Iterator[Chunk]:
-    for batch in iterator.iter_batches(batch_size=CHUNK_ROWS, batch_format="numpy", prefetch_batches=PREFETCH_CHUNKS):
+    from ray.data.dataset import MaterializedDataset
+
+    if isinstance(iterator, MaterializedDataset):  # a shard of kept blocks: each block as it is, no copy
+        batches = iterator.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
+    else:
+        batches = iterator.iter_batches(batch_size=CHUNK_ROWS, batch_format="numpy", prefetch_batches=PREFETCH_CHUNKS)
+    for batch in batches:
         yield split_batch(batch)
 
 
@@ -156,6 +178,9 @@ class RankFeed:
         counts: ``(train_rows, padded_rows, scored_rows)`` of :class:`JobDatasets`.
         scored_split: the scored split's name.
         probe: :func:`probe_sample`'s rows.
+        key: names this rank's feed across the trials it is handed to (a warm group's later
+            trials of the same job get the same key): the rank keeps its scored shard under it.
+            Empty: a feed of one trial (a fresh Ray Train job's).
     """
 
     train: Any
@@ -164,13 +189,18 @@ class RankFeed:
     counts: tuple[int, int, int]
     scored_split: str
     probe: PreparedData
+    key: str = ""
 
 
 def rank_feeds(
     streamed: StreamedData, job: Job, world_size: int, object_store_bytes: int | None = None
 ) -> list[RankFeed]:
     """One :class:`RankFeed` per rank of ``job`` (rank order): its datasets, capped by
-    :func:`limit_memory`, cut by :func:`rank_shards`, with the probe rows."""
+    :func:`limit_memory`, cut by :func:`rank_shards`, with the probe rows. The rows of a search
+    or test job on splits kept in the object store are cut from the blocks there; a fold job's
+    rows are filtered anew at each pass (kept cut, they would be another copy per fold)."""
+    from ludwig_hpo.execution.streaming.cache import kept_in_store
+
     datasets = job_datasets(streamed, job, world_size)
     datasets = JobDatasets(
         limit_memory(datasets.train, object_store_bytes),
@@ -182,8 +212,10 @@ def rank_feeds(
     )
     probe = probe_sample(streamed, datasets)
     counts = (datasets.train_rows, datasets.padded_rows, datasets.scored_rows)
+    feeds = uuid.uuid4().hex
     return [
-        RankFeed(t, s, world_size, counts, datasets.scored_split, probe) for t, s in rank_shards(datasets, world_size)
+        RankFeed(t, s, world_size, counts, datasets.scored_split, probe, f"{feeds}/{rank}")
+        for rank, (t, s) in enumerate(rank_shards(datasets, world_size, kept_in_store(streamed) and job.kind != "fold"))
     ]
 
 
@@ -207,14 +239,29 @@ def _row_bytes(probe: PreparedData) -> float:
     return sum(v.nbytes for v in [*probe.inputs.values(), *probe.targets.values()]) / n
 
 
+def _kept_shard(feed: RankFeed) -> _KeptShard:
+    """The rank's kept scored shard of ``feed``: the one an earlier trial of the same feed kept
+    in this process, else a new one (the oldest kept beyond :data:`KEPT_FEEDS` is let go). Every
+    rank of a group gets the feed of the same build, so either all ranks reuse their shards of
+    one pass or all read a new pass."""
+    if not feed.key:
+        return _KeptShard(feed.scored)
+    if feed.key not in _KEPT:
+        while len(_KEPT) >= KEPT_FEEDS:
+            del _KEPT[next(iter(_KEPT))]
+        _KEPT[feed.key] = _KeptShard(feed.scored)
+    return _KEPT[feed.key]
+
+
 def job_stream(feed: RankFeed, meta: dict[str, Any]) -> JobStream:
     """The loop's :class:`~ludwig_hpo.train.stream_feed.JobStream` of this rank's shard; runs
     on the rank. Each epoch iterates the rank's training ``DataIterator`` again; the scored
     shard is read once and kept when it is estimated (from the probe rows) at most
-    :data:`KEEP_SCORED_BYTES`, else read again at every scoring."""
+    :data:`KEEP_SCORED_BYTES` (and kept for the later trials a warm rank runs of the same feed,
+    see :func:`_kept_shard`), else read again at every scoring."""
     train_rows, padded, scored_rows = feed.counts
     estimate = scored_rows / feed.world_size * _row_bytes(feed.probe)
-    scored: Any = _KeptShard(feed.scored) if estimate <= KEEP_SCORED_BYTES else (lambda epoch: _chunks(feed.scored))
+    scored: Any = _kept_shard(feed) if estimate <= KEEP_SCORED_BYTES else (lambda epoch: _chunks(feed.scored))
     return JobStream(
         meta=meta,
         train=RankStream(train_rows, padded // feed.world_size, lambda epoch: _chunks(feed.train)),

@@ -24,6 +24,10 @@ def cluster():
         yield
 
 
+def _same(batch: dict) -> dict:
+    return batch
+
+
 def _streamed(folds: int = 0) -> StreamedData:
     """Ids as the feature: ``inputs/x`` and ``targets/y`` hold each row's id (train ids from 0,
     validation from 1000, test from 2000), in blocks of 16 rows."""
@@ -42,7 +46,7 @@ def _streamed(folds: int = 0) -> StreamedData:
         }
         datasets[split] = ray.data.from_items(
             [{k: v[i] for k, v in items.items()} for i in range(n)], override_num_blocks=max(1, n // 16)
-        )
+        ).map_batches(_same, batch_format="numpy")  # lazy, as a split read from files is
     both = np.concatenate([np.arange(ROWS["train"]), np.arange(1000, 1000 + ROWS["validation"])])
     fold_rows = tuple(int((both % folds == i).sum()) for i in range(folds))
     meta = {"x": FeatureMeta("x", "number"), "y": FeatureMeta("y", "number")}
@@ -72,10 +76,25 @@ def _read_epochs(feeds, epochs: int, batch_size: int):
     return ray.get([read.remote(f) for f in feeds], timeout=300)
 
 
-def test_every_rank_streams_as_many_batches_and_every_training_row_each_epoch(cluster):
+def _kept(streamed: StreamedData) -> StreamedData:
+    """``streamed`` with its splits kept in the object store (a store far above their size)."""
+    from ludwig_hpo.execution.streaming.cache import cache_if_fits, kept_in_store
+
+    kept, decision = cache_if_fits(streamed, 2**30)
+    assert decision.cached and kept_in_store(kept) and not kept_in_store(streamed)
+    return kept
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["streamed", "kept-in-store"])
+def test_every_rank_streams_as_many_batches_and_every_training_row_each_epoch(cluster, kept):
     from ludwig_hpo.execution.stream_shards import rank_feeds
 
-    feeds = rank_feeds(_streamed(), Job("search"), 2)
+    streamed = _kept(_streamed()) if kept else _streamed()
+    feeds = rank_feeds(streamed, Job("search"), 2)
+    if kept:  # Ray Data's split of the kept blocks, not a coordinator's pass per epoch
+        from ray.data.dataset import MaterializedDataset
+
+        assert all(isinstance(f.train, MaterializedDataset) for f in feeds)
     ranks = _read_epochs(feeds, epochs=2, batch_size=16)
     for epoch in range(2):
         trained = [ranks[r][epoch][0] for r in range(2)]
@@ -88,10 +107,12 @@ def test_every_rank_streams_as_many_batches_and_every_training_row_each_epoch(cl
     assert ranks[0][0][0] != ranks[0][1][0]  # another order in the next epoch
 
 
-def test_a_fold_job_trains_on_the_other_folds_and_scores_its_own(cluster):
+@pytest.mark.parametrize("kept", [False, True], ids=["streamed", "kept-in-store"])
+def test_a_fold_job_trains_on_the_other_folds_and_scores_its_own(cluster, kept):
     from ludwig_hpo.execution.stream_shards import rank_feeds
 
-    feeds = rank_feeds(_streamed(folds=3), Job("fold", fold=1), 2)
+    streamed = _kept(_streamed(folds=3)) if kept else _streamed(folds=3)
+    feeds = rank_feeds(streamed, Job("fold", fold=1), 2)
     (r0,), (r1,) = _read_epochs(feeds, epochs=1, batch_size=32)
     both = np.concatenate([np.arange(203), np.arange(1000, 1041)])
     assert set(r0[0] + r1[0]) == set(both[both % 3 != 1].tolist())
@@ -105,3 +126,28 @@ def test_a_pipelines_object_store_cap_is_its_data_context_resource_limit(cluster
     capped = limit_memory(ds, 64 * 2**20)
     assert capped.context.execution_options.resource_limits.object_store_memory == 64 * 2**20
     assert capped.count() == ROWS["train"]
+
+
+def test_splits_above_their_share_of_the_object_store_stay_lazy_pipelines(cluster):
+    from ludwig_hpo.execution.streaming.cache import CACHE_SHARE, cache_if_fits, kept_in_store, prepared_row_bytes
+
+    streamed = _streamed()
+    estimate = prepared_row_bytes(streamed) * streamed.num_rows
+    kept, decision = cache_if_fits(streamed, int(estimate / CACHE_SHARE) - 1)  # one byte too small
+    assert not decision.cached and kept is streamed and not kept_in_store(kept)
+    assert "every epoch streams from the files" in decision.text()
+
+
+def test_a_warm_rank_keeps_its_scored_shard_for_later_trials_of_the_same_feed():
+    from ludwig_hpo.execution.stream_shards import KEPT_FEEDS, RankFeed, _kept_shard
+
+    def feed(key: str) -> RankFeed:
+        return RankFeed(None, object(), 2, (1, 2, 1), "validation", None, key)  # type: ignore[arg-type]
+
+    first = _kept_shard(feed("a/0"))
+    assert _kept_shard(feed("a/0")) is first  # a later trial of the same group and job
+    assert _kept_shard(feed("a/1")) is not first  # another rank's
+    assert _kept_shard(feed("")) is not _kept_shard(feed(""))  # a fresh job's feed keeps nothing
+    for i in range(KEPT_FEEDS):
+        _kept_shard(feed(f"b{i}/0"))
+    assert _kept_shard(feed("a/0")) is not first  # let go once newer feeds came
