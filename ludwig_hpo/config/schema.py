@@ -71,7 +71,9 @@ class DatasetConfig(_Base):
     ``sklearn:<name>`` for a dataset bundled with scikit-learn (digits, breast_cancer, wine).
     ``streaming``: read the rows with Ray Data, split by a hash of each row and preprocess in
     one distributed pass instead of loading them into the driver; ``auto`` streams a folder, a
-    glob or a URI (docs/streaming.md) and loads a single file in memory, whatever its size."""
+    glob, a URI, or a single file larger than a tenth of the machine's memory (at least 256 MB;
+    ``$LUDWIG_HPO_STREAM_ABOVE_MB`` sets it), and loads a smaller file in memory
+    (docs/streaming.md)."""
 
     source: str
     split: SplitConfig = SplitConfig()

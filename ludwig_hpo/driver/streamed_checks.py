@@ -7,7 +7,7 @@ Driver process only.
 from __future__ import annotations
 
 from ludwig_hpo.config.loader import LoadedSweep
-from ludwig_hpo.data.streaming.mode import streaming_wanted
+from ludwig_hpo.data.streaming.mode import size_text, streaming_choice
 from ludwig_hpo.errors import ConfigError, ResourceError
 from ludwig_hpo.execution.resources import ResourcePlan
 
@@ -30,7 +30,8 @@ def check_streamed_sweep(loaded: LoadedSweep, plan: ResourcePlan) -> str | None:
             file and the column), ``streaming: true`` on a bundled dataset.
     """
     cfg = loaded.config
-    if not streaming_wanted(cfg, loaded.base_dir):
+    choice = streaming_choice(cfg, loaded.base_dir)
+    if not choice.streams:
         return None
     if cfg.kfold is not None:
         raise ConfigError(
@@ -58,5 +59,16 @@ def check_streamed_sweep(loaded: LoadedSweep, plan: ResourcePlan) -> str | None:
         )
     return (
         f"data: {cfg.dataset.source}: streamed, {len(files.paths)} {files.format} file(s) "
-        f"({files.bytes / 1e6:.1f} MB), schemas and columns checked; hpo sweep splits and fits the rows"
+        f"({size_text(files.bytes)}; {choice.why}), schemas and columns checked; hpo sweep splits and fits the rows"
     )
+
+
+def in_memory_line(loaded: LoadedSweep) -> str | None:
+    """The line ``hpo validate`` prints of a dataset file loaded in memory: why it does not
+    stream (``dataset.streaming: false``, or ``auto`` and its size against the threshold);
+    None for a bundled dataset or one that streams. Driver; a stat."""
+    cfg = loaded.config
+    choice = streaming_choice(cfg, loaded.base_dir)
+    if choice.streams or cfg.dataset.source.startswith("sklearn:"):
+        return None
+    return f"data: {cfg.dataset.source}: loaded in memory ({choice.why})"

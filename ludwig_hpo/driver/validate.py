@@ -42,7 +42,7 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool
     from ludwig_hpo.data import load_dataframe
     from ludwig_hpo.driver.paths import choose_output_dir
     from ludwig_hpo.driver.single_run import single_run_sweep
-    from ludwig_hpo.driver.streamed_checks import check_streamed_sweep
+    from ludwig_hpo.driver.streamed_checks import check_streamed_sweep, in_memory_line
     from ludwig_hpo.execution.cluster import local_plan
     from ludwig_hpo.execution.executor import choose_executor
     from ludwig_hpo.model.hf_checks import offline_view
@@ -69,6 +69,8 @@ def validate_lines(sweep_file: Path, dataset: Path | None = None, *, model: bool
     else:
         df = load_dataframe(cfg.dataset.source, loaded.base_dir)
         lines.extend(_prepared_lines(df, cfg, data_cfg, hf_notes, loaded, str(sweep_file), model))
+    if streamed is None and (memory := in_memory_line(loaded)) is not None:
+        lines.append(memory)  # why dataset.streaming did not stream it
     lines.append(f"resources: {plan.describe()}")
     if (note := plan.concurrency_note()) is not None:
         lines.append(note)

@@ -12,6 +12,7 @@ import glob as globbing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,6 +49,15 @@ class StreamFiles:
     filesystem: object | None = None
     float_columns: tuple[str, ...] = ()
 
+    def csv_parse_options(self) -> Any:
+        """The ``pyarrow.csv.ParseOptions`` every read of these CSV files takes (Ray Data's, the
+        driver's): the delimiter, and quoted cells may hold line breaks (pandas reads them so;
+        without it pyarrow's chunker splits a block inside such a cell and the read fails with
+        "CSV parser got out of sync with chunker"). Pure."""
+        import pyarrow.csv as pcsv
+
+        return pcsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True)
+
     def as_read_whole(self, df: pd.DataFrame) -> pd.DataFrame:
         """A batch's columns with the dtypes pandas gives the files read whole
         (:attr:`float_columns`). Pure."""
@@ -67,18 +77,45 @@ def _format(path: str, source: str) -> str:
     return FORMATS[suffix]
 
 
-def _listing(source: str, base_dir: Path | None) -> tuple[list[tuple[str, int]], object | None]:
-    if is_uri(source) and not source.startswith("file://"):
-        from pyarrow import fs
+def _uri_listing(source: str) -> tuple[list[tuple[str, int]], object]:
+    """The files under a URI, listed by pyarrow's file system of its scheme.
 
+    Raises:
+        DataError: a scheme pyarrow has no file system for (or whose library is not
+            installed), a URI that cannot be listed (credentials, network, permissions).
+    """
+    from pyarrow import fs
+
+    scheme = source.split("://", 1)[0]
+    try:
         filesystem, root = fs.FileSystem.from_uri(source)
+    except Exception as e:  # ArrowInvalid for an unknown scheme, OSError for a missing library
+        raise DataError(
+            f"no file system reads {scheme}:// here ({_one_line(e)})",
+            source=source,
+            key=_KEY,
+            fix="use a local path or a URI of a file system pyarrow reads (s3://, gs://, hdfs://, file://)",
+        ) from None
+    try:
         info = filesystem.get_file_info(root)
         if info.type == fs.FileType.Directory:
             found = filesystem.get_file_info(fs.FileSelector(root, recursive=True))
             return [(f.path, f.size) for f in found if f.type == fs.FileType.File], filesystem
-        if info.type == fs.FileType.File:
-            return [(info.path, info.size)], filesystem
-        return [], filesystem
+    except Exception as e:  # pyarrow's file systems raise OSError and their own types
+        raise DataError(
+            f"cannot list this URI: {_one_line(e)}",
+            source=source,
+            key=_KEY,
+            fix="check the URI, and that this machine has the credentials the cluster reads it with",
+        ) from None
+    if info.type == fs.FileType.File:
+        return [(info.path, info.size)], filesystem
+    return [], filesystem
+
+
+def _listing(source: str, base_dir: Path | None) -> tuple[list[tuple[str, int]], object | None]:
+    if is_uri(source) and not source.startswith("file://"):
+        return _uri_listing(source)
     local = source[len("file://") :] if source.startswith("file://") else source
     path = dataset_path(local, base_dir)
     if any(c in local for c in "*?["):
@@ -105,12 +142,26 @@ def _schema(path: str, fmt: str, delimiter: str, filesystem: object | None) -> l
 
     opener = filesystem.open_input_stream if filesystem is not None else pa.input_stream  # type: ignore[attr-defined]
     with opener(path) as stream:
-        reader = pcsv.open_csv(stream, parse_options=pcsv.ParseOptions(delimiter=delimiter))
+        reader = pcsv.open_csv(stream, parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True))
         return [(f.name, "") for f in reader.schema]
 
 
-def _nullable_ints(path: str, filesystem: object | None) -> set[str]:
-    """A Parquet file's integer columns whose footer counts a missing value."""
+def _csv_has_rows(path: str, delimiter: str, filesystem: object | None) -> bool:
+    """Whether a CSV file holds a row below its header (reads its first block)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    opener = filesystem.open_input_stream if filesystem is not None else pa.input_stream  # type: ignore[attr-defined]
+    with opener(path) as stream:
+        parse = pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+        for batch in pcsv.open_csv(stream, parse_options=parse):
+            if batch.num_rows:
+                return True
+    return False
+
+
+def _nullable_ints(path: str, filesystem: object | None) -> tuple[int, set[str]]:
+    """A Parquet file's rows and its integer columns whose footer counts a missing value."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -124,7 +175,7 @@ def _nullable_ints(path: str, filesystem: object | None) -> set[str]:
             stats = group.column(i).statistics
             if stats is not None and stats.has_null_count and stats.null_count > 0:
                 found.add(schema.field(i).name)
-    return found
+    return meta.num_rows, found
 
 
 def _one_line(e: Exception) -> str:
@@ -138,7 +189,8 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> S
 
     Raises:
         DataError: no file, mixed formats, an unreadable file, a schema that differs from the
-            first file's (naming the file and the column), a needed column missing from a file.
+            first file's (naming the file and the column), a needed column missing from a file,
+            no row in any file (a Parquet schema or a CSV header only).
     """
     listing, filesystem = _listing(source, base_dir)
     if not listing:
@@ -198,8 +250,21 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> S
             )
     floats: set[str] = set()
     if fmt == "parquet":
+        rows = 0
         for path, _ in listing:
-            floats |= _nullable_ints(path, filesystem)
+            n, nullable = _nullable_ints(path, filesystem)
+            rows, floats = rows + n, floats | nullable
+        empty = rows == 0
+    else:  # the first file with a row ends the look (the first file, as a rule)
+        empty = not any(_csv_has_rows(path, delimiter, filesystem) for path, _ in listing)
+    if empty:
+        raise DataError(
+            f"the dataset has no rows: its {len(listing)} file(s) hold "
+            f"{'a schema' if fmt == 'parquet' else 'a header'} only",
+            source=source,
+            key=_KEY,
+            fix="point dataset.source to files with rows",
+        )
     return StreamFiles(
         float_columns=tuple(sorted(floats & set(needed))),
         paths=tuple(p for p, _ in listing),

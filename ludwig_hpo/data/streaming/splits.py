@@ -134,9 +134,11 @@ def split_codes(df: pd.DataFrame, rule: SplitRule, origin: DataOrigin) -> np.nda
     codes = _fixed_codes(col)
     bad = np.flatnonzero(codes < 0)
     if len(bad):
+        value = col.iloc[bad[0]]
+        what = "a missing value" if pd.isna(value) else repr(value)
         raise DataError(
-            f"the split column {rule.column!r} holds {col.iloc[bad[0]]!r} at {origin.rows(bad)} "
-            f"({len(bad)} such rows); it may hold only 0 (train), 1 (validation), 2 (test)",
+            f"the split column {rule.column!r} holds {what} at {origin.rows(bad)}; it may hold only "
+            "0 (train), 1 (validation), 2 (test) or the names train, validation (val), test",
             source=origin.source,
             key=_KEY,
             fix="fix those rows",
