@@ -1,6 +1,6 @@
 """What ``hpo sweep`` and ``hpo validate`` check of a sweep whose dataset streams
-(``dataset.streaming``), before anything starts and without Ray: what a streamed sweep cannot
-do yet, the CPUs Ray Data's tasks need beside the ranks', and the files' footers and headers.
+(``dataset.streaming``), before anything starts and without Ray: the CPUs Ray Data's tasks need
+beside the ranks', and the files' footers and headers.
 Driver process only.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data.streaming.mode import size_text, streaming_choice
-from ludwig_hpo.errors import ConfigError, ResourceError
+from ludwig_hpo.errors import ResourceError
 from ludwig_hpo.execution.resources import ResourcePlan
 
 #: Ray Data's read and map tasks of a streamed sweep need this many CPUs beside the ranks'.
@@ -16,14 +16,13 @@ STREAM_TASK_CPUS = 1.0
 
 
 def check_streamed_sweep(loaded: LoadedSweep, plan: ResourcePlan) -> str | None:
-    """None when the sweep loads its dataset in memory; when it streams, refuse what a streamed
-    sweep cannot do yet and check its files' footers and headers
+    """None when the sweep loads its dataset in memory; when it streams, check what a streamed
+    sweep refuses of its config and its files' footers and headers
     (:func:`~ludwig_hpo.data.streaming.sources.stream_files`), reading no row, and return the
     data line ``hpo validate`` prints (``hpo sweep`` then splits and fits the rows with Ray
     Data). Driver; no Ray.
 
     Raises:
-        ConfigError: ``kfold`` on a streamed dataset.
         ResourceError: the trials' ranks leave the cluster less than :data:`STREAM_TASK_CPUS`
             (Ray Data's tasks could never run, the ranks would wait for rows forever).
         DataError: what a streamed sweep refuses of its config or files (one line naming the
@@ -33,13 +32,6 @@ def check_streamed_sweep(loaded: LoadedSweep, plan: ResourcePlan) -> str | None:
     choice = streaming_choice(cfg, loaded.base_dir)
     if not choice.streams:
         return None
-    if cfg.kfold is not None:
-        raise ConfigError(
-            "a sweep on a streamed dataset does not run the k-fold re-evaluation yet",
-            source=str(loaded.path),
-            key="kfold",
-            fix="remove kfold, or point dataset.source to one CSV or Parquet file (loaded in memory)",
-        )
     from ludwig_hpo.data.streaming.checks import check_streamable
     from ludwig_hpo.data.streaming.sources import stream_files
     from ludwig_hpo.data.streaming.splits import split_rule

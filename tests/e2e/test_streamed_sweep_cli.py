@@ -1,7 +1,8 @@
 """``hpo sweep`` on a folder of Parquet files, from the CLI in its own process: the driver fits
 the streamed dataset with Ray Data once the local cluster is up and hands it to the warm worker
-group, whose 2 ranks stream equal shards. Two trials of the tiny breast-cancer sweep; the
-preprocessing record is the in-memory path's on the same rows and split."""
+group, whose 2 ranks stream equal shards. Two trials of the tiny breast-cancer sweep, then its
+2-fold re-evaluation of the best one; the preprocessing record is the in-memory path's on the
+same rows and split."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def _sweep_files(folder):
     for i, part in enumerate(np.array_split(np.arange(len(df)), 3)):
         df.iloc[part].to_parquet(folder / "rows" / f"part-{i}.parquet")
     df.to_parquet(folder / "rows.parquet")
-    raw = {k: v for k, v in loaded.raw.items() if k not in ("kfold", "dataset")}
+    raw = {k: v for k, v in loaded.raw.items() if k != "dataset"}
+    # the final model stays the search's best: the test-split checks below score those weights
+    raw["kfold"] = {**raw["kfold"], "k": 2, "top_k": 1, "select": "search"}
     raw["preprocessing"] = {"split": {"type": "fixed", "column": "split"}}
     raw["trainer"] = {**raw["trainer"], "batch_size": 32}
     # half a CPU per rank: the 2 ranks leave a CPU of 2 to Ray Data's read and map tasks
@@ -58,14 +61,46 @@ def test_hpo_sweep_streams_a_parquet_folder_through_equal_rank_shards(tmp_path):
         assert record[name]["type"] == meta.type and record[name]["vocab"] == list(meta.vocab), name
         assert record[name]["stats"] == pytest.approx(meta.stats, rel=1e-9, abs=1e-12), name
 
-    entries = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    entries = [e for e in journal if e["experiment"] == "search"]
     assert len(entries) == 2 and all(e["status"] == "FINISHED" for e in entries)
     per_rank = -(-len(in_memory.splits["train"]) // 2)  # the streamed split padded to the 2 ranks
     for e in entries:
         last = e["results"][-1]
         assert last["world_size"] == 2
         assert last["optimizer_steps"] == 2 * batches_per_epoch(per_rank, 32)  # every rank as many batches
+    _check_kfold(streamed, tmp_path, out, in_memory)
     _check_test_scores_and_model(proc.stdout, out, memory, in_memory, tmp_path)
+
+
+def _check_kfold(streamed: dict, tmp_path, out, in_memory) -> None:
+    """The k-fold phase ran on the stream: 2 fold runs and a test run of the best configuration
+    on the 2 ranks, each fold trained on the train+validation rows outside it (the folds, from
+    the rows' seeded hash, add up to train+validation), and its scores in the results and the
+    report."""
+    from ludwig_hpo.data.origin import DataOrigin
+    from ludwig_hpo.data.streaming.fit import batch_partial
+    from ludwig_hpo.data.streaming.splits import split_rule
+    from ludwig_hpo.execution.streaming.prepare import needed_columns
+
+    cfg = SweepConfig.model_validate(streamed)
+    rule = split_rule(cfg)
+    rows = pd.read_parquet(tmp_path / "rows.parquet")[needed_columns(cfg, rule)]
+    held = batch_partial(rows, cfg, rule, DataOrigin()).fold_rows
+    both = len(in_memory.splits["train"]) + len(in_memory.splits["validation"])
+    assert len(held) == 2 and sum(held) == both and min(held) > 0
+    entries = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    runs = sorted((e for e in entries if e["experiment"] == "kfold"), key=lambda e: e["trial_id"])
+    assert [e["status"] for e in runs] == ["FINISHED"] * 3  # fold 0, fold 1, test (grid order)
+    for fold, e in enumerate(runs[:2]):
+        per_rank = -(-(both - held[fold]) // 2)
+        assert e["results"][-1]["world_size"] == 2
+        assert e["results"][-1]["optimizer_steps"] == 2 * batches_per_epoch(per_rank, 32)
+    assert runs[2]["results"][-1]["optimizer_steps"] == 2 * batches_per_epoch(-(-both // 2), 32)
+    (kfold,) = json.loads((out / "results.json").read_text())["kfold"]
+    assert len(kfold["fold_scores"]) == 2 and kfold["failed_folds"] == 0 and kfold["test_score"] is not None
+    assert all(0.0 <= s <= 1.0 for s in kfold["fold_scores"])
+    assert 'id="kfold-vs-test"' in (out / "report.html").read_text()
 
 
 def _check_test_scores_and_model(stdout: str, out, memory: SweepConfig, in_memory, tmp_path) -> None:
