@@ -231,3 +231,56 @@ def test_another_split_value_names_the_file_the_column_and_the_value(bad):
     text = str(e.value)
     assert "\n" not in text and text.startswith("part-7.parquet: preprocessing.split.column: ")
     assert f"holds {'a missing value' if bad is None else repr(bad)} at 1 row of this file" in text
+
+
+def _ray_read_failure(path: Path) -> ValueError:
+    # the words Ray Data's CSV read task raises with, pyarrow's own error dropped on the way
+    return ValueError(f"Failed to read CSV file: {path}. Please check the CSV file has correct format.")
+
+
+def test_a_cell_its_inferred_csv_type_does_not_take_is_named_with_its_row(tmp_path):
+    from ludwig_hpo.data.streaming.sources import read_error
+
+    n = 60000  # past pyarrow's first block, whose rows inferred the column's type
+    df = _frame(n).astype({"x1": object})
+    df.loc[n - 10, "x1"] = "oops"
+    df.to_csv(tmp_path / "data.csv", index=False)
+    files = stream_files("data.csv", tmp_path, ["x1"])
+    e = read_error(files, ["x1", "y"], _ray_read_failure(tmp_path / "data.csv"), "data.csv")
+    text = str(e)
+    assert "\n" not in text and text.startswith(f"{tmp_path / 'data.csv'}: dataset.source: cannot read this file: ")
+    assert "conversion error" in text and "'oops'" in text and "write the files as Parquet" in text
+
+
+def test_a_csv_row_with_another_number_of_cells_is_named(tmp_path):
+    from ludwig_hpo.data.streaming.sources import read_error
+
+    _frame(60000).to_csv(tmp_path / "data.csv", index=False)
+    lines = (tmp_path / "data.csv").read_text().splitlines()
+    lines[59000] += ",extra"  # past the first block, which the header check reads
+    (tmp_path / "data.csv").write_text("\n".join(lines) + "\n")
+    files = stream_files("data.csv", tmp_path, ["x1"])
+    text = str(read_error(files, ["x1", "y"], _ray_read_failure(tmp_path / "data.csv"), "data.csv"))
+    assert "\n" not in text and "data.csv: dataset.source: cannot read this file: " in text
+    assert "Expected 4 columns, got 5" in text
+
+
+def test_a_read_failure_naming_no_file_is_one_line_at_the_source(tmp_path):
+    from ludwig_hpo.data.streaming.sources import read_error
+
+    _frame(10).to_parquet(tmp_path / "a.parquet")
+    files = stream_files("a.parquet", tmp_path, ["x1"])
+    text = str(read_error(files, ["x1"], RuntimeError("object store full\nmore words"), "rows/"))
+    assert (
+        text
+        == "rows/: dataset.source: cannot read the dataset: object store full; fix: fix or remove the file that cannot be read"
+    )
+
+
+def test_a_csv_row_with_another_number_of_cells_in_the_first_block_is_refused_by_hpo_validate(tmp_path):
+    sweep = _sweep(tmp_path)
+    a, _ = _halves(_frame(), tmp_path / "data", "csv")
+    lines = a.read_text().splitlines()
+    lines[5] += ",extra"
+    a.write_text("\n".join(lines) + "\n")
+    _refused(tmp_path, sweep, str(a), "cannot read this file: CSV parse error: Expected 4 columns, got 5")

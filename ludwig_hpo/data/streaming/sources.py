@@ -274,3 +274,63 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> S
         bytes=sum(size for _, size in listing),
         filesystem=filesystem,
     )
+
+
+def read_error(files: StreamFiles, columns: list[str], error: BaseException, source: str) -> DataError:
+    """The one-line error of a read that failed past the footers and headers (a CSV cell its
+    column's inferred type does not take, a row with another number of cells, a file damaged
+    past its footer): Ray Data's error names the file but drops pyarrow's words, so the driver
+    reads the file it names again, with the same options, for pyarrow's own line (the cell's
+    row and value). ``columns``: the columns the sweep reads; ``source``: ``dataset.source``,
+    named when no file is. Driver; reads one file at most.
+    """
+    text = str(error)
+    path = next((p for p in sorted(files.paths, key=len, reverse=True) if p in text), None)
+    if path is None:
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        return DataError(
+            f"cannot read the dataset: {lines[0] if lines else type(error).__name__}",
+            source=source,
+            key=_KEY,
+            fix="fix or remove the file that cannot be read",
+        )
+    why = "the read failed where Ray Data read it"
+    try:
+        _read_all(files, path, columns)
+    except Exception as e:  # pyarrow's read errors have many types
+        why = _one_line(e)
+    csv_type = files.format == "csv" and "conversion error" in why
+    return DataError(
+        f"cannot read this file: {why}",
+        source=path,
+        key=_KEY,
+        fix=(
+            "a CSV column's type comes from the file's first block of rows: clean the cell, or write the files as Parquet"
+            if csv_type
+            else "fix or remove the file"
+        ),
+    )
+
+
+def _read_all(files: StreamFiles, path: str, columns: list[str]) -> None:
+    """Read every batch of one file as Ray Data reads it, keeping none (for its error)."""
+    import pyarrow as pa
+
+    if files.format == "parquet":
+        import pyarrow.parquet as pq
+
+        for _ in pq.ParquetFile(path, filesystem=files.filesystem).iter_batches(columns=columns):
+            pass
+        return
+    import pyarrow.csv as pcsv
+
+    opener = files.filesystem.open_input_stream if files.filesystem is not None else pa.input_stream  # type: ignore[attr-defined]
+    with opener(path) as stream:
+        reader = pcsv.open_csv(
+            stream,
+            read_options=pcsv.ReadOptions(use_threads=False),
+            parse_options=files.csv_parse_options(),
+            convert_options=pcsv.ConvertOptions(include_columns=columns),
+        )
+        for _ in reader:
+            pass

@@ -80,7 +80,7 @@ class LocalSplits:
             reader = pcsv.open_csv(
                 stream,
                 read_options=pcsv.ReadOptions(use_threads=False),  # Ray Data's: the same first-block inference
-                parse_options=pcsv.ParseOptions(delimiter=files.delimiter),
+                parse_options=files.csv_parse_options(),
                 convert_options=pcsv.ConvertOptions(include_columns=self.columns),
             )
             for batch in reader:

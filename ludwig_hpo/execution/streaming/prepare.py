@@ -42,7 +42,7 @@ from ludwig_hpo.data.streaming.fit import (
 )
 from ludwig_hpo.data.streaming.outliers import last_kept_of_batch, outlier_features, with_last_kept
 from ludwig_hpo.data.streaming.record import FOLD_KEY, SPLITS, StreamedData
-from ludwig_hpo.data.streaming.sources import StreamFiles, stream_files
+from ludwig_hpo.data.streaming.sources import StreamFiles, read_error, stream_files
 from ludwig_hpo.data.streaming.splits import SplitRule, split_rule
 from ludwig_hpo.errors import DataError
 
@@ -137,7 +137,7 @@ def read_files(files: StreamFiles, columns: list[str]) -> Any:
         paths,
         include_paths=with_paths,
         filesystem=files.filesystem,
-        parse_options=pcsv.ParseOptions(delimiter=files.delimiter),
+        parse_options=files.csv_parse_options(),
         convert_options=pcsv.ConvertOptions(include_columns=columns),
     )
 
@@ -165,13 +165,7 @@ def _ordered_pass(files: StreamFiles, columns: list[str], fn: _Partial, source: 
     except DataError:
         raise
     except Exception as e:  # a file that fails past its footer; Ray wraps the reader's error
-        text = str(e).strip().splitlines()
-        raise DataError(
-            f"cannot read the dataset: {text[-1] if text else type(e).__name__}",
-            source=source,
-            key="dataset.source",
-            fix="fix or remove the file named above",
-        ) from None
+        raise read_error(files, columns, e, source) from None
     finally:
         ctx.execution_options.preserve_order = before
 
