@@ -304,7 +304,8 @@ def run_sweep(sweep: Path, work: Path) -> dict[str, Any]:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            timeline.append((round(time.monotonic() - t0, 2), line.rstrip()[:160]))
+            # the run's temporary folder reads the same on every machine and in every run
+            timeline.append((round(time.monotonic() - t0, 2), line.rstrip().replace(str(work), "<run>")[:160]))
             if first_trial is None and re.search(r" started \(1/", line):
                 first_trial = time.monotonic() - t0
         rc = proc.wait()
