@@ -202,8 +202,9 @@ def save_streamed_raw_row_model(
     """:func:`save_raw_row_model` of a streamed sweep: the same pyfunc model, whose
     preprocessing is the fitted record alone (``local.streamed.meta``, what
     ``best_model/preprocessing.json`` holds; every feature type a stream prepares applies its
-    fitted statistics to new rows, so no training cell is kept); its input example is the first
-    test rows (else training rows) read again from the files. Driver only.
+    fitted statistics to new rows, a text input its vocabulary, width and padding id, so no
+    training cell is kept); its input example is the first test rows (else training rows) read
+    again from the files. Driver only.
 
     Raises:
         UserError: the files cannot be read again; a feature would need the training split's
@@ -216,7 +217,7 @@ def save_streamed_raw_row_model(
     example = local.raw_rows("test", INPUT_EXAMPLE_ROWS)
     if example.empty:
         example = local.raw_rows("train", INPUT_EXAMPLE_ROWS)
-    reference = reference_rows(example.iloc[:0], cfg)
+    reference = reference_rows(example.iloc[:0], cfg, text_from_record=True)
     unfitted = [*reference.columns] + [
         n for n, m in local.streamed.meta.items() if m.type in FITTED_TYPES and not m.fitted
     ]

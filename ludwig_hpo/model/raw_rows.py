@@ -18,6 +18,13 @@ model keeps the training split's raw cells of those features only (``reference``
 rows, then the new ones, through :func:`~ludwig_hpo.data.preprocess.prepare_input` /
 :func:`~ludwig_hpo.data.preprocess.prepare_target`.
 
+A text input whose training cells the model does not keep (a streamed sweep's model:
+``reference_rows(..., text_from_record=True)``) is prepared from its fitted record alone, its
+vocabulary, width and padding id, by :func:`~ludwig_hpo.data.streaming.text.apply_text`, the
+function a streamed split's batches are prepared with: the ids the refit gives the same rows,
+since a text input's fill is a constant there (a streamed sweep refuses ``fill_with_mode``,
+``bfill`` and ``ffill`` text) and its width and vocabulary are the training rows'.
+
 A row that cannot be prepared (a missing value a ``drop_row`` feature needs, text in a
 number column, an unreadable image path, a label the model never saw) is a :class:`BadRow`
 with a one-line reason; the other rows are prepared without it. Runs in whatever process
@@ -45,6 +52,7 @@ from ludwig_hpo.data.preprocess import (
     prepare_target,
 )
 from ludwig_hpo.data.rows import preprocessing_of
+from ludwig_hpo.data.streaming.text import apply_text
 from ludwig_hpo.errors import DataError
 
 #: The config sections of inputs and targets, as keys and errors name them.
@@ -248,9 +256,9 @@ class RowPreparer:
         self, df: pd.DataFrame, rows: np.ndarray, section: str, feat: Any, data_dir: Path | None, origin: DataOrigin
     ) -> np.ndarray:
         """One feature's prepared array of ``df``'s ``rows``: the fitted statistics applied to
-        them (a number, binary, category), an image's cells read alone, or the reference
-        cells first as the training rows, then these rows. Raises DataError as the sweep's
-        preparation does."""
+        them (a number, binary, category; a text input without reference cells), an image's
+        cells read alone, or the reference cells first as the training rows, then these rows.
+        Raises DataError as the sweep's preparation does."""
         col = feat.source_column
         key = f"{section}[{feat.name}]"
         new = df[col].iloc[rows].reset_index(drop=True)
@@ -264,6 +272,9 @@ class RowPreparer:
             apply = apply_input if section == INPUTS else apply_target
             x, _ = apply(feat, new, self.meta[feat.name], key, at, alone=True)
             return x
+        if feat.type == "text" and section == INPUTS and col not in self.reference.columns:
+            at = DataOrigin(origin.source, origin.separator, np.asarray(positions))
+            return apply_text(feat, new, self.meta[feat.name], key, at)
         ref = self.reference[col]
         cells = pd.concat([ref, new], ignore_index=True).rename(new.name)
         at = DataOrigin(origin.source, origin.separator, np.concatenate([np.zeros(len(ref), np.int64), positions]))
@@ -303,13 +314,20 @@ class RowPreparer:
         return feat.model_copy(update={"preprocessing": prep})
 
 
-def reference_rows(train_rows: pd.DataFrame, cfg: SweepConfig) -> pd.DataFrame:
+def reference_rows(train_rows: pd.DataFrame, cfg: SweepConfig, *, text_from_record: bool = False) -> pd.DataFrame:
     """The raw cells a :class:`RowPreparer` refits on: the training split's rows
     (:func:`~ludwig_hpo.data.preprocess.kept_rows`), one column per ``source_column`` of a
     feature that refits (inputs and outputs not in ``FITTED_TYPES``, not images), in the
-    split's order; no rows when no feature refits (the model holds no training cells). Pure."""
+    split's order; no rows when no feature refits (the model holds no training cells).
+    ``text_from_record``: text inputs are prepared from their fitted record and keep no cell
+    (a streamed sweep's model, whose text fill is a constant). Pure."""
     feats = columns_needed(cfg, targets=True)
-    cols = list(dict.fromkeys(f.source_column for _, f in feats if f.type not in FITTED_TYPES | {"image"}))
+    applied = FITTED_TYPES | {"image"}
+
+    def refits(section: str, feat: Any) -> bool:
+        return feat.type not in applied and not (text_from_record and feat.type == "text" and section == INPUTS)
+
+    cols = list(dict.fromkeys(f.source_column for section, f in feats if refits(section, f)))
     if not cols:
         return train_rows[cols].iloc[:0].reset_index(drop=True)
     return train_rows[cols].reset_index(drop=True)
