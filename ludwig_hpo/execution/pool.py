@@ -176,7 +176,8 @@ class WorkerPools:
         returns the run's token. Called by the trial actor.
 
         Raises:
-            Exception: the group could not be started (e.g. a worker failed to start).
+            Exception: the group could not be started (e.g. a worker failed to start), or the
+                job's streamed feeds could not be built; the group is free again either way.
         """
         import ray
 
@@ -188,15 +189,17 @@ class WorkerPools:
             g.run = self.runs[run.token] = run
         try:
             await self._ensure_built(g)
+            assert g.workers is not None  # built above
+            g.hand_restarts_to(run)
+            run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
+            feeds = await self.feeds.for_run(g.slot, g.builds, spec.job)
         except BaseException:
+            # A group left holding a run that never started would make later trials wait forever.
             g.failed_starts = 0  # this trial fails with the start's error: that records it
+            self.runs.pop(run.token, None)
             await self._release(g)
             raise
-        assert g.workers is not None  # built above
-        g.hand_restarts_to(run)
         me = ray.get_runtime_context().current_actor
-        run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
-        feeds = await self.feeds.for_run(g.slot, g.builds, spec.job)
         refs = [w.run.remote(spec, me, run.token, feed) for w, feed in zip(g.workers, feeds, strict=True)]
         asyncio.ensure_future(self._watch(g, run, refs))
         return run.token
@@ -347,16 +350,23 @@ def run_pooled(pools: Any, spec: TrialSpec) -> None:
 
     Raises:
         WorkerLostError: a worker of the group died (which rank, where, how).
-        TrialError: a rank raised (one line; the traceback follows as cause).
+        TrialError: a rank raised, or the job's streamed feeds could not be built (one line;
+            the traceback follows as cause); a start's own ``HpoError`` is raised as it is.
     """
     import ray
     from ray import tune
+    from ray.exceptions import RayTaskError
 
-    from ludwig_hpo.errors import TrialError, WorkerLostError, one_line_error
+    from ludwig_hpo.errors import HpoError, TrialError, WorkerLostError, one_line_error
 
     for stale in (Path(spec.storage_path) / spec.trial_id).glob(f"{PENDING_PREFIX}*"):  # left by an interrupted run
         shutil.rmtree(stale, ignore_errors=True)
-    token = ray.get(pools.start.remote(spec))
+    try:
+        token = ray.get(pools.start.remote(spec))
+    except RayTaskError as e:  # no group or no feeds for the trial: its own error, in one line
+        if isinstance(e.cause, HpoError):
+            raise e.cause from e
+        raise TrialError(one_line_error(f"{type(e.cause).__name__}: {e.cause}")) from e
     done = threading.Event()
 
     def beat() -> None:
