@@ -284,3 +284,21 @@ def test_a_csv_row_with_another_number_of_cells_in_the_first_block_is_refused_by
     lines[5] += ",extra"
     a.write_text("\n".join(lines) + "\n")
     _refused(tmp_path, sweep, str(a), "cannot read this file: CSV parse error: Expected 4 columns, got 5")
+
+
+def test_missing_cells_of_a_csv_text_column_read_as_pandas_reads_them(tmp_path):
+    import pyarrow.csv as pcsv
+
+    lines = ["x1,color,note", "1,red,fine", "2,,NA", "3,None,n/a", "4,blue,<NA>", "5,NULL,ok"]
+    (tmp_path / "data.csv").write_text("\n".join(lines) + "\n")
+    files = stream_files("data.csv", tmp_path, ["x1", "color", "note"])
+    read = pcsv.read_csv(
+        str(tmp_path / "data.csv"),
+        parse_options=files.csv_parse_options(),
+        convert_options=files.csv_convert_options(["x1", "color", "note"]),
+    ).to_pandas()
+    whole = pd.read_csv(tmp_path / "data.csv")
+    for column in ("color", "note"):  # pyarrow alone keeps "" and "NA" as strings in text columns
+        assert read[column].isna().tolist() == whole[column].isna().tolist()
+        assert read[column].dropna().tolist() == whole[column].dropna().tolist()
+    assert read["color"].isna().sum() == 3

@@ -22,6 +22,11 @@ from ludwig_hpo.data.streaming.mode import is_uri
 from ludwig_hpo.errors import DataError
 
 _KEY = "dataset.source"
+#: The cells ``pandas.read_csv`` reads as missing by default (its ``na_values``).
+PANDAS_NA_VALUES = (
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,17 @@ class StreamFiles:
         import pyarrow.csv as pcsv
 
         return pcsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True)
+
+    def csv_convert_options(self, columns: list[str]) -> Any:
+        """The ``pyarrow.csv.ConvertOptions`` every read of these CSV files takes: only
+        ``columns``, and the cells pandas reads as missing (:data:`PANDAS_NA_VALUES`, an empty
+        cell among them) are missing in every column, text ones included, as they are when the
+        file is read whole (pyarrow's default keeps them as strings in text columns). Pure."""
+        import pyarrow.csv as pcsv
+
+        return pcsv.ConvertOptions(
+            include_columns=columns, null_values=list(PANDAS_NA_VALUES), strings_can_be_null=True
+        )
 
     def as_read_whole(self, df: pd.DataFrame) -> pd.DataFrame:
         """A batch's columns with the dtypes pandas gives the files read whole
@@ -330,7 +346,7 @@ def _read_all(files: StreamFiles, path: str, columns: list[str]) -> None:
             stream,
             read_options=pcsv.ReadOptions(use_threads=False),
             parse_options=files.csv_parse_options(),
-            convert_options=pcsv.ConvertOptions(include_columns=columns),
+            convert_options=files.csv_convert_options(columns),
         )
         for _ in reader:
             pass

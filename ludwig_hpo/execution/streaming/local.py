@@ -81,7 +81,7 @@ class LocalSplits:
                 stream,
                 read_options=pcsv.ReadOptions(use_threads=False),  # Ray Data's: the same first-block inference
                 parse_options=files.csv_parse_options(),
-                convert_options=pcsv.ConvertOptions(include_columns=self.columns),
+                convert_options=files.csv_convert_options(self.columns),
             )
             for batch in reader:
                 yield files.as_read_whole(pa.Table.from_batches([batch]).to_pandas())

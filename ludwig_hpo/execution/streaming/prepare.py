@@ -118,27 +118,34 @@ def read_files(files: StreamFiles, columns: list[str]) -> Any:
 
     paths = list(files.paths)
     with_paths = _PATH not in files.columns
+    # One read task per file (a task still yields blocks of at most the context's
+    # target_max_block_size as it reads): otherwise Ray Data splits each file's output into many
+    # small blocks to reach its 200-block minimum, and with the order-preserving fit pass and a
+    # small object store its executor then crawls through them
     if files.format == "parquet":
         ctx = ray.data.DataContext.get_current()
         before = ctx.use_datasource_v2
-        # Ray Data's V2 Parquet source lists the files in a task of its own at every pass, about
-        # a second and a half of each epoch; the V1 source reads the paths it is given
+        # Ray Data's V2 Parquet source lists the files in a task of its own at every pass (each
+        # epoch waits for it); the V1 source reads the paths it is given
         ctx.use_datasource_v2 = False
         try:
             ds = ray.data.read_parquet(
-                paths, include_paths=with_paths, filesystem=files.filesystem, file_extensions=None
+                paths,
+                include_paths=with_paths,
+                filesystem=files.filesystem,
+                file_extensions=None,
+                override_num_blocks=len(paths),
             )
         finally:
             ctx.use_datasource_v2 = before
         return ds.select_columns([*columns, _PATH] if with_paths else columns)
-    import pyarrow.csv as pcsv
-
     return ray.data.read_csv(
         paths,
         include_paths=with_paths,
         filesystem=files.filesystem,
         parse_options=files.csv_parse_options(),
-        convert_options=pcsv.ConvertOptions(include_columns=columns),
+        convert_options=files.csv_convert_options(columns),
+        override_num_blocks=len(paths),
     )
 
 
