@@ -238,7 +238,16 @@ def measure(args: Any, source: Path, mode: str) -> dict[str, Any]:
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"the {mode} run on {source.name} failed:\n{err[-4000:]}")
-    return {**json.loads(lines[-1].removeprefix("RESULT ")), "peak_pss_gb": sampler.peak_pss / 2**30}
+    top = [
+        {"role": name, "pss_mb": round(mem.pss / 2**20, 1), "torch": pid in sampler.torch_at_peak}
+        for name, pid, mem in sampler.at_peak[:10]
+    ]
+    return {
+        **json.loads(lines[-1].removeprefix("RESULT ")),
+        "peak_pss_gb": sampler.peak_pss / 2**30,
+        "processes_at_peak": sampler.peak_processes,
+        "top_by_pss_at_peak": top,
+    }
 
 
 def main() -> None:
@@ -275,7 +284,7 @@ def main() -> None:
                 f"{f['peak_pss_gb']:.2f} GB, {f['samples_per_s']:.0f} samples/s, rows seen once: {f['seen_once']}",
                 flush=True,
             )
-        one = work / "1x.parquet"
+        one = work / f"{scales[0]}x.parquet"  # the first scale's rows, named so a later --scales reads its own
         if not one.exists():
             import pyarrow.parquet as pq
 
