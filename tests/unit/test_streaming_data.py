@@ -454,3 +454,38 @@ def test_a_numeric_split_column_reads_as_its_cells_do_one_by_one():
     np.testing.assert_array_equal(_fixed_codes(col), [_split_code(v) if v == v else -1 for v in col])
     names = pd.Series(["train", " Validation", "test", "2", "x", None])
     np.testing.assert_array_equal(_fixed_codes(names), [0, 1, 2, 2, -1, -1])
+
+
+def test_counts_past_the_exact_limit_stay_bounded_with_exact_moments_and_quartiles_near_their_rank(monkeypatch):
+    import ludwig_hpo.data.streaming.number_counts as nc
+
+    monkeypatch.setattr(nc, "EXACT_LIMIT", 512)
+    monkeypatch.setattr(nc, "_FOLD_ABOVE", 512)
+    rng = np.random.default_rng(3)
+    x = rng.lognormal(size=40_000)  # continuous: every value distinct
+    t = NumberCounts()
+    for start in range(0, len(x), 3_000):  # batches, as the ordered pass merges them
+        part = x[start : start + 3_000]
+        t.merge(NumberCounts.of(part, np.arange(len(part))), start)
+    got, want = t.statistics(), statistics(x)
+    assert t.compacted and len(t.values) <= 512 and int(t.counts.sum()) == len(x)
+    for k in ("min", "max"):
+        assert got[k] == want[k]
+    for k in ("mean", "std"):
+        assert got[k] == pytest.approx(want[k], rel=1e-12)
+    ranks = {"q1": 0.25, "q2": 0.5, "q3": 0.75}
+    for k, q in ranks.items():  # each entry stands for about 40_000 / 512 values: a rank error of a few of them
+        rank = np.searchsorted(np.sort(x), got[k]) / len(x)
+        assert abs(rank - q) < 4 / 512, (k, rank)
+    filled = t.with_value(2.0, 100, 5)
+    assert filled.statistics()["mean"] == pytest.approx(statistics(np.append(x, [2.0] * 100))["mean"], rel=1e-12)
+
+
+def test_counts_below_the_exact_limit_are_not_compacted_and_stay_exact():
+    x = np.round(np.random.default_rng(4).normal(size=5_000), 2)
+    t = NumberCounts.of(x[:2_000], np.arange(2_000))
+    t.merge(NumberCounts.of(x[2_000:], np.arange(3_000)), 2_000)
+    assert not t.compacted
+    assert {k: v for k, v in t.statistics().items() if k not in ("mean", "std")} == {
+        k: v for k, v in statistics(x).items() if k not in ("mean", "std")
+    }
