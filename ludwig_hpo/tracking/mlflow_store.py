@@ -71,6 +71,13 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
         cursor.close()
 
 
+def quiet_mlflow_logs() -> None:
+    """MLflow's and Alembic's INFO lines (schema creation and migration) off: they are not for
+    the sweep's console. The process that opens a store."""
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _tune_sqlite(client) -> None:
     """Write-ahead logging for the embedded SQLite store (the process that writes the store).
 
@@ -148,8 +155,7 @@ class MlflowStore(Tracker):
     def __init__(self, uri: str, experiment: str, artifact_location: Path | None = None) -> None:
         from mlflow.tracking import MlflowClient
 
-        for name in ("mlflow", "alembic"):  # schema-migration chatter is not for the sweep console
-            logging.getLogger(name).setLevel(logging.WARNING)
+        quiet_mlflow_logs()
         if uri.startswith(("http://", "https://")):
             check_server(uri)
         if uri.startswith("sqlite:///"):

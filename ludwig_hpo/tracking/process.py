@@ -37,6 +37,8 @@ from ludwig_hpo.train.report_keys import OBJECTIVE
 
 #: Seconds :meth:`StoreProcess.close` waits for the child to end after its last call.
 CLOSE_TIMEOUT_S = 30.0
+#: File name of the database a pending store makes ahead, in a temporary folder.
+AHEAD_DB_NAME = "mlflow.db"
 
 
 def _serve(conn, uri: str | None, experiment: str | None, artifact_location: Path | None) -> None:
@@ -54,10 +56,13 @@ def _serve(conn, uri: str | None, experiment: str | None, artifact_location: Pat
     from ludwig_hpo.tracking.mlflow_store import MlflowStore
 
     if uri is None:
+        ahead = _empty_store_ahead()
         try:
             uri, experiment, artifact_location = conn.recv()
         except (EOFError, OSError):  # the driver stopped before it needed a store
+            _drop_ahead(ahead)
             return
+        _use_ahead(ahead, uri)
     assert uri is not None and experiment is not None
     try:
         store = MlflowStore(uri, experiment, artifact_location)
@@ -82,6 +87,57 @@ def _serve(conn, uri: str | None, experiment: str | None, artifact_location: Pat
             continue
         if not _reply(conn, number, result=result):
             return
+
+
+def _empty_store_ahead() -> Path | None:
+    """A new embedded store's database, its tables created (most of a new store's start),
+    in a temporary folder, made while the driver prepares the data; None if it could not be
+    made. Store process, before its store is known."""
+    import shutil
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    from ludwig_hpo.tracking.mlflow_store import quiet_mlflow_logs
+
+    quiet_mlflow_logs()
+    folder = Path(tempfile.mkdtemp(prefix="hpo-mlflow-"))
+    db = folder / AHEAD_DB_NAME
+    try:
+        client = MlflowClient(tracking_uri=f"sqlite:///{db}")  # MlflowStore's own path: the same Default experiment
+        client.search_experiments(max_results=1)
+        engine = getattr(getattr(getattr(client, "_tracking_client", None), "store", None), "engine", None)
+        if engine is not None:
+            engine.dispose()  # no connection left on the file once it moves
+    except Exception:  # noqa: BLE001 - the store then creates its tables itself
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return db
+
+
+def _use_ahead(ahead: Path | None, uri: str) -> None:
+    """Move the database made ahead to a new embedded store's place (``sqlite:///`` whose file
+    does not exist yet, in an existing folder); any other store leaves it unused. Either way
+    its temporary folder is removed."""
+    import shutil
+
+    if ahead is None:
+        return
+    if uri.startswith("sqlite:///"):
+        target = Path(uri.removeprefix("sqlite:///"))
+        if target.parent.is_dir() and not target.exists():
+            try:
+                shutil.move(ahead, target)
+            except OSError:  # the store then creates its tables itself
+                target.unlink(missing_ok=True)
+    _drop_ahead(ahead)
+
+
+def _drop_ahead(ahead: Path | None) -> None:
+    import shutil
+
+    if ahead is not None:
+        shutil.rmtree(ahead.parent, ignore_errors=True)
 
 
 def _reply(conn, number: int, *, result: Any = None, error: BaseException | None = None) -> bool:
@@ -113,7 +169,9 @@ def _reply(conn, number: int, *, result: Any = None, error: BaseException | None
 
 class PendingStore:
     """A store process started before the driver knows its store: the child imports MLflow
-    (~2 s, ~230 MB) while the driver prepares the data, and :class:`StoreProcess` adopts it
+    (~2 s, ~230 MB) and makes an embedded store's database with its tables in a temporary
+    folder (moved to the store's place if that is a new embedded store, else removed) while
+    the driver prepares the data, and :class:`StoreProcess` adopts it
     (``pending=``) once the output folder, hence the store's place, exists. Driver only.
     :meth:`close` ends a child nobody adopted (the sweep stopped on an error before)."""
 

@@ -166,3 +166,50 @@ def test_close_ends_the_process_after_the_calls_before_it(store):
 def test_unknown_methods_are_attribute_errors(shared):
     with pytest.raises(AttributeError):
         shared.drop_everything  # noqa: B018
+
+
+def test_a_pending_store_adopted_for_a_new_embedded_store_moves_its_database_there(tmp_path, monkeypatch):
+    from ludwig_hpo.tracking.process import PendingStore
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # where the spawned child makes its database ahead
+    pending = PendingStore()
+    s = StoreProcess(f"sqlite:///{tmp_path / 'mlflow.db'}", "unit", artifact_location=tmp_path / "art", pending=pending)
+    try:
+        run = s.start_run("trial_1", params={"lr": 0.1}, tags={})
+        s.log_steps(run, params={}, tags={}, metrics=[("loss", 0.5, 1, 0)])
+    finally:
+        s.close()
+    assert list(temp.iterdir()) == []  # the temporary folder is gone
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert client.get_run(run).data.params == {"lr": "0.1"}
+
+
+def test_a_pending_store_nobody_adopts_leaves_no_database_behind(tmp_path, monkeypatch):
+    from ludwig_hpo.tracking.process import PendingStore
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    pending = PendingStore()
+    pending.close()  # the child reads the end of its pipe once its database is made, and removes it
+    assert not pending.proc.is_alive() and list(tmp_path.iterdir()) == []
+
+
+def test_a_database_made_ahead_goes_only_to_a_new_embedded_store(tmp_path):
+    from ludwig_hpo.tracking.process import AHEAD_DB_NAME, _use_ahead
+
+    def ahead() -> object:
+        folder = tmp_path / f"ahead{len(list(tmp_path.glob('ahead*')))}"
+        folder.mkdir()
+        (folder / AHEAD_DB_NAME).write_bytes(b"tables")
+        return folder / AHEAD_DB_NAME
+
+    (tmp_path / "old.db").write_bytes(b"runs")
+    for uri in (f"sqlite:///{tmp_path / 'old.db'}", "http://127.0.0.1:5000", f"sqlite:///{tmp_path / 'no' / 'x.db'}"):
+        made = ahead()
+        _use_ahead(made, uri)
+        assert not made.parent.exists()
+    assert (tmp_path / "old.db").read_bytes() == b"runs" and not (tmp_path / "no").exists()
+    made = ahead()
+    _use_ahead(made, f"sqlite:///{tmp_path / 'new.db'}")
+    assert (tmp_path / "new.db").read_bytes() == b"tables" and not made.parent.exists()
