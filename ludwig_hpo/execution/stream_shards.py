@@ -28,7 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +36,9 @@ from ludwig_hpo.data.preprocess import PreparedData
 from ludwig_hpo.data.streaming.record import StreamedData, split_batch
 from ludwig_hpo.execution.streaming.prepare import fold_datasets
 from ludwig_hpo.train.job import Job
-from ludwig_hpo.train.stream_feed import Chunk, JobStream, RankStream
+
+if TYPE_CHECKING:  # the pools actor builds feeds without torch; the ranks' stream imports it
+    from ludwig_hpo.train.stream_feed import Chunk, JobStream
 
 #: Rows per chunk a rank reads from Ray Data (the loop re-batches them; a chunk is one copy).
 CHUNK_ROWS = 4096
@@ -259,6 +261,8 @@ def job_stream(feed: RankFeed, meta: dict[str, Any]) -> JobStream:
     shard is read once and kept when it is estimated (from the probe rows) at most
     :data:`KEEP_SCORED_BYTES` (and kept for the later trials a warm rank runs of the same feed,
     see :func:`_kept_shard`), else read again at every scoring."""
+    from ludwig_hpo.train.stream_feed import JobStream, RankStream
+
     train_rows, padded, scored_rows = feed.counts
     estimate = scored_rows / feed.world_size * _row_bytes(feed.probe)
     scored: Any = _kept_shard(feed) if estimate <= KEEP_SCORED_BYTES else (lambda epoch: _chunks(feed.scored))

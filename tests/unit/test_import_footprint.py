@@ -76,6 +76,13 @@ def test_processes_that_pass_trials_on_import_no_torch_or_data_stack():
     assert imported & {"torch", "pandas", "sklearn", "transformers", "mlflow"} == set()
 
 
+def test_the_pools_actor_builds_streamed_feeds_without_torch():
+    # a streamed sweep's pools actor cuts the ranks' shards (stream_shards); only a rank's own
+    # stream of its shard (job_stream) makes tensors
+    imported = _imported_after("import ludwig_hpo.execution.stream_shards, ludwig_hpo.execution.pool_stream")
+    assert "torch" not in imported
+
+
 def test_prepared_data_unpickles_without_scikit_learn():
     # trial workers unpickle the prepared data (its module) but never split it
     assert "sklearn" not in _imported_after("import ludwig_hpo.data.preprocess, ludwig_hpo.train.job")
