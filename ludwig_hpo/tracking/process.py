@@ -116,21 +116,37 @@ def _empty_store_ahead() -> Path | None:
 
 
 def _use_ahead(ahead: Path | None, uri: str) -> None:
-    """Move the database made ahead to a new embedded store's place (``sqlite:///`` whose file
-    does not exist yet, in an existing folder); any other store leaves it unused. Either way
-    its temporary folder is removed."""
+    """Publish the database made ahead at a new embedded store's place: a ``sqlite:///`` path
+    (no query, not ``:memory:``) in an existing folder where no file or link is yet. It is
+    hard-linked there, which fails rather than replace a database another process created
+    meanwhile (across file systems, through a copy beside the target first, so no partial file
+    is ever at the target). Any other store, or any failure, leaves it unused: the store then
+    creates its tables itself. Either way its temporary folder is removed."""
+    import os
     import shutil
 
     if ahead is None:
         return
-    if uri.startswith("sqlite:///"):
-        target = Path(uri.removeprefix("sqlite:///"))
-        if target.parent.is_dir() and not target.exists():
+    try:
+        path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else ""
+        if not path or "?" in path or path == ":memory:":
+            return
+        target = Path(path)
+        if not target.parent.is_dir() or target.exists() or target.is_symlink():
+            return
+        try:
+            os.link(ahead, target)
+        except OSError:  # another file system (or no hard links there)
+            beside = target.parent / f".{target.name}.{os.getpid()}.ahead"
             try:
-                shutil.move(ahead, target)
-            except OSError:  # the store then creates its tables itself
-                target.unlink(missing_ok=True)
-    _drop_ahead(ahead)
+                shutil.copyfile(ahead, beside)
+                os.link(beside, target)
+            finally:
+                beside.unlink(missing_ok=True)
+    except (OSError, ValueError):  # e.g. a folder we may not read, a target created meanwhile
+        pass
+    finally:
+        _drop_ahead(ahead)
 
 
 def _drop_ahead(ahead: Path | None) -> None:

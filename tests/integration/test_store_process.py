@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from mlflow.exceptions import MlflowException
@@ -205,11 +206,22 @@ def test_a_database_made_ahead_goes_only_to_a_new_embedded_store(tmp_path):
         return folder / AHEAD_DB_NAME
 
     (tmp_path / "old.db").write_bytes(b"runs")
-    for uri in (f"sqlite:///{tmp_path / 'old.db'}", "http://127.0.0.1:5000", f"sqlite:///{tmp_path / 'no' / 'x.db'}"):
+    (tmp_path / "link.db").symlink_to(tmp_path / "elsewhere.db")
+    refused = [
+        f"sqlite:///{tmp_path / 'old.db'}",  # an existing database is never replaced
+        "http://127.0.0.1:5000",
+        f"sqlite:///{tmp_path / 'no' / 'x.db'}",  # no such folder
+        f"sqlite:///{tmp_path / 'q.db'}?timeout=30",
+        "sqlite:///:memory:",
+        f"sqlite:///{tmp_path / 'link.db'}",  # a dangling link: MLflow creates the file behind it
+    ]
+    for uri in refused:
         made = ahead()
         _use_ahead(made, uri)
         assert not made.parent.exists()
     assert (tmp_path / "old.db").read_bytes() == b"runs" and not (tmp_path / "no").exists()
+    assert not (tmp_path / "elsewhere.db").exists() and not list(tmp_path.glob("q.db*"))
+    assert not Path(":memory:").exists()
     made = ahead()
     _use_ahead(made, f"sqlite:///{tmp_path / 'new.db'}")
     assert (tmp_path / "new.db").read_bytes() == b"tables" and not made.parent.exists()
