@@ -193,14 +193,14 @@ class WorkerPools:
             g.hand_restarts_to(run)
             run.last_beat = time.time()  # the build may have taken a while; the trial polls from now on
             feeds = await self.feeds.for_run(g.slot, g.builds, spec.job)
+            me = ray.get_runtime_context().current_actor
+            refs = [w.run.remote(spec, me, run.token, feed) for w, feed in zip(g.workers, feeds, strict=True)]
         except BaseException:
             # A group left holding a run that never started would make later trials wait forever.
             g.failed_starts = 0  # this trial fails with the start's error: that records it
             self.runs.pop(run.token, None)
             await self._release(g)
             raise
-        me = ray.get_runtime_context().current_actor
-        refs = [w.run.remote(spec, me, run.token, feed) for w, feed in zip(g.workers, feeds, strict=True)]
         asyncio.ensure_future(self._watch(g, run, refs))
         return run.token
 
@@ -366,7 +366,8 @@ def run_pooled(pools: Any, spec: TrialSpec) -> None:
     except RayTaskError as e:  # no group or no feeds for the trial: its own error, in one line
         if isinstance(e.cause, HpoError):
             raise e.cause from e
-        raise TrialError(one_line_error(f"{type(e.cause).__name__}: {e.cause}")) from e
+        what = f"{type(e.cause).__name__}: {e.cause}" if e.cause is not None else str(e)
+        raise TrialError(one_line_error(what)) from e
     done = threading.Event()
 
     def beat() -> None:
