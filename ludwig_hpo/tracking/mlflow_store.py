@@ -78,6 +78,12 @@ def quiet_mlflow_logs() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def sqlalchemy_engine(client) -> Any:
+    """The SQLAlchemy engine of an ``MlflowClient`` on a database store; None where its MLflow
+    version does not expose it (or the store is not a database)."""
+    return getattr(getattr(getattr(client, "_tracking_client", None), "store", None), "engine", None)
+
+
 def _tune_sqlite(client) -> None:
     """Write-ahead logging for the embedded SQLite store (the process that writes the store).
 
@@ -94,7 +100,7 @@ def _tune_sqlite(client) -> None:
     not expose its SQLAlchemy engine keeps SQLite's defaults."""
     import sqlalchemy
 
-    engine = getattr(getattr(getattr(client, "_tracking_client", None), "store", None), "engine", None)
+    engine = sqlalchemy_engine(client)
     if engine is None:
         return
     if not sqlalchemy.event.contains(engine, "connect", _sqlite_pragmas):

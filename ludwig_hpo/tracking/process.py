@@ -98,7 +98,7 @@ def _empty_store_ahead() -> Path | None:
 
     from mlflow.tracking import MlflowClient
 
-    from ludwig_hpo.tracking.mlflow_store import quiet_mlflow_logs
+    from ludwig_hpo.tracking.mlflow_store import quiet_mlflow_logs, sqlalchemy_engine
 
     quiet_mlflow_logs()
     folder = Path(tempfile.mkdtemp(prefix="hpo-mlflow-"))
@@ -106,7 +106,7 @@ def _empty_store_ahead() -> Path | None:
     try:
         client = MlflowClient(tracking_uri=f"sqlite:///{db}")  # MlflowStore's own path: the same Default experiment
         client.search_experiments(max_results=1)
-        engine = getattr(getattr(getattr(client, "_tracking_client", None), "store", None), "engine", None)
+        engine = sqlalchemy_engine(client)
         if engine is not None:
             engine.dispose()  # no connection left on the file once it moves
     except Exception:  # noqa: BLE001 - the store then creates its tables itself
