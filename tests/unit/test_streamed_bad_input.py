@@ -302,3 +302,12 @@ def test_missing_cells_of_a_csv_text_column_read_as_pandas_reads_them(tmp_path):
         assert read[column].isna().tolist() == whole[column].isna().tolist()
         assert read[column].dropna().tolist() == whole[column].dropna().tolist()
     assert read["color"].isna().sum() == 3
+
+
+def test_the_missing_markers_are_those_pandas_reads_as_missing(tmp_path):
+    from ludwig_hpo.data.streaming.sources import PANDAS_NA_VALUES
+
+    cells = [m if m else '""' for m in PANDAS_NA_VALUES]  # an empty cell written quoted
+    (tmp_path / "m.csv").write_text("note\nkept\n" + "\n".join(cells) + "\n")
+    read = pd.read_csv(tmp_path / "m.csv", keep_default_na=True)["note"]
+    assert read.iloc[0] == "kept" and read.iloc[1:].isna().all() and len(read) == len(cells) + 1
