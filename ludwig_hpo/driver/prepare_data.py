@@ -7,9 +7,10 @@ do yet is refused before, by :mod:`.streamed_checks`). Driver process only.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ludwig_hpo.config.backend import unused_key_notes
 from ludwig_hpo.config.loader import LoadedSweep
@@ -20,6 +21,26 @@ from ludwig_hpo.execution.cluster_start import ClusterStart
 from ludwig_hpo.execution.executor import ExecutorChoice
 from ludwig_hpo.execution.resources import ResourcePlan
 from ludwig_hpo.model.llm_checks import check_base_model_reachable
+
+
+@contextlib.contextmanager
+def ray_data_off_the_console() -> Iterator[None]:
+    """While in this context, Ray Data's messages in this process go to its log file in the
+    cluster's session folder only, not to the console: its progress lines, and the traceback
+    it logs of a failed read, which the fit pass turns into one line naming the file
+    (:func:`~ludwig_hpo.data.streaming.sources.read_error`). Driver only."""
+    import ray.data  # noqa: F401 (its import configures the "ray.data" logger and its console handler)
+
+    logger = logging.getLogger("ray.data")
+    consoles = [h for h in logger.handlers if type(h).__name__ != "SessionFileHandler"]
+    levels = [h.level for h in consoles]
+    for h in consoles:
+        h.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for h, level in zip(consoles, levels, strict=True):
+            h.setLevel(level)
 
 
 def prepare_sweep(
@@ -48,19 +69,14 @@ def prepare_sweep(
 
         if starting is not None:
             starting.wait()
-        ray_data = logging.getLogger("ray.data")
-        level = ray_data.level
-        ray_data.setLevel(logging.WARNING)  # the fit pass's progress lines are not the sweep's console
-        try:
-            import ray
+        import ray
 
-            from ludwig_hpo.execution.streaming.cache import cache_if_fits
+        from ludwig_hpo.execution.streaming.cache import cache_if_fits
 
+        with ray_data_off_the_console():
             data, cache = cache_if_fits(
                 prepare_streamed(cfg, loaded.base_dir), int(ray.cluster_resources().get("object_store_memory", 0))
             )
-        finally:
-            ray_data.setLevel(level)
         rows, splits, filled = data.num_rows, data.rows, data.filled
         what = f"streamed from {len(data.sources)} file(s), fitted; {cache.text()}"
     else:

@@ -33,12 +33,11 @@ def check_streamed_sweep(loaded: LoadedSweep, plan: ResourcePlan) -> str | None:
     if not choice.streams:
         return None
     from ludwig_hpo.data.streaming.checks import check_streamable
-    from ludwig_hpo.data.streaming.sources import stream_files
     from ludwig_hpo.data.streaming.splits import split_rule
-    from ludwig_hpo.execution.streaming.prepare import needed_columns
+    from ludwig_hpo.execution.streaming.prepare import dataset_files, needed_columns
 
     check_streamable(cfg)
-    files = stream_files(cfg.dataset.source, loaded.base_dir, needed_columns(cfg, split_rule(cfg)))
+    files = dataset_files(cfg, loaded.base_dir, needed_columns(cfg, split_rule(cfg)))
     reserved = plan.max_concurrent * plan.num_workers * plan.cpus_per_worker
     if plan.cluster_cpus - reserved < STREAM_TASK_CPUS:
         raise ResourceError(

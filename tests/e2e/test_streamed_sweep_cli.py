@@ -52,6 +52,7 @@ def test_hpo_sweep_streams_a_parquet_folder_through_equal_rank_shards(tmp_path):
     proc = run_cli("sweep", "sweep.yaml", "--output", "results", cwd=tmp_path)
     assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     assert "streamed from 3 file(s)" in proc.stdout
+    assert "streaming_executor" not in proc.stderr and "Running Dataset" not in proc.stderr  # Ray Data's progress
     out = tmp_path / "results" / "breast-cancer-tiny"
 
     in_memory = prepare(load_dataframe(memory.dataset.source, None), memory)

@@ -131,3 +131,60 @@ def test_a_text_column_streams_the_in_memory_vocabulary_and_ids(cluster, tmp_pat
         assert inputs[name].shape == want.shape and inputs[name].dtype == np.int64, name
         # Ray Data may hand blocks back in another order: compare the rows as a multiset
         assert sorted(map(tuple, inputs[name].tolist())) == sorted(map(tuple, want.tolist())), name
+
+
+def test_csv_columns_whose_first_block_misleads_the_type_fit_the_in_memory_statistics(cluster, tmp_path):
+    from ludwig_hpo.execution.streaming.prepare import prepare_streamed
+
+    # past pyarrow's first block (1 MiB of text), from whose rows Ray Data's CSV reader would
+    # otherwise type each column: "n" integers there, fractions later; "c" with no value there
+    n = 400_000
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame(
+        {
+            "n": rng.integers(0, 9, n).astype(object),
+            "c": [None] * (n - 20_000) + list(rng.choice(["red", "blue"], 20_000)),
+            "y": rng.integers(0, 2, n),
+            "split": np.select([np.arange(n) % 10 == 8, np.arange(n) % 10 == 9], [1, 2], 0),  # 80/10/10
+        }
+    )
+    df.loc[n - 20_000 :, "n"] = rng.normal(size=20_000)
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    df.to_csv(folder / "rows.csv", index=False)
+    raw = _sweep_dict(
+        [{"name": "n", "type": "number"}, {"name": "c", "type": "category"}],
+        [{"name": "y", "type": "binary"}],
+        preprocessing={"split": {"type": "fixed"}},
+    )
+    raw["dataset"] = {"source": str(folder), "streaming": True}
+    cfg = SweepConfig.model_validate(raw)
+    memory = prepare(pd.read_csv(folder / "rows.csv"), cfg)
+    streamed = prepare_streamed(cfg, None)
+    _assert_same_meta(streamed.meta, memory.meta)
+    assert streamed.rows["train"] == len(memory.splits["train"])
+
+
+def test_a_failed_read_is_one_error_and_ray_data_prints_nothing_on_the_console(cluster, tmp_path, capfd):
+    from ludwig_hpo.driver.prepare_data import ray_data_off_the_console
+    from ludwig_hpo.execution.streaming.prepare import prepare_streamed
+
+    n = 200_000  # the bad row past the first block (1 MiB of text), which the header check reads
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame({"n": rng.normal(size=n), "c": rng.choice(["red", "blue"], n), "y": rng.integers(0, 2, n)})
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    df.to_csv(folder / "rows.csv", index=False)
+    lines = (folder / "rows.csv").read_text().splitlines()
+    lines[n - 100] += ",extra"
+    (folder / "rows.csv").write_text("\n".join(lines) + "\n")
+    raw = _sweep_dict(
+        [{"name": "n", "type": "number"}, {"name": "c", "type": "category"}], [{"name": "y", "type": "binary"}]
+    )
+    raw["dataset"] = {"source": str(folder), "streaming": True}
+    capfd.readouterr()
+    with ray_data_off_the_console(), pytest.raises(DataError, match="Expected 3 columns, got 4") as e:
+        prepare_streamed(SweepConfig.model_validate(raw), None)
+    assert "\n" not in str(e.value) and str(folder / "rows.csv") in str(e.value)
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", err[-2000:]  # Ray Data logs the failed read's traceback otherwise

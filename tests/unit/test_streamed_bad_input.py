@@ -311,3 +311,54 @@ def test_the_missing_markers_are_those_pandas_reads_as_missing(tmp_path):
     (tmp_path / "m.csv").write_text("note\nkept\n" + "\n".join(cells) + "\n")
     read = pd.read_csv(tmp_path / "m.csv", keep_default_na=True)["note"]
     assert read.iloc[0] == "kept" and read.iloc[1:].isna().all() and len(read) == len(cells) + 1
+
+
+def _streamed_read(files, path: Path, columns: list[str]) -> pd.DataFrame:
+    # as Ray Data's CSV source reads a file: pyarrow's streaming reader, whose column types
+    # come from the file's first block unless the convert options fix them
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    reader = pcsv.open_csv(
+        str(path), parse_options=files.csv_parse_options(), convert_options=files.csv_convert_options(columns)
+    )
+    return pa.Table.from_batches(list(reader), schema=reader.schema).to_pandas()
+
+
+def test_a_number_column_of_integers_in_the_first_block_takes_a_later_fraction(tmp_path):
+    from ludwig_hpo.data.streaming.sources import read_error
+
+    n = 200_000  # past pyarrow's first block (1 MiB of text)
+    df = pd.DataFrame({"x1": np.arange(n).astype(object), "color": ["red"] * n})
+    df.loc[n - 10, "x1"] = 2.5
+    df.to_csv(tmp_path / "data.csv", index=False)
+    inferred = stream_files("data.csv", tmp_path, ["x1", "color"])
+    with pytest.raises(Exception, match="conversion error"):  # pyarrow's inference alone refuses it
+        _streamed_read(inferred, tmp_path / "data.csv", ["x1", "color"])
+    files = stream_files("data.csv", tmp_path, ["x1", "color"], numbers=["x1"])
+    assert files.csv_types == (("x1", "float64"),)
+    read = _streamed_read(files, tmp_path / "data.csv", ["x1", "color"])
+    assert read["x1"].tolist() == pd.read_csv(tmp_path / "data.csv")["x1"].tolist()
+    df.loc[n - 5, "x1"] = "oops"  # a number column still refuses a word, in one line naming it
+    df.to_csv(tmp_path / "data.csv", index=False)
+    text = str(read_error(files, ["x1", "color"], _ray_read_failure(tmp_path / "data.csv"), "data.csv"))
+    assert "\n" not in text and "'oops'" in text and "takes numbers only" in text
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_column_without_a_value_in_the_first_block_reads_its_later_values(tmp_path, fmt):
+    n = 400_000  # past pyarrow's first block (1 MiB of text)
+    color = [None] * n
+    color[n - 3 :] = ["red", "blue", "red"]
+    x1 = [None] * n
+    x1[n - 2 :] = [1.5, 2.0]
+    df = pd.DataFrame({"x1": x1, "color": color, "y": np.arange(n) % 2})
+    path = tmp_path / f"data.{fmt}"
+    df.to_csv(path, index=False, sep="\t" if fmt == "tsv" else ",")
+    files = stream_files(path.name, tmp_path, ["x1", "color", "y"], numbers=["x1"])
+    assert dict(files.csv_types) == {"x1": "float64", "color": "string"}
+    read = _streamed_read(files, path, ["x1", "color", "y"])
+    whole = pd.read_csv(path, sep="\t" if fmt == "tsv" else ",")
+    for column in ("x1", "color", "y"):
+        assert read[column].isna().tolist() == whole[column].isna().tolist()
+        assert read[column].dropna().tolist() == whole[column].dropna().tolist()

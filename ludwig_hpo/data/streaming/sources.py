@@ -44,6 +44,12 @@ class StreamFiles:
             them as float64 when it reads the files whole, so every batch reads them so too
             (a block without a missing value would read int64, and a category ``1`` would
             count apart from ``1.0``).
+        csv_types: CSV columns every read takes with a fixed type instead of the one pyarrow
+            infers from a file's first block: ``(column, "float64")`` for a number feature's
+            column (a first block of integers would refuse a later ``2.5``, which pandas reads
+            whole as a float), ``(column, "string")`` for another feature's column that some
+            file's first block holds no value of (pyarrow would type it null and refuse every
+            later value).
     """
 
     paths: tuple[str, ...]
@@ -53,6 +59,7 @@ class StreamFiles:
     bytes: int
     filesystem: object | None = None
     float_columns: tuple[str, ...] = ()
+    csv_types: tuple[tuple[str, str], ...] = ()
 
     def csv_parse_options(self) -> Any:
         """The ``pyarrow.csv.ParseOptions`` every read of these CSV files takes (Ray Data's, the
@@ -65,13 +72,16 @@ class StreamFiles:
 
     def csv_convert_options(self, columns: list[str]) -> Any:
         """The ``pyarrow.csv.ConvertOptions`` every read of these CSV files takes: only
-        ``columns``, and the cells pandas reads as missing (:data:`PANDAS_NA_VALUES`, an empty
-        cell among them) are missing in every column, text ones included, as they are when the
-        file is read whole (pyarrow's default keeps them as strings in text columns). Pure."""
+        ``columns``, the types of :attr:`csv_types`, and the cells pandas reads as missing
+        (:data:`PANDAS_NA_VALUES`, an empty cell among them) are missing in every column, text
+        ones included, as they are when the file is read whole (pyarrow's default keeps them as
+        strings in text columns). Pure."""
+        import pyarrow as pa
         import pyarrow.csv as pcsv
 
+        types = {c: pa.type_for_alias(name) for c, name in self.csv_types if c in columns}
         return pcsv.ConvertOptions(
-            include_columns=columns, null_values=list(PANDAS_NA_VALUES), strings_can_be_null=True
+            include_columns=columns, column_types=types, null_values=list(PANDAS_NA_VALUES), strings_can_be_null=True
         )
 
     def as_read_whole(self, df: pd.DataFrame) -> pd.DataFrame:
@@ -144,22 +154,27 @@ def _listing(source: str, base_dir: Path | None) -> tuple[list[tuple[str, int]],
     return [(str(p), p.stat().st_size) for p in files], None
 
 
-def _schema(path: str, fmt: str, delimiter: str, filesystem: object | None) -> list[tuple[str, str]]:
-    """A file's (column, type) pairs from its footer or header; CSV types are not compared
-    (each file's inference reads its own first block)."""
+def _schema(path: str, fmt: str, delimiter: str, filesystem: object | None) -> tuple[list[tuple[str, str]], set[str]]:
+    """A file's (column, type) pairs from its footer or header, and its columns of type null.
+    CSV types are not compared (each file's inference reads its own first block): a CSV
+    column is null when its first block holds no value but missing ones."""
     import pyarrow as pa
 
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
         schema = pq.read_schema(path, filesystem=filesystem)
-        return [(f.name, str(f.type)) for f in schema]
+        return [(f.name, str(f.type)) for f in schema], set()
     import pyarrow.csv as pcsv
 
     opener = filesystem.open_input_stream if filesystem is not None else pa.input_stream  # type: ignore[attr-defined]
     with opener(path) as stream:
-        reader = pcsv.open_csv(stream, parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True))
-        return [(f.name, "") for f in reader.schema]
+        reader = pcsv.open_csv(
+            stream,
+            parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
+            convert_options=pcsv.ConvertOptions(null_values=list(PANDAS_NA_VALUES), strings_can_be_null=True),
+        )
+        return [(f.name, "") for f in reader.schema], {f.name for f in reader.schema if pa.types.is_null(f.type)}
 
 
 def _csv_has_rows(path: str, delimiter: str, filesystem: object | None) -> bool:
@@ -199,9 +214,10 @@ def _one_line(e: Exception) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> StreamFiles:
+def stream_files(source: str, base_dir: Path | None, needed: Iterable[str], numbers: Iterable[str] = ()) -> StreamFiles:
     """The files of ``source``, checked: one format, readable, the same schema, every ``needed``
-    column (the features' and the split column) in every file.
+    column (the features' and the split column) in every file. ``numbers``: the number
+    features' columns (CSV reads take them as float64, see :attr:`StreamFiles.csv_types`).
 
     Raises:
         DataError: no file, mixed formats, an unreadable file, a schema that differs from the
@@ -230,9 +246,11 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> S
             fix="stream files of one format",
         )
     schemas = {}
+    untyped: set[str] = set()
     for path, _ in listing:
         try:
-            schemas[path] = _schema(path, fmt, delimiter, filesystem)
+            schemas[path], nulls = _schema(path, fmt, delimiter, filesystem)
+            untyped |= nulls
         except Exception as e:  # pyarrow's read errors have many types
             raise DataError(
                 f"cannot read this file: {_one_line(e)}", source=path, key=_KEY, fix="fix or remove the file"
@@ -281,8 +299,13 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str]) -> S
             key=_KEY,
             fix="point dataset.source to files with rows",
         )
+    as_float = [c for c in dict.fromkeys(numbers) if c in needed]
+    csv_types = [(c, "float64") for c in as_float] + [
+        (c, "string") for c in needed if c in untyped and c not in as_float
+    ]
     return StreamFiles(
         float_columns=tuple(sorted(floats & set(needed))),
+        csv_types=tuple(csv_types) if fmt == "csv" else (),
         paths=tuple(p for p, _ in listing),
         format=fmt,
         delimiter=delimiter,
@@ -321,7 +344,8 @@ def read_error(files: StreamFiles, columns: list[str], error: BaseException, sou
         source=path,
         key=_KEY,
         fix=(
-            "a CSV column's type comes from the file's first block of rows: clean the cell, or write the files as Parquet"
+            "a number feature's CSV column takes numbers only, and another column's type comes from the file's "
+            "first block of rows: clean the cell, or write the files as Parquet"
             if csv_type
             else "fix or remove the file"
         ),

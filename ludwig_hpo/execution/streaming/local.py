@@ -24,11 +24,11 @@ from ludwig_hpo.config.schema import SweepConfig
 from ludwig_hpo.data.streaming.apply import apply_batch
 from ludwig_hpo.data.streaming.fit import FileOrigin, drop_mask, require_columns
 from ludwig_hpo.data.streaming.record import SPLITS, StreamedData, split_batch
-from ludwig_hpo.data.streaming.sources import StreamFiles, stream_files
+from ludwig_hpo.data.streaming.sources import StreamFiles
 from ludwig_hpo.data.streaming.splits import SplitRule, split_codes, split_rule
 from ludwig_hpo.errors import DataError
 from ludwig_hpo.execution.stream_shards import CHUNK_ROWS
-from ludwig_hpo.execution.streaming.prepare import needed_columns
+from ludwig_hpo.execution.streaming.prepare import dataset_files, needed_columns
 from ludwig_hpo.train.stream_feed import Chunk, RankStream
 
 
@@ -52,7 +52,7 @@ class LocalSplits:
         self.cfg, self.streamed, self.chunk_rows = cfg, streamed, chunk_rows
         self.rule: SplitRule = split_rule(cfg)
         self.columns = needed_columns(cfg, self.rule)
-        self.files: StreamFiles = stream_files(cfg.dataset.source, base_dir, self.columns)
+        self.files: StreamFiles = dataset_files(cfg, base_dir, self.columns)
         if self.files.paths != streamed.sources:
             raise DataError(
                 f"the dataset holds {len(self.files.paths)} file(s) now, not the {len(streamed.sources)} the "

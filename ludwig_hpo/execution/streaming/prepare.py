@@ -111,6 +111,18 @@ def needed_columns(cfg: SweepConfig, rule: SplitRule) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
+def dataset_files(cfg: SweepConfig, base_dir: Path | None, columns: list[str]) -> StreamFiles:
+    """``cfg.dataset.source``'s files, checked for ``columns`` (:func:`needed_columns`), with
+    the number features' CSV columns read as numbers (see
+    :func:`~ludwig_hpo.data.streaming.sources.stream_files`). Driver; reads footers and headers.
+
+    Raises:
+        DataError: what :func:`~ludwig_hpo.data.streaming.sources.stream_files` refuses.
+    """
+    numbers = [feat.source_column for _, feat in features_of(cfg) if feat.type == "number"]
+    return stream_files(cfg.dataset.source, base_dir, columns, numbers)
+
+
 def read_files(files: StreamFiles, columns: list[str]) -> Any:
     """The lazy ``ray.data.Dataset`` of ``files``' ``columns`` (and each row's file, when no
     column is named ``path`` already). Runs in the driver."""
@@ -194,7 +206,7 @@ def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
     check_streamable(cfg)
     rule = split_rule(cfg)
     columns = needed_columns(cfg, rule)
-    files = stream_files(cfg.dataset.source, base_dir, columns)
+    files = dataset_files(cfg, base_dir, columns)
     total = BatchPartial()
     for partial in _ordered_pass(files, columns, _Partial(cfg, rule, files), cfg.dataset.source):
         merge_into(total, partial)
