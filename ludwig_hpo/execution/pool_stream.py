@@ -5,6 +5,15 @@ A group's ranks stream a job's rows through one ``streaming_split`` per job
 per group and job (search, fold ``i``, test) and hands them to every later trial of the same
 job on that group: successive trials reuse the pipeline (its split coordinator and the
 ranks' iterators) instead of building it again. A rebuilt group (a rank died) gets new ones.
+
+A group keeps the pipelines of its :data:`~ludwig_hpo.execution.stream_shards.KEPT_FEEDS`
+most recently run jobs: each streamed pipeline holds two split coordinators (Ray actors of
+~130 MB each, one for the training rows and one for the scored rows), so a k-fold phase's
+``k`` fold pipelines, kept all at once beside the search's, would hold ``2(k + 1)``. The
+search's trials run one job and keep reusing its pipeline; the k-fold phase, which runs each
+configuration's folds in turn, builds a fold's pipeline again when it comes back to it (once
+per k-fold trial, each of which trains the full number of epochs). The ranks keep their
+scored shards of as many feeds (:func:`~ludwig_hpo.execution.stream_shards.job_stream`).
 """
 
 from __future__ import annotations
@@ -59,12 +68,19 @@ class GroupFeeds:
                 key="backend.num_workers",
                 fix="run fewer workers or trials at once (hyperopt.executor.max_concurrent_trials), or add CPUs",
             )
-        from ludwig_hpo.execution.stream_shards import rank_feeds
+        from ludwig_hpo.execution import stream_shards
 
         key = (slot, build, job.kind, job.fold)
-        if key not in self._feeds:
+        if key in self._feeds:
+            self._feeds[key] = self._feeds.pop(key)  # the most recently run last
+        else:
             for stale in [k for k in self._feeds if k[0] == slot and k[1] != build]:  # an earlier start's
                 del self._feeds[stale]
+            mine = [k for k in self._feeds if k[0] == slot]  # least recently run first
+            for old in mine[: max(0, len(mine) - stream_shards.KEPT_FEEDS + 1)]:
+                del self._feeds[old]
             loop = asyncio.get_running_loop()
-            self._feeds[key] = await loop.run_in_executor(None, rank_feeds, self.streamed, job, self.num_workers)
+            self._feeds[key] = await loop.run_in_executor(
+                None, stream_shards.rank_feeds, self.streamed, job, self.num_workers
+            )
         return list(self._feeds[key])

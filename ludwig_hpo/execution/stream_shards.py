@@ -50,8 +50,9 @@ PROBE_ROWS = 1024
 #: A rank keeps its shard of the scored rows in memory after the first scoring when it is
 #: estimated at most this size (each later scoring would start a pass over the files again).
 KEEP_SCORED_BYTES = 256 * 2**20
-#: Feeds whose kept scored shards a rank process holds at once (a warm rank runs one job's
-#: trials after another: the search's, then each fold's).
+#: Feeds whose kept scored shards a rank process holds at once, and whose pipelines the pools
+#: actor keeps per group (a warm rank runs one job's trials after another: the search's, then
+#: each fold's; see :mod:`~ludwig_hpo.execution.pool_stream`).
 KEPT_FEEDS = 2
 #: Per feed key, the scored shard this process kept (see :func:`_kept_shard`).
 _KEPT: dict[str, _KeptShard] = {}

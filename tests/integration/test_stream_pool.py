@@ -160,3 +160,28 @@ def test_warm_groups_that_reserve_every_cpu_refuse_to_stream_instead_of_waiting_
     feeds = GroupFeeds([_streamed(prepared)], 2, reserved_cpus=4.0)  # the cluster's 4 CPUs
     with pytest.raises(ResourceError, match="needs a CPU beside its ranks'.*reserve 4 of the cluster's 4"):
         asyncio.run(feeds.for_run(0, 1, Job("search")))
+
+
+def test_a_group_keeps_the_pipelines_of_its_most_recent_jobs_only(cluster, monkeypatch):
+    import asyncio
+
+    from ludwig_hpo.execution import stream_shards
+    from ludwig_hpo.execution.pool_stream import GroupFeeds
+    from ludwig_hpo.train.job import Job
+
+    monkeypatch.setattr(stream_shards, "KEPT_FEEDS", 1)
+    _, prepared = _loaded()
+    feeds = GroupFeeds([_streamed(prepared)], 2, reserved_cpus=2.0)
+
+    async def runs() -> list[list]:
+        jobs = [Job("search"), Job("search"), Job("test"), Job("search")]
+        out = []
+        for job in jobs:
+            out.append(await feeds.for_run(0, 1, job))
+            assert len(feeds._feeds) == 1
+        return out
+
+    search, search_again, test, search_last = asyncio.run(runs())
+    assert [f.key for f in search_again] == [f.key for f in search]  # reused while kept
+    assert {f.key for f in test}.isdisjoint(f.key for f in search)
+    assert {f.key for f in search_last}.isdisjoint(f.key for f in search)  # let go for the test job, built anew
