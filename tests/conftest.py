@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,3 +91,18 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     from tests.hf_models import save_tiny_llama
 
     return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture
+def ray_data_console() -> Iterator[io.StringIO]:
+    """What Ray Data's console handler writes, while the test runs (it keeps the stream it was
+    made with, which under pytest may be an earlier test's capture)."""
+    import ray.data  # noqa: F401 (configures the handler)
+
+    handlers = [h for h in logging.getLogger("ray.data").handlers if type(h).__name__ == "PlainRayHandler"]
+    assert handlers
+    out = io.StringIO()
+    before = [h.setStream(out) for h in handlers]
+    yield out
+    for h, stream in zip(handlers, before, strict=True):
+        h.setStream(stream)

@@ -34,10 +34,10 @@ def check_streamed_sweep(loaded: LoadedSweep, plan: ResourcePlan) -> str | None:
         return None
     from ludwig_hpo.data.streaming.checks import check_streamable
     from ludwig_hpo.data.streaming.splits import split_rule
-    from ludwig_hpo.execution.streaming.prepare import dataset_files, needed_columns
+    from ludwig_hpo.execution.streaming.prepare import dataset_files
 
     check_streamable(cfg)
-    files = dataset_files(cfg, loaded.base_dir, needed_columns(cfg, split_rule(cfg)))
+    files = dataset_files(cfg, loaded.base_dir, split_rule(cfg))
     reserved = plan.max_concurrent * plan.num_workers * plan.cpus_per_worker
     if plan.cluster_cpus - reserved < STREAM_TASK_CPUS:
         raise ResourceError(

@@ -234,6 +234,7 @@ class _KeptShard:
     def __call__(self, epoch: int) -> Iterable[Chunk]:
         if self.chunks is None:
             self.chunks = list(_chunks(self.iterator))
+            self.iterator = None  # its split coordinator may go once the pools actor lets the feed go
         return self.chunks
 
 
@@ -244,12 +245,14 @@ def _row_bytes(probe: PreparedData) -> float:
 
 def _kept_shard(feed: RankFeed) -> _KeptShard:
     """The rank's kept scored shard of ``feed``: the one an earlier trial of the same feed kept
-    in this process, else a new one (the oldest kept beyond :data:`KEPT_FEEDS` is let go). Every
+    in this process, else a new one (the least recently run beyond :data:`KEPT_FEEDS` is let go). Every
     rank of a group gets the feed of the same build, so either all ranks reuse their shards of
     one pass or all read a new pass."""
     if not feed.key:
         return _KeptShard(feed.scored)
-    if feed.key not in _KEPT:
+    if feed.key in _KEPT:
+        _KEPT[feed.key] = _KEPT.pop(feed.key)  # the most recently run last, as the pools actor keeps them
+    else:
         while len(_KEPT) >= KEPT_FEEDS:
             del _KEPT[next(iter(_KEPT))]
         _KEPT[feed.key] = _KeptShard(feed.scored)

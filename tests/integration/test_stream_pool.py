@@ -38,26 +38,31 @@ def _loaded():
     return raw, prepare(load_dataframe(cfg.dataset.source, loaded.base_dir), cfg)
 
 
-def _streamed(prepared) -> StreamedData:
+def _streamed(prepared, folds: int = 0) -> StreamedData:
     """The prepared rows of each split as a lazy Ray dataset of 4 blocks, in the streamed
-    batch format (:mod:`ludwig_hpo.data.streaming.record`)."""
+    batch format (:mod:`ludwig_hpo.data.streaming.record`); with ``folds``, the train and
+    validation rows in that many k-fold folds (a row's fold: its position modulo ``folds``)."""
     import ray.data
 
     arrays = {input_key(k): v for k, v in prepared.inputs.items()} | {
         target_key(k): v for k, v in prepared.targets.items()
     }
 
-    def rows_of(split_rows: np.ndarray):
+    def rows_of(split: str, split_rows: np.ndarray):
         def lookup(batch: dict) -> dict:
             idx = split_rows[batch["id"]]
-            return {**{k: v[idx] for k, v in arrays.items()}, FOLD_KEY: np.full(len(idx), -1)}
+            fold = batch["id"] % folds if folds and split != "test" else np.full(len(idx), -1)
+            return {**{k: v[idx] for k, v in arrays.items()}, FOLD_KEY: fold}
 
         return ray.data.range(len(split_rows), override_num_blocks=4).map_batches(lookup, batch_format="numpy")
 
+    both = [len(prepared.splits[s]) for s in ("train", "validation")]
     return StreamedData(
-        datasets={s: rows_of(r) for s, r in prepared.splits.items()},
+        datasets={s: rows_of(s, r) for s, r in prepared.splits.items()},
         meta=prepared.meta,
         rows={s: len(r) for s, r in prepared.splits.items()},
+        folds=folds,
+        fold_rows=tuple(sum(len(range(f, n, folds)) for n in both) for f in range(folds)),
     )
 
 
@@ -162,26 +167,37 @@ def test_warm_groups_that_reserve_every_cpu_refuse_to_stream_instead_of_waiting_
         asyncio.run(feeds.for_run(0, 1, Job("search")))
 
 
-def test_a_group_keeps_the_pipelines_of_its_most_recent_jobs_only(cluster, monkeypatch):
+def test_a_group_keeps_the_pipelines_of_its_most_recently_run_jobs_only(cluster, monkeypatch):
     import asyncio
 
     from ludwig_hpo.execution import stream_shards
     from ludwig_hpo.execution.pool_stream import GroupFeeds
     from ludwig_hpo.train.job import Job
 
-    monkeypatch.setattr(stream_shards, "KEPT_FEEDS", 1)
+    monkeypatch.setattr(stream_shards, "KEPT_FEEDS", 2)
     _, prepared = _loaded()
-    feeds = GroupFeeds([_streamed(prepared)], 2, reserved_cpus=2.0)
+    feeds = GroupFeeds([_streamed(prepared, folds=2)], 2, reserved_cpus=2.0)
 
-    async def runs() -> list[list]:
-        jobs = [Job("search"), Job("search"), Job("test"), Job("search")]
-        out = []
-        for job in jobs:
-            out.append(await feeds.for_run(0, 1, job))
-            assert len(feeds._feeds) == 1
+    def keys(run: list) -> list[str]:
+        return [f.key for f in run]
+
+    async def runs() -> dict[str, list[str]]:
+        out = {"other": keys(await feeds.for_run(1, 1, Job("search")))}  # another group's
+        for name, job in [
+            ("search", Job("search")),
+            ("test", Job("test")),
+            ("search again", Job("search")),  # now the most recently run of group 0
+            ("fold", Job("fold", fold=0)),  # lets the test job's go, the least recently run
+            ("search last", Job("search")),
+            ("test last", Job("test")),
+        ]:
+            out[name] = keys(await feeds.for_run(0, 1, job))
+        out["other last"] = keys(await feeds.for_run(1, 1, Job("search")))
         return out
 
-    search, search_again, test, search_last = asyncio.run(runs())
-    assert [f.key for f in search_again] == [f.key for f in search]  # reused while kept
-    assert {f.key for f in test}.isdisjoint(f.key for f in search)
-    assert {f.key for f in search_last}.isdisjoint(f.key for f in search)  # let go for the test job, built anew
+    got = asyncio.run(runs())
+    assert got["search again"] == got["search"] and got["search last"] == got["search"]
+    assert set(got["test last"]).isdisjoint(got["test"])  # built anew
+    assert set(got["fold"]).isdisjoint(got["search"] + got["test"])
+    assert got["other last"] == got["other"]  # group 1's pipeline untouched by group 0's
+    assert len([k for k in feeds._feeds if k[0] == 0]) == 2

@@ -165,7 +165,7 @@ def test_csv_columns_whose_first_block_misleads_the_type_fit_the_in_memory_stati
     assert streamed.rows["train"] == len(memory.splits["train"])
 
 
-def test_a_failed_read_is_one_error_and_ray_data_prints_nothing_on_the_console(cluster, tmp_path, capfd):
+def test_a_failed_read_is_one_error_and_ray_data_prints_nothing_on_the_console(cluster, tmp_path, ray_data_console):
     from ludwig_hpo.driver.prepare_data import ray_data_off_the_console
     from ludwig_hpo.execution.streaming.prepare import prepare_streamed
 
@@ -182,9 +182,7 @@ def test_a_failed_read_is_one_error_and_ray_data_prints_nothing_on_the_console(c
         [{"name": "n", "type": "number"}, {"name": "c", "type": "category"}], [{"name": "y", "type": "binary"}]
     )
     raw["dataset"] = {"source": str(folder), "streaming": True}
-    capfd.readouterr()
-    with ray_data_off_the_console(), pytest.raises(DataError, match="Expected 3 columns, got 4") as e:
+    with pytest.raises(DataError, match="Expected 3 columns, got 4") as e, ray_data_off_the_console():
         prepare_streamed(SweepConfig.model_validate(raw), None)
     assert "\n" not in str(e.value) and str(folder / "rows.csv") in str(e.value)
-    out, err = capfd.readouterr()
-    assert out == "" and err == "", err[-2000:]  # Ray Data logs the failed read's traceback otherwise
+    assert ray_data_console.getvalue() == ""  # Ray Data logs the failed read's traceback otherwise

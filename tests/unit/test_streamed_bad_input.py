@@ -342,7 +342,10 @@ def test_a_number_column_of_integers_in_the_first_block_takes_a_later_fraction(t
     df.loc[n - 5, "x1"] = "oops"  # a number column still refuses a word, in one line naming it
     df.to_csv(tmp_path / "data.csv", index=False)
     text = str(read_error(files, ["x1", "color"], _ray_read_failure(tmp_path / "data.csv"), "data.csv"))
-    assert "\n" not in text and "'oops'" in text and "takes numbers only" in text
+    assert "\n" not in text and "In CSV column 'x1': " in text and "'oops'" in text
+    assert text.endswith(
+        "fix: a column only number features read takes numbers only: clean the cell, or make the feature a category"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])
@@ -355,10 +358,47 @@ def test_a_column_without_a_value_in_the_first_block_reads_its_later_values(tmp_
     df = pd.DataFrame({"x1": x1, "color": color, "y": np.arange(n) % 2})
     path = tmp_path / f"data.{fmt}"
     df.to_csv(path, index=False, sep="\t" if fmt == "tsv" else ",")
-    files = stream_files(path.name, tmp_path, ["x1", "color", "y"], numbers=["x1"])
+    files = stream_files(path.name, tmp_path, ["x1", "color", "y"], numbers=["x1"], texts=["color", "y"])
     assert dict(files.csv_types) == {"x1": "float64", "color": "string"}
     read = _streamed_read(files, path, ["x1", "color", "y"])
     whole = pd.read_csv(path, sep="\t" if fmt == "tsv" else ",")
     for column in ("x1", "color", "y"):
         assert read[column].isna().tolist() == whole[column].isna().tolist()
         assert read[column].dropna().tolist() == whole[column].dropna().tolist()
+
+
+def test_an_input_example_types_a_number_column_of_whole_numbers_as_pandas_does(tmp_path):
+    from ludwig_hpo.execution.streaming.local import _as_pandas_types
+
+    df = pd.DataFrame({"whole": [1, 2, 3], "fraction": [1, 2.5, 3], "holes": [1, None, 3], "color": ["a", "b", "c"]})
+    df.to_csv(tmp_path / "data.csv", index=False)
+    files = stream_files("data.csv", tmp_path, list(df.columns), numbers=["whole", "fraction", "holes"])
+    read = _streamed_read(files, tmp_path / "data.csv", list(df.columns))
+    assert [str(t) for t in read.dtypes[:3]] == ["float64"] * 3
+    typed = _as_pandas_types(read, files)
+    assert typed.dtypes.to_dict() == pd.read_csv(tmp_path / "data.csv").dtypes.to_dict()
+
+
+def test_the_split_id_and_a_column_other_features_read_keep_their_inferred_csv_types(tmp_path):
+    from ludwig_hpo.config.schema import SweepConfig
+    from ludwig_hpo.data.streaming.splits import split_rule
+    from ludwig_hpo.execution.streaming.prepare import dataset_files
+    from tests.unit.conftest import _sweep_dict
+
+    pd.DataFrame({"rid": [1, 2], "x1": [1, 2], "code": [3, 4], "note": [None, None], "y": [0, 1]}).to_csv(
+        tmp_path / "data.csv", index=False
+    )
+    inputs = [
+        {"name": "rid", "type": "number"},  # also the hashed id: hashed as its int64 cells, as in memory
+        {"name": "x1", "type": "number"},
+        {"name": "code", "type": "number"},
+        {"name": "code_cat", "column": "code", "type": "category"},  # a category counts 3, not 3.0
+        {"name": "note", "type": "category"},
+    ]
+    raw = _sweep_dict(
+        inputs, [{"name": "y", "type": "binary"}], preprocessing={"split": {"type": "hash", "column": "rid"}}
+    )
+    raw["dataset"] = {"source": str(tmp_path / "data.csv"), "streaming": True}
+    cfg = SweepConfig.model_validate(raw)
+    files = dataset_files(cfg, None, split_rule(cfg))
+    assert dict(files.csv_types) == {"x1": "float64", "note": "string"}

@@ -9,6 +9,7 @@ file and the column. Runs in the driver; reads footers and headers only.
 from __future__ import annotations
 
 import glob as globbing
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +46,11 @@ class StreamFiles:
             (a block without a missing value would read int64, and a category ``1`` would
             count apart from ``1.0``).
         csv_types: CSV columns every read takes with a fixed type instead of the one pyarrow
-            infers from a file's first block: ``(column, "float64")`` for a number feature's
-            column (a first block of integers would refuse a later ``2.5``, which pandas reads
-            whole as a float), ``(column, "string")`` for another feature's column that some
-            file's first block holds no value of (pyarrow would type it null and refuse every
-            later value).
+            infers from a file's first block: ``(column, "float64")`` for a column only number
+            features read (a first block of integers would refuse a later ``2.5``, which pandas
+            reads whole as a float), ``(column, "string")`` for another feature's column that
+            some file's first block holds no value of (pyarrow would type it null and refuse
+            every later value).
     """
 
     paths: tuple[str, ...]
@@ -214,10 +215,13 @@ def _one_line(e: Exception) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def stream_files(source: str, base_dir: Path | None, needed: Iterable[str], numbers: Iterable[str] = ()) -> StreamFiles:
+def stream_files(
+    source: str, base_dir: Path | None, needed: Iterable[str], numbers: Iterable[str] = (), texts: Iterable[str] = ()
+) -> StreamFiles:
     """The files of ``source``, checked: one format, readable, the same schema, every ``needed``
-    column (the features' and the split column) in every file. ``numbers``: the number
-    features' columns (CSV reads take them as float64, see :attr:`StreamFiles.csv_types`).
+    column (the features' and the split column) in every file. CSV reads take ``numbers`` as
+    float64, and those of ``texts`` that some file's first block holds no value of as text
+    (see :attr:`StreamFiles.csv_types`).
 
     Raises:
         DataError: no file, mixed formats, an unreadable file, a schema that differs from the
@@ -300,9 +304,8 @@ def stream_files(source: str, base_dir: Path | None, needed: Iterable[str], numb
             fix="point dataset.source to files with rows",
         )
     as_float = [c for c in dict.fromkeys(numbers) if c in needed]
-    csv_types = [(c, "float64") for c in as_float] + [
-        (c, "string") for c in needed if c in untyped and c not in as_float
-    ]
+    as_text = [c for c in dict.fromkeys(texts) if c in needed and c in untyped and c not in as_float]
+    csv_types = [(c, "float64") for c in as_float] + [(c, "string") for c in as_text]
     return StreamFiles(
         float_columns=tuple(sorted(floats & set(needed))),
         csv_types=tuple(csv_types) if fmt == "csv" else (),
@@ -338,18 +341,32 @@ def read_error(files: StreamFiles, columns: list[str], error: BaseException, sou
         _read_all(files, path, columns)
     except Exception as e:  # pyarrow's read errors have many types
         why = _one_line(e)
-    csv_type = files.format == "csv" and "conversion error" in why
-    return DataError(
-        f"cannot read this file: {why}",
-        source=path,
-        key=_KEY,
-        fix=(
-            "a number feature's CSV column takes numbers only, and another column's type comes from the file's "
-            "first block of rows: clean the cell, or write the files as Parquet"
-            if csv_type
-            else "fix or remove the file"
-        ),
-    )
+    fix = "fix or remove the file"
+    column = _csv_column_named(files, path, why)
+    if column is not None:
+        why = re.sub(r"In CSV column #\d+", f"In CSV column {column!r}", why, count=1)
+    if files.format == "csv" and "conversion error" in why:
+        fix = (
+            "a column only number features read takes numbers only: clean the cell, or make the feature a category"
+            if (column, "float64") in files.csv_types
+            else "a CSV column's type comes from the file's first block of rows: clean the cell, or write the files "
+            "as Parquet"
+        )
+    return DataError(f"cannot read this file: {why}", source=path, key=_KEY, fix=fix)
+
+
+def _csv_column_named(files: StreamFiles, path: str, why: str) -> str | None:
+    """The column pyarrow's ``In CSV column #<i>`` of ``why`` is (its index in ``path``'s header,
+    which is each file's own order), None when ``why`` names none or the header is unreadable."""
+    found = re.search(r"In CSV column #(\d+)", why)
+    if files.format != "csv" or found is None:
+        return None
+    try:
+        names = [n for n, _ in _schema(path, "csv", files.delimiter, files.filesystem)[0]]
+    except Exception:  # the header was read once already; a file gone since names nothing
+        return None
+    index = int(found.group(1))
+    return names[index] if index < len(names) else None
 
 
 def _read_all(files: StreamFiles, path: str, columns: list[str]) -> None:

@@ -52,7 +52,7 @@ class LocalSplits:
         self.cfg, self.streamed, self.chunk_rows = cfg, streamed, chunk_rows
         self.rule: SplitRule = split_rule(cfg)
         self.columns = needed_columns(cfg, self.rule)
-        self.files: StreamFiles = dataset_files(cfg, base_dir, self.columns)
+        self.files: StreamFiles = dataset_files(cfg, base_dir, self.rule)
         if self.files.paths != streamed.sources:
             raise DataError(
                 f"the dataset holds {len(self.files.paths)} file(s) now, not the {len(streamed.sources)} the "
@@ -130,7 +130,7 @@ class LocalSplits:
                 break
         if not found:
             return pd.DataFrame(columns=self.columns)
-        return pd.concat(found, ignore_index=True)
+        return _as_pandas_types(pd.concat(found, ignore_index=True), self.files)
 
     def prepared_rows(self, split: str, rows: int) -> dict[str, np.ndarray]:
         """The inputs of the first ``rows`` prepared rows of ``split`` (those of
@@ -146,3 +146,19 @@ class LocalSplits:
         if not parts:
             return {}
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _as_pandas_types(df: pd.DataFrame, files: StreamFiles) -> pd.DataFrame:
+    """``df`` with each CSV column read as float (:attr:`StreamFiles.csv_types`) back to int64
+    where its rows are whole numbers without a missing one, as ``pandas.read_csv`` types those
+    rows: a logged model's signature then types the column as an in-memory sweep's does."""
+    whole = [
+        c
+        for c, kind in files.csv_types
+        if kind == "float64"
+        and c in df.columns
+        and df[c].notna().all()
+        and np.isfinite(df[c]).all()
+        and (df[c] % 1 == 0).all()
+    ]
+    return df.astype({c: np.int64 for c in whole}) if whole else df

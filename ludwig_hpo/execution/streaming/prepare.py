@@ -111,16 +111,26 @@ def needed_columns(cfg: SweepConfig, rule: SplitRule) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
-def dataset_files(cfg: SweepConfig, base_dir: Path | None, columns: list[str]) -> StreamFiles:
-    """``cfg.dataset.source``'s files, checked for ``columns`` (:func:`needed_columns`), with
-    the number features' CSV columns read as numbers (see
-    :func:`~ludwig_hpo.data.streaming.sources.stream_files`). Driver; reads footers and headers.
+def dataset_files(cfg: SweepConfig, base_dir: Path | None, rule: SplitRule) -> StreamFiles:
+    """``cfg.dataset.source``'s files, checked for the columns the sweep reads
+    (:func:`needed_columns`), with the CSV types
+    :func:`~ludwig_hpo.data.streaming.sources.stream_files` fixes: float for a column that only
+    number features read, text for another feature's column without a value in a file's first
+    block. The split (or hashed id) column keeps the type pyarrow infers, as its values are
+    compared and hashed as the in-memory path reads them. Driver; reads footers and headers.
 
     Raises:
         DataError: what :func:`~ludwig_hpo.data.streaming.sources.stream_files` refuses.
     """
-    numbers = [feat.source_column for _, feat in features_of(cfg) if feat.type == "number"]
-    return stream_files(cfg.dataset.source, base_dir, columns, numbers)
+    features = features_of(cfg)
+    others = {feat.source_column for _, feat in features if feat.type != "number"}
+    numbers = [
+        feat.source_column
+        for _, feat in features
+        if feat.type == "number" and feat.source_column not in others and feat.source_column != rule.column
+    ]
+    texts = [c for c in others if c != rule.column]
+    return stream_files(cfg.dataset.source, base_dir, needed_columns(cfg, rule), numbers, texts)
 
 
 def read_files(files: StreamFiles, columns: list[str]) -> Any:
@@ -206,7 +216,7 @@ def prepare_streamed(cfg: SweepConfig, base_dir: Path | None) -> StreamedData:
     check_streamable(cfg)
     rule = split_rule(cfg)
     columns = needed_columns(cfg, rule)
-    files = dataset_files(cfg, base_dir, columns)
+    files = dataset_files(cfg, base_dir, rule)
     total = BatchPartial()
     for partial in _ordered_pass(files, columns, _Partial(cfg, rule, files), cfg.dataset.source):
         merge_into(total, partial)
