@@ -133,7 +133,7 @@ RAY_CASES = [
     ),
     Case(
         "data_scale",
-        ("--base-rows", "3000", "--scales", "1", "--trials", "1", "--object-store-mb", "100"),
+        ("--base-rows", "3000", "--scales", "1", "--trials", "1", "--epochs", "1", "--object-store-mb", "100"),
         ("pss_1x_gb", "pss_growth_16x", "stream_ratio", "rows_seen_once"),
         timeout_s=RAY_RUN_TIMEOUT_S,
     ),

@@ -182,9 +182,10 @@ def two_nodes():
         assert sorted(nodes.values()) == ["head", "second"], nodes
         yield address, f"http://127.0.0.1:{dash}", nodes, env
     finally:
-        for p in reversed(procs):  # `ray start --block` stops its node's processes on SIGTERM
+        # `ray start --block` stops its node's processes on SIGINT at once (on SIGTERM, after ~30 s)
+        for p in reversed(procs):
             try:
-                os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(p.pid, signal.SIGINT)
             except ProcessLookupError:
                 pass
         for p in procs:

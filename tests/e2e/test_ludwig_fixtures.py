@@ -114,7 +114,8 @@ def ray_head():
         yield f"127.0.0.1:{gcs}", RAY_ENV
     finally:
         try:
-            os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops its node's processes
+            # `ray start --block` stops its node's processes on SIGINT at once (on SIGTERM, after ~30 s)
+            os.killpg(head.pid, signal.SIGINT)
         except ProcessLookupError:
             pass
         try:
