@@ -7,70 +7,18 @@ do yet is refused before, by :mod:`.streamed_checks`). Driver process only.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from ludwig_hpo.config.backend import unused_key_notes
 from ludwig_hpo.config.loader import LoadedSweep
 from ludwig_hpo.data import PreparedData, batch_size_note, dataset_folder, load_dataframe, prepare
 from ludwig_hpo.data.streaming.record import StreamedData
 from ludwig_hpo.driver.sweep_run import Prepared
-from ludwig_hpo.errors import DataError
 from ludwig_hpo.execution.cluster_start import ClusterStart
 from ludwig_hpo.execution.executor import ExecutorChoice
 from ludwig_hpo.execution.resources import ResourcePlan
 from ludwig_hpo.model.llm_checks import check_base_model_reachable
-
-
-@contextlib.contextmanager
-def ray_data_off_the_console() -> Iterator[None]:
-    """While in this context, Ray Data's messages in this process stay off the console (its log
-    file in the cluster's session folder still gets them): its progress lines always, and its
-    warnings and errors when the context ends in a :class:`~ludwig_hpo.errors.DataError`, the
-    one line that names the file of a failed read
-    (:func:`~ludwig_hpo.data.streaming.sources.read_error`) and that Ray Data's traceback of the
-    read would only bury. Any other ending prints its warnings and errors as Ray Data would
-    have, after the fact. Driver only.
-    """
-    import ray.data  # noqa: F401 (its import configures the "ray.data" logger and its console handler)
-
-    logger = logging.getLogger("ray.data")
-    consoles = [
-        h for h in logger.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-    ]
-    levels = [h.level for h in consoles]
-    held = _Held(logging.WARNING)
-    for h in consoles:
-        h.setLevel(logging.CRITICAL + 1)
-    logger.addHandler(held)
-    failed_read = False
-    try:
-        yield
-    except DataError:
-        failed_read = True
-        raise
-    finally:
-        logger.removeHandler(held)
-        for h, level in zip(consoles, levels, strict=True):
-            h.setLevel(level)
-        if not failed_read:
-            for record in held.records:
-                for h in consoles:
-                    if record.levelno >= h.level:
-                        h.handle(record)
-
-
-class _Held(logging.Handler):
-    """Keeps the records it is handed (of at least its level), in order."""
-
-    def __init__(self, level: int) -> None:
-        super().__init__(level)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
 
 
 def prepare_sweep(
@@ -101,6 +49,7 @@ def prepare_sweep(
             starting.wait()
         import ray
 
+        from ludwig_hpo.execution.cluster import ray_data_off_the_console
         from ludwig_hpo.execution.streaming.cache import cache_if_fits
 
         with ray_data_off_the_console():

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ludwig_hpo.config.schema import SweepConfig
-from ludwig_hpo.errors import ResourceError
+from ludwig_hpo.errors import DataError, ResourceError
 from ludwig_hpo.execution.ray_temp import make_temp_dir, remove_dead_temp_dirs
 from ludwig_hpo.execution.resources import NodeShape, ResourcePlan, nodes_from_ray, plan_resources
 
@@ -242,6 +242,47 @@ def rays_messages_to(log_file: LogFile) -> Iterator[None]:
         yield
     finally:
         setattr(worker, "print_to_stdstream", original)  # noqa: B010
+
+
+@contextlib.contextmanager
+def ray_data_off_the_console() -> Iterator[None]:
+    """While in this context, Ray Data's messages in this process stay off the console (its log
+    file in the cluster's session folder still gets them): its progress lines always, and its
+    warnings and errors when the context ends in a :class:`~ludwig_hpo.errors.DataError`, the
+    one line that names the file of a failed read
+    (:func:`~ludwig_hpo.data.streaming.sources.read_error`) and that Ray Data's traceback of the
+    read would only bury. Any other ending prints its warnings and errors as Ray Data would
+    have, after the fact. Driver only (the driver fits a streamed dataset in it).
+    """
+    import logging.handlers
+
+    import ray.data  # noqa: F401 (its import configures the "ray.data" logger and its console handler)
+
+    logger = logging.getLogger("ray.data")
+    consoles = [
+        h for h in logger.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+    levels = [h.level for h in consoles]
+    held = logging.handlers.BufferingHandler(capacity=sys.maxsize)  # flushes only when told to
+    held.setLevel(logging.WARNING)
+    for h in consoles:
+        h.setLevel(logging.CRITICAL + 1)
+    logger.addHandler(held)
+    failed_read = False
+    try:
+        yield
+    except DataError:
+        failed_read = True
+        raise
+    finally:
+        logger.removeHandler(held)
+        for h, level in zip(consoles, levels, strict=True):
+            h.setLevel(level)
+        if not failed_read:
+            for record in held.buffer:
+                for h in consoles:
+                    if record.levelno >= h.level:
+                        h.handle(record)
 
 
 @contextlib.contextmanager

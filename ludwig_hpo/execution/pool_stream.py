@@ -10,11 +10,10 @@ A group keeps the pipelines of its :data:`~ludwig_hpo.execution.stream_shards.KE
 most recently run jobs: each streamed pipeline holds two split coordinators (Ray actors of
 ~130 MB each, one for the training rows and one for the scored rows), so a k-fold phase's
 ``k`` fold pipelines and its test run's, kept all at once beside the search's, would hold up to
-``2(k + 2)``. The
-search's trials run one job and keep reusing its pipeline; the k-fold phase, which runs each
-configuration's folds in turn, builds a fold's pipeline again when it comes back to it (once
-per k-fold trial, each of which trains the full number of epochs). The ranks keep their
-scored shards of as many feeds (:func:`~ludwig_hpo.execution.stream_shards.job_stream`).
+``2(k + 2)``. The search's trials run one job and keep reusing its pipeline; the k-fold phase,
+which runs each configuration's folds in turn, builds a fold's pipeline again when it comes
+back to it (once per k-fold trial, each of which trains the full number of epochs). The ranks
+keep their scored shards of as many feeds (:func:`~ludwig_hpo.execution.stream_shards.job_stream`).
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def test_csv_columns_whose_first_block_misleads_the_type_fit_the_in_memory_stati
 
 
 def test_a_failed_read_is_one_error_and_ray_data_prints_nothing_on_the_console(cluster, tmp_path, ray_data_console):
-    from ludwig_hpo.driver.prepare_data import ray_data_off_the_console
+    from ludwig_hpo.execution.cluster import ray_data_off_the_console
     from ludwig_hpo.execution.streaming.prepare import prepare_streamed
 
     n = 200_000  # the bad row past the first block (1 MiB of text), which the header check reads

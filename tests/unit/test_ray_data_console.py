@@ -1,5 +1,5 @@
 """What of Ray Data's messages reaches the console while the driver fits a streamed dataset
-(``driver.prepare_data.ray_data_off_the_console``): never its progress lines; its warnings and
+(``execution.cluster.ray_data_off_the_console``): never its progress lines; its warnings and
 errors after the fact, unless the fit ends in the one-line data error. No Ray starts."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from ludwig_hpo.driver.prepare_data import ray_data_off_the_console
 from ludwig_hpo.errors import DataError
+from ludwig_hpo.execution.cluster import ray_data_off_the_console
 
 
 def _log(level: int, text: str) -> None:

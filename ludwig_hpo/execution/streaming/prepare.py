@@ -123,7 +123,7 @@ def dataset_files(cfg: SweepConfig, base_dir: Path | None, rule: SplitRule) -> S
         DataError: what :func:`~ludwig_hpo.data.streaming.sources.stream_files` refuses.
     """
     features = features_of(cfg)
-    others = {feat.source_column for _, feat in features if feat.type != "number"}
+    others = [feat.source_column for _, feat in features if feat.type != "number"]
     numbers = [
         feat.source_column
         for _, feat in features
