@@ -14,6 +14,7 @@ Imports no Ray.
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import socket
 import sys
@@ -22,7 +23,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import torch
 
@@ -58,6 +59,23 @@ def _free_loopback_port() -> int:
         return port
 
 
+def end_spawned_rank() -> NoReturn:
+    """End this spawned rank's process with exit code 0, skipping the interpreter's teardown.
+
+    Runs on a rank started with ``torch.multiprocessing``'s ``spawn``, as the last call of its
+    entry function once its work succeeded and its results are written: files closed, a
+    ``multiprocessing`` queue closed and its feeder thread joined (``close()`` then
+    ``join_thread()``). A model sharded with FSDP2 keeps its process group alive past
+    ``destroy_process_group`` (DTensor's sharding caches hold the device mesh), and the
+    teardown that then destroys the group races the group's gloo threads: the process can
+    abort (SIGABRT, "terminate called without an active exception") after its work is done.
+    A rank that raised still ends through the teardown, so its traceback reaches the caller.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _device(device_type: DeviceType, rank: int) -> torch.device:
     return torch.device("cuda", rank) if device_type == "cuda" else torch.device("cpu")
 
@@ -72,7 +90,8 @@ def _rank_main(
     reports: Any,
 ) -> None:
     """One spawned rank: join the process group, run the worker entry, send each epoch's
-    report as ``(rank, metrics)`` to the ``reports`` queue."""
+    report as ``(rank, metrics)`` to the ``reports`` queue, and end the process once they are
+    all in the queue's pipe."""
     import torch.distributed as dist
 
     from ludwig_hpo.execution.worker import run_worker
@@ -96,6 +115,9 @@ def _rank_main(
         run_worker(spec, data, device, report, local_world_size=world)
     finally:
         dist.destroy_process_group()
+    reports.close()
+    reports.join_thread()
+    end_spawned_rank()
 
 
 def run_local(

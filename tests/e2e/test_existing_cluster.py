@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ludwig_hpo.execution import ray_temp
+from tests.ranks import free_port
 
 from ..conftest import SWEEPS
 from .test_sweep_cli import run_cli
@@ -32,12 +33,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * NODE_START_TIMEOUT_S + 60
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ray_exe() -> str:
     return shutil.which("ray") or str(Path(sys.executable).parent / "ray")
 
@@ -46,17 +41,17 @@ def _node_ports() -> list[str]:
     # Two nodes on one machine: every per-node port must differ (the defaults are fixed).
     return [
         "--node-manager-port",
-        str(_port()),
+        str(free_port()),
         "--object-manager-port",
-        str(_port()),
+        str(free_port()),
         "--dashboard-agent-listen-port",
-        str(_port()),
+        str(free_port()),
         "--dashboard-agent-grpc-port",
-        str(_port()),
+        str(free_port()),
         "--metrics-export-port",
-        str(_port()),
+        str(free_port()),
         "--runtime-env-agent-port",
-        str(_port()),
+        str(free_port()),
         "--min-worker-port",
         "0",
         "--max-worker-port",
@@ -94,7 +89,7 @@ def two_nodes():
     # one private temp folder per node (their sockets would collide); short: socket paths are length-limited
     temp_dirs = [tempfile.mkdtemp(prefix=ray_temp.PREFIX, dir=ray_temp.ROOT) for _ in range(2)]
     env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}, **RAY_ENV}
-    gcs, dash = _port(), _port()
+    gcs, dash = free_port(), free_port()
     address = f"127.0.0.1:{gcs}"
     procs: list[subprocess.Popen] = []
     try:
@@ -125,7 +120,7 @@ def two_nodes():
                     "--dashboard-port",
                     str(dash),
                     "--ray-client-server-port",
-                    str(_port()),
+                    str(free_port()),
                     "--resources",
                     '{"head_node": 1}',
                     *common,
@@ -246,7 +241,7 @@ def test_sweep_on_an_existing_two_node_cluster_uses_both_nodes(two_nodes, tmp_pa
 
 
 def test_unreachable_address_is_a_one_line_error(tmp_path):
-    port = _port()  # nothing listens there
+    port = free_port()  # nothing listens there
     proc = run_cli(
         "sweep",
         str(SWEEPS / "breast_cancer_tiny.yaml"),

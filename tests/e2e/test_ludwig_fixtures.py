@@ -21,9 +21,10 @@ import time
 import pytest
 
 from ludwig_hpo.execution import ray_temp
+from tests.ranks import free_port
 
 from ..unit.test_ludwig_fixtures import CONFIGS, EXPECTED_REFUSED, dataset_of
-from .test_existing_cluster import NODE_START_TIMEOUT_S, RAY_ENV, _own_leftovers, _port, _ray_exe
+from .test_existing_cluster import NODE_START_TIMEOUT_S, RAY_ENV, _own_leftovers, _ray_exe
 from .test_sweep_cli import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -74,7 +75,7 @@ def ray_head():
     its process group (``ray start --block``) is stopped at the end."""
     temp_dir = tempfile.mkdtemp(prefix=ray_temp.PREFIX, dir=ray_temp.ROOT)
     env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}, **RAY_ENV}
-    gcs = _port()
+    gcs = free_port()
     head = subprocess.Popen(
         [
             _ray_exe(),
@@ -87,7 +88,7 @@ def ray_head():
             "--include-dashboard",
             "false",
             "--ray-client-server-port",
-            str(_port()),
+            str(free_port()),
             "--num-cpus",
             "2",
             "--num-gpus",

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 import torch
+
+from tests.ranks import free_port, spawn_ranks
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
@@ -147,12 +148,6 @@ def test_gradient_checkpointing_gives_the_same_lora_gradients_with_less_memory(l
         torch.testing.assert_close(grads[1][k], grads[0][k], rtol=2e-2, atol=2e-3, msg=k)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _fsdp_one_rank(rank: int, port: int, model_dir: str, out: str) -> None:
     """One NCCL rank: the LoRA model sharded by the product's units (``fsdp_units``), trained a
     few bf16 steps with gradient checkpointing, against the same steps unsharded."""
@@ -208,15 +203,7 @@ def _fsdp_one_rank(rank: int, port: int, model_dir: str, out: str) -> None:
 
 
 def test_fsdp_units_are_the_decoder_blocks_and_train_as_the_unsharded_lora_model(tmp_path, llama_dirs):
-    import torch.multiprocessing as mp
-
-    mp.start_processes(
-        _fsdp_one_rank,
-        args=(_port(), str(llama_dirs["tiny"]), str(tmp_path)),
-        nprocs=1,
-        join=True,
-        start_method="spawn",
-    )
+    spawn_ranks(_fsdp_one_rank, (free_port(), str(llama_dirs["tiny"]), str(tmp_path)), 1)
     results = torch.load(tmp_path / "fsdp.pt")
     assert results["blocks"] == 2 and results["blocks_sharded"], results
     assert results["adapter_keys"] > 0, results
@@ -250,15 +237,7 @@ def _loop_rank(rank: int, world: int, port: int, strategy: str, model_dir: str, 
 def test_nccl_lora_bf16_through_the_worker_loop(tmp_path, strategy, world, llama_dirs):
     if torch.cuda.device_count() < world:
         pytest.skip(f"needs {world} GPUs for {world} NCCL ranks")
-    import torch.multiprocessing as mp
-
-    mp.start_processes(
-        _loop_rank,
-        args=(world, _port(), strategy, str(llama_dirs["tiny"]), str(tmp_path)),
-        nprocs=world,
-        join=True,
-        start_method="spawn",
-    )
+    spawn_ranks(_loop_rank, (world, free_port(), strategy, str(llama_dirs["tiny"]), str(tmp_path)), world)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
     r0 = ranks[0]
     assert r0["state"], "no adapter weights"

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 
 import pytest
 import torch
+
+from tests.ranks import free_port, spawn_ranks
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
@@ -90,12 +91,7 @@ def _rank(rank: int, world: int, port: int, precision: str, out: str) -> None:
 def test_nccl_ddp_in_every_precision(tmp_path, precision):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs for 2 NCCL ranks")
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_rank, args=(2, port, precision, str(tmp_path)), nprocs=2, join=True, start_method="spawn")
+    spawn_ranks(_rank, (2, free_port(), precision, str(tmp_path)), 2)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
     for k in r0["state"]:
         torch.testing.assert_close(r0["state"][k], r1["state"][k], rtol=0, atol=0)

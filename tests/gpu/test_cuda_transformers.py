@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
+from tests.ranks import free_port, spawn_ranks
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
@@ -210,23 +211,13 @@ def _fsdp_one_rank(rank: int, port: int, names: list[str], dirs: dict[str, str],
 
 
 def test_fsdp_units_with_checkpointing_in_bf16_train_as_the_unsharded_model(tmp_path, hf_dirs):
-    import torch.multiprocessing as mp
-
     names = ["transformer", "bert", "vit"]
     dirs = {k: str(v) for k, v in hf_dirs.items()}
-    mp.start_processes(
-        _fsdp_one_rank, args=(_port(), names, dirs, str(tmp_path)), nprocs=1, join=True, start_method="spawn"
-    )
+    spawn_ranks(_fsdp_one_rank, (free_port(), names, dirs, str(tmp_path)), 1)
     results = torch.load(tmp_path / "fsdp.pt")
     for name in names:
         assert results[f"{name}/blocks_sharded"], name
         assert results[name] < 1e-2, (name, results[name])
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _loop_rank(rank: int, world: int, port: int, name: str, strategy: str, dirs: dict[str, str], out: str) -> None:
@@ -254,12 +245,8 @@ def _loop_rank(rank: int, world: int, port: int, name: str, strategy: str, dirs:
 def test_nccl_two_ranks_bf16(tmp_path, name, strategy, hf_dirs):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs for 2 NCCL ranks")
-    import torch.multiprocessing as mp
-
     dirs = {k: str(v) for k, v in hf_dirs.items()}
-    mp.start_processes(
-        _loop_rank, args=(2, _port(), name, strategy, dirs, str(tmp_path)), nprocs=2, join=True, start_method="spawn"
-    )
+    spawn_ranks(_loop_rank, (2, free_port(), name, strategy, dirs, str(tmp_path)), 2)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
     for k in r0["state"]:
         torch.testing.assert_close(r0["state"][k], r1["state"][k], rtol=0, atol=0, msg=k)

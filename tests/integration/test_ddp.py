@@ -4,24 +4,17 @@ Ray Train runs it, and the same loop on CUDA/NCCL where a GPU is present."""
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.data import load_dataframe, prepare
 from ludwig_hpo.train.loop import Job, train_loop
+from tests.ranks import free_port, spawn_ranks
 
 from ..conftest import SWEEPS
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(
@@ -67,13 +60,7 @@ def _worker(
 
 
 def _run(tmp_path, backend: str, batch_size="auto", oom_rank1_from=None, strategy="ddp") -> list[dict]:
-    mp.start_processes(
-        _worker,
-        args=(2, _port(), backend, str(tmp_path), batch_size, oom_rank1_from, strategy),
-        nprocs=2,
-        join=True,
-        start_method="spawn",
-    )
+    spawn_ranks(_worker, (2, free_port(), backend, str(tmp_path), batch_size, oom_rank1_from, strategy), 2)
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
 

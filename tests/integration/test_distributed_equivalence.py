@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from ludwig_hpo.config import load_sweep
 from ludwig_hpo.config.schema import SweepConfig
@@ -24,6 +22,7 @@ from ludwig_hpo.model import build_model
 from ludwig_hpo.train.data import DeviceData
 from ludwig_hpo.train.evaluate import evaluate
 from ludwig_hpo.train.loop import Job, train_loop
+from tests.ranks import free_port, spawn_ranks
 
 from ..conftest import SWEEPS
 
@@ -87,12 +86,6 @@ def _data(cfg: SweepConfig, loaded):
     )
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -126,7 +119,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 def runs(tmp_path_factory) -> tuple[dict, dict, dict]:
     """(rank 0 results, rank 1 results, single-process references) per scenario."""
     out = tmp_path_factory.mktemp("ranks")
-    mp.start_processes(_worker, args=(2, _port(), str(out)), nprocs=2, join=True, start_method="spawn")
+    spawn_ranks(_worker, (2, free_port(), str(out)), 2)
     ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
     single = {}
     for name, (_, reference) in SCENARIOS.items():

@@ -5,20 +5,14 @@ to the same numbers as without. One spawn runs every scenario (process start-up 
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from tests.ranks import free_port, spawn_ranks
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
@@ -60,7 +54,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("fsdp_transformer")
-    mp.start_processes(_worker, args=(2, _port(), str(out)), nprocs=2, join=True, start_method="spawn")
+    spawn_ranks(_worker, (2, free_port(), str(out)), 2)
     return [torch.load(out / f"rank{r}.pt") for r in range(2)]
 
 

@@ -6,23 +6,17 @@ rank; both ranks end with the same weights and the training loss falls."""
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from tests.ranks import free_port, spawn_ranks
 
 from ..conftest import SWEEPS
 
 #: Rows per icon context in the slice.
 PER_CONTEXT = 12
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, port: int, out_dir: str, encoder: dict) -> None:
@@ -55,7 +49,7 @@ def _worker(rank: int, port: int, out_dir: str, encoder: dict) -> None:
 
 
 def _run(tmp_path, encoder: dict) -> list[dict]:
-    mp.start_processes(_worker, args=(_port(), str(tmp_path), encoder), nprocs=2, join=True, start_method="spawn")
+    spawn_ranks(_worker, (free_port(), str(tmp_path), encoder), 2)
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
 

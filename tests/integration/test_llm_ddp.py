@@ -9,15 +9,14 @@ The tiny random Llama of ``tests/hf_models.py`` on 40 rows of lemma -> gloss.
 from __future__ import annotations
 
 import os
-import socket
 
 import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from tests.llm_configs import LORA, llm_raw
+from tests.ranks import free_port, spawn_ranks
 
 pytest.importorskip("peft")
 
@@ -31,12 +30,6 @@ GLOSSES = [
     ("moon", "it shines at night"),
     ("bird", "it sings in the morning"),
 ]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _raw(base: str, strategy: str) -> dict:
@@ -77,13 +70,7 @@ def _worker(rank: int, world: int, port: int, base: str, strategy: str, out_dir:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_lora_ranks_end_with_identical_adapters_and_the_loss_goes_down(tmp_path, tiny_llama_dir, strategy):
-    mp.start_processes(
-        _worker,
-        args=(2, _port(), str(tiny_llama_dir), strategy, str(tmp_path)),
-        nprocs=2,
-        join=True,
-        start_method="spawn",
-    )
+    spawn_ranks(_worker, (2, free_port(), str(tiny_llama_dir), strategy, str(tmp_path)), 2)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
     assert r0["adapter"] and all("lora_" in k for k in r0["adapter"])  # the adapter only
     for k, v in r0["adapter"].items():

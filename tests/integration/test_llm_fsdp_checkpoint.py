@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from tests.llm_configs import checkpointed_llm_raw
+from tests.ranks import free_port, spawn_ranks
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -30,12 +29,6 @@ ROWS = pd.DataFrame(
     }
 )
 KEYS = ("objective", "train/combined/running_loss", "validation/gloss/token_accuracy", "optimizer_steps")
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _raw(base: str, strategy: str, world: int) -> dict:
@@ -74,7 +67,7 @@ def _worker(rank: int, world: int, port: int, base: str, out_dir: str) -> None:
 @pytest.fixture(scope="module")
 def ranks(tiny_llama_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("llm-fsdp")
-    mp.spawn(_worker, args=(2, _port(), str(tiny_llama_dir), str(out)), nprocs=2, join=True)
+    spawn_ranks(_worker, (2, free_port(), str(tiny_llama_dir), str(out)), 2)
     return out, [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
 

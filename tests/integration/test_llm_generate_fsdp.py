@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from tests.ranks import spawn_ranks
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,7 +54,7 @@ def _rank(rank: int, world: int, folder: str, base: str) -> None:
 
 def test_fsdp_ranks_generate_in_lockstep_as_one_process_does(tmp_path, tiny_llama_dir):
     pytest.importorskip("peft")
-    mp.spawn(_rank, args=(2, str(tmp_path), str(tiny_llama_dir)), nprocs=2, join=True)
+    spawn_ranks(_rank, (2, str(tmp_path), str(tiny_llama_dir)), 2)
     alone = _scores(0, 1, str(tmp_path), str(tiny_llama_dir))
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0] == ranks[1]

@@ -24,9 +24,11 @@ pytestmark = pytest.mark.timeout(300)
 PER_RANK = ("_time_s", "_tuning_s", "samples_per_s", "checkpoint_")
 
 
-def _trial(**trainer):
+def _trial(backend=None, **trainer):
     loaded = load_sweep(SWEEPS / "breast_cancer_tiny.yaml")
     raw = {**loaded.raw, "trainer": {**loaded.raw["trainer"], "epochs": 2, **trainer}}
+    if backend is not None:
+        raw["backend"] = {**loaded.raw.get("backend", {}), **backend}
     data = prepare(load_dataframe(loaded.config.dataset.source, loaded.base_dir), loaded.config)
     return TrialSpec(raw=raw, params={"combiner.output_size": 8}), data
 
@@ -53,6 +55,29 @@ def test_two_gloo_ranks_report_the_same_metrics_and_rank_0s_epochs_arrive():
         assert {k: a[k] for k in shared} == {k: b[k] for k in shared}
     assert r0[0]["world_size"] == 2 and r0[0]["global_batch_size"] == 2 * r0[0]["batch_size"]
     assert "batch_size_tried" in r0[0]  # batch_size: auto was searched inside the group
+
+
+def test_fsdp_ranks_end_cleanly_once_every_report_is_sent():
+    # FSDP2 keeps the process group alive past destroy_process_group: the ranks must end
+    # without the interpreter teardown that races its gloo threads, and lose no report.
+    spec, data = _trial(backend={"num_workers": 2, "strategy": "fsdp"})
+    r0, r1 = run_local(spec, data, workers=2, device="cpu").reports
+    assert [m["epoch"] for m in r0] == [m["epoch"] for m in r1] == [1, 2]
+    assert r0[-1]["objective"] == r1[-1]["objective"]
+
+
+def test_a_spawned_rank_ends_with_code_0_its_output_flushed_and_no_teardown():
+    code = (
+        "import atexit, sys\n"
+        "from ludwig_hpo.execution.local import end_spawned_rank\n"
+        "atexit.register(lambda: print('teardown ran'))\n"
+        "sys.stdout.write('rank output, no newline')\n"
+        "sys.stderr.write('rank warning, no newline')\n"
+        "end_spawned_rank()\n"
+        "raise SystemExit(3)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "rank output, no newline", "rank warning, no newline")
 
 
 def test_a_rank_that_raises_fails_the_run_with_its_error():

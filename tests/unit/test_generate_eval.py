@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from ludwig_hpo.train.generate_eval import (
     IGNORE,
@@ -26,6 +25,7 @@ from ludwig_hpo.train.generate_eval import (
     words,
 )
 from tests.llm_configs import LORA, llm_config
+from tests.ranks import spawn_ranks
 
 PAD, EOS = 0, 3
 #: (prompt, reference) pairs of the prepared rows the oracle tests score
@@ -173,7 +173,7 @@ def _rank(rank: int, world: int, folder: str) -> None:
 
 @pytest.mark.timeout(240)
 def test_two_ranks_count_every_sampled_row_once_in_lockstep(tmp_path, tokenizer):
-    mp.spawn(_rank, args=(2, str(tmp_path)), nprocs=2, join=True)
+    spawn_ranks(_rank, (2, str(tmp_path)), 2)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     ids, labels = _prepared(tokenizer)
     alone, kept = generated_scores(

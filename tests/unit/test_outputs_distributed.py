@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from tests.ranks import spawn_ranks
 
 OUTPUTS = [
     {"name": "klass", "type": "category", "top_k": 2},
@@ -69,7 +70,7 @@ def _rank(rank: int, world: int, folder: str) -> None:
 
 @pytest.mark.timeout(240)
 def test_two_ranks_report_the_metrics_of_one_process(tmp_path):
-    mp.spawn(_rank, args=(2, str(tmp_path)), nprocs=2, join=True)
+    spawn_ranks(_rank, (2, str(tmp_path)), 2)
     alone = _scores(0, 1, str(tmp_path))
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0] == ranks[1]
