@@ -14,7 +14,7 @@ from ludwig_hpo.train.loop import Job, train_loop
 from ludwig_hpo.train.plan import batches_per_epoch
 from ludwig_hpo.train.stream_feed import EpochBatches, JobStream, RankStream, rebatch, shuffled
 
-from .trainer_helpers import BATCH, TRAIN_ROWS, config, data
+from .trainer_helpers import BATCH, TRAIN_ROWS, config, data, whole_data
 
 CPU = torch.device("cpu")
 
@@ -130,6 +130,33 @@ def test_the_batch_size_cap_counts_the_whole_streamed_split_not_the_probe():
     cfg = config({"epochs": 1, "batch_size": 64})
     (report,) = _reports(cfg, _job_stream(data()))
     assert report["batch_size"] == 64  # the probe holds 32 training rows; the split 96
+
+
+def test_batch_size_auto_searches_on_the_probe_sample_sized_by_the_whole_split_and_is_cached():
+    """``batch_size: auto`` on a stream: the search steps run on the in-memory probe sample (32
+    training rows), but its sizes are capped by the whole streamed split (399 rows: at least 20
+    steps an epoch, so 19 at most; the sample alone would allow 1); the run then streams every
+    row each epoch at the size chosen, and a second trial of the same model shape takes that
+    size from the sweep's cache without searching."""
+    from ludwig_hpo.train.batch_size import MemoryCache
+
+    cfg, whole, cache = config({"epochs": 2, "batch_size": "auto"}), whole_data(), MemoryCache()
+    train_rows = len(whole.splits["train"])
+    assert train_rows == 399
+    runs = []
+    for _ in range(2):
+        stream, reports = _job_stream(whole), []
+        train_loop(cfg, stream, Job(), lambda metrics, ckpt, out=reports: out.append(dict(metrics)), cache=cache)
+        runs.append((stream, reports))
+    (stream, (first, second)), (again_stream, (again, _)) = runs
+    tried = [int(step.split(":")[0]) for step in first["batch_size_tried"].split(";")]
+    assert tried[0] == 8 and set(tried) <= {8, 16, 19}
+    assert first["batch_size_source"] == "probe" and first["batch_size"] in tried
+    size = first["batch_size"]
+    assert stream.seen == [train_rows, train_rows]
+    assert second["optimizer_steps"] == 2 * batches_per_epoch(train_rows, size)
+    assert (again["batch_size_cache_hit"], again["batch_size"]) == (1, size) and "batch_size_tried" not in again
+    assert again_stream.seen == [train_rows, train_rows]
 
 
 def test_a_streamed_run_continued_from_its_checkpoint_equals_the_uninterrupted_run(tmp_path):

@@ -42,15 +42,21 @@ def config(trainer: dict | None = None, **root: Any) -> SweepConfig:
 
 @lru_cache(maxsize=1)
 def _data_for(key: str) -> PreparedData:
-    raw, base_dir = _base()
-    cfg = config()
-    data = prepare(load_dataframe(cfg.dataset.source, base_dir), cfg)
-    return dataclasses.replace(data, splits={**data.splits, "train": data.splits["train"][:TRAIN_ROWS]})
+    whole = whole_data()
+    return dataclasses.replace(whole, splits={**whole.splits, "train": whole.splits["train"][:TRAIN_ROWS]})
 
 
 def data() -> PreparedData:
     """The prepared tiny dataset, training split cut to :data:`TRAIN_ROWS` rows (cached)."""
     return _data_for("tiny")
+
+
+@lru_cache(maxsize=1)
+def whole_data() -> PreparedData:
+    """The prepared tiny dataset with its whole training split (399 rows; cached)."""
+    raw, base_dir = _base()
+    cfg = config()
+    return prepare(load_dataframe(cfg.dataset.source, base_dir), cfg)
 
 
 def run(cfg: SweepConfig, job: Job | None = None) -> tuple[list[dict], Any]:
